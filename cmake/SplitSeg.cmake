@@ -1,0 +1,32 @@
+# Helpers shared by the leaf CMakeLists.
+
+# splitseg_library(NAME SOURCES... [TORCH])
+#   One static library per leaf folder; TORCH adds LibTorch and a shared precompiled header.
+function(splitseg_library name)
+  cmake_parse_arguments(A "TORCH" "" "SOURCES;LINK" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE -Wall -Wextra)
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  if(A_LINK)
+    target_link_libraries(${name} PUBLIC ${A_LINK})
+  endif()
+  if(A_TORCH)
+    target_link_libraries(${name} PUBLIC ${TORCH_LIBRARIES})
+    target_precompile_headers(${name} PRIVATE <torch/torch.h>)
+  endif()
+endfunction()
+
+# splitseg_test(NAME SOURCE LABELS <labels...> [LINK libs...])
+function(splitseg_test name)
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LABELS;LINK" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE Qt6::Test ${A_LINK})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 600)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
+                       ENVIRONMENT "SPLITSEG_SOURCE_DIR=${PROJECT_SOURCE_DIR};OMP_NUM_THREADS=2")
+endfunction()

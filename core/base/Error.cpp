@@ -1,0 +1,12 @@
+#include "core/base/Error.h"
+
+namespace splitseg {
+
+IoError::IoError(const std::string& path, const std::string& what)
+    : Error(path + ": " + what), path_(path) {}
+
+OutOfMemoryError::OutOfMemoryError(std::string device, std::string stage, const std::string& detail)
+    : Error("out of memory on " + device + " in stage " + stage + (detail.empty() ? "" : ": " + detail)),
+      device_(std::move(device)), stage_(std::move(stage)) {}
+
+} // namespace splitseg

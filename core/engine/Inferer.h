@@ -1,0 +1,40 @@
+#pragma once
+// Whole-volume and sliding-window prediction (window, overlap, Gaussian weighting as
+// nnU-Net/MONAI) through a SplitExecutor.
+#include "core/base/CancelToken.h"
+#include "core/base/Progress.h"
+#include "core/engine/SplitExecutor.h"
+
+#include <array>
+
+namespace splitseg::engine {
+
+struct InferOptions {
+  std::array<std::int64_t, 3> window{0, 0, 0};  // x, y, z; 0 = whole volume in one pass
+  double overlap = 0.5;
+  bool gaussian = true;
+  double sigmaScale = 0.125;                    // Gaussian sigma = window * sigmaScale
+  int batch = 1;                                // windows per forward pass
+};
+
+struct Prediction {
+  torch::Tensor probabilities;  // (C, D, H, W) float32 on CPU; C == 1 for binary
+  torch::Tensor labels;         // (D, H, W) int64 on CPU
+};
+
+class Inferer {
+public:
+  explicit Inferer(SplitExecutor& executor) : executor_(executor) {}
+  // image: (Cin, D, H, W) float on CPU. Pads to the network's size divisor where needed.
+  Prediction predict(const torch::Tensor& image, const InferOptions& options,
+                     ProgressSink* progress = nullptr, CancelToken* cancel = nullptr);
+
+private:
+  torch::Tensor runPadded(const torch::Tensor& batch);  // (N, Cin, d, h, w) -> logits cropped back
+  SplitExecutor& executor_;
+};
+
+// Gaussian importance map for a window (D, H, W), max 1, floor > 0.
+torch::Tensor gaussianWindow(const std::array<std::int64_t, 3>& windowZyx, double sigmaScale);
+
+} // namespace splitseg::engine

@@ -1,0 +1,49 @@
+#pragma once
+// What the engine reports while it works. Front ends implement MetricsSink: the GUI turns
+// calls into queued Qt signals, the CLI prints JSON lines. Calls come from the worker thread.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace splitseg::engine {
+
+// Memory of one device at one moment. Every number is measured (allocator statistics or
+// LibTorch's own allocation reports), never estimated.
+struct DeviceMemory {
+  std::string device;            // "cpu", "cuda:0"
+  std::int64_t allocated = 0;    // bytes held by tensors now
+  std::int64_t reserved = 0;     // bytes held by the caching allocator (CUDA) / == allocated (CPU)
+  std::int64_t peak = 0;         // peak allocated since the last reset (the step start)
+  std::int64_t total = 0;        // device capacity (CUDA total, host physical memory)
+  std::int64_t free = 0;         // cudaMemGetInfo free / host available
+};
+
+struct StepMetrics {
+  std::int64_t step = 0;         // 1-based, steps done so far
+  std::int64_t totalSteps = 0;
+  int epoch = 0;
+  double loss = 0;
+  std::vector<double> dice;      // per foreground class
+  double meanDice = 0;
+  double seconds = 0;            // wall time of this step
+  std::vector<DeviceMemory> memory;
+  std::int64_t hostRss = 0;      // process resident set size
+};
+
+struct ValidationMetrics {
+  std::int64_t step = 0;
+  double loss = 0;
+  std::vector<double> dice;
+  double meanDice = 0;
+};
+
+class MetricsSink {
+public:
+  virtual ~MetricsSink() = default;
+  virtual void onStep(const StepMetrics& m) = 0;
+  virtual void onValidation(const ValidationMetrics&) {}
+  virtual void onCheckpoint(const std::string& /*path*/, std::int64_t /*step*/) {}
+  virtual void onMessage(const std::string& /*text*/) {}
+};
+
+} // namespace splitseg::engine

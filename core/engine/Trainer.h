@@ -1,0 +1,78 @@
+#pragma once
+// Training loop over a SplitExecutor: one Adam over all parameters, metrics after every
+// step, cancel and pause between steps, atomic checkpoints that resume exactly.
+#include "core/base/CancelToken.h"
+#include "core/data/SampleSource.h"
+#include "core/engine/Metrics.h"
+#include "core/engine/SplitExecutor.h"
+
+#include <array>
+#include <memory>
+#include <random>
+#include <string>
+
+namespace torch::optim { class Adam; }
+
+namespace splitseg::engine {
+
+class MemoryMeter;
+
+struct TrainerOptions {
+  std::int64_t steps = 100;               // total optimizer steps (epochs * stepsPerEpoch when epochs > 0)
+  int epochs = 0;
+  std::int64_t stepsPerEpoch = 50;
+  int batch = 1;
+  double learningRate = 1e-3;
+  std::array<std::int64_t, 3> patch{32, 32, 32};  // x, y, z
+  std::uint64_t seed = 0;
+  std::string checkpointPath;             // empty: no checkpoints
+  std::int64_t checkpointEvery = 0;       // steps; 0: only at the end
+  std::int64_t validateEvery = 0;         // steps; 0: never
+  std::int64_t cpuBudgetBytes = 0;        // CPU memory budget (0: none); beyond it a step fails as out of memory
+  std::string preprocessingJson = "{}";   // stored in checkpoints so inference preprocesses the same way
+
+  std::int64_t totalSteps() const { return epochs > 0 ? epochs * stepsPerEpoch : steps; }
+};
+
+class Trainer {
+public:
+  Trainer(std::shared_ptr<model::StagedNetwork> network, const placement::Placement& placement,
+          std::shared_ptr<data::SampleSource> source, TrainerOptions options, ExecutorOptions exec = {});
+  ~Trainer();
+
+  // Runs until totalSteps are done or the token is cancelled (returns normally then).
+  // A step that runs out of memory throws OutOfMemoryError after freeing the step's memory;
+  // model and optimizer keep their state from before that step.
+  void run(MetricsSink* sink = nullptr, CancelToken* cancel = nullptr);
+  StepMetrics step();
+  ValidationMetrics validate();
+
+  // Moves stages (and their optimizer state) to a new placement between steps.
+  void setPlacement(const placement::Placement& placement);
+  void setExecutorOptions(const ExecutorOptions& options);
+  const placement::Placement& placement() const { return executor_.placement(); }
+
+  void saveCheckpoint(const std::string& path) const;
+  // Restores model, optimizer, step, RNG state and placement from a checkpoint written by
+  // saveCheckpoint (the network options must match; throws otherwise).
+  void loadCheckpoint(const std::string& path);
+
+  std::int64_t stepsDone() const { return step_; }
+  const TrainerOptions& options() const { return options_; }
+  SplitExecutor& executor() { return executor_; }
+  MemoryMeter& meter() { return *meter_; }
+
+private:
+  void makeBatch(torch::Tensor& input, torch::Tensor& target);
+
+  std::shared_ptr<model::StagedNetwork> network_;
+  SplitExecutor executor_;
+  std::shared_ptr<data::SampleSource> source_;
+  TrainerOptions options_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  std::unique_ptr<MemoryMeter> meter_;
+  std::mt19937_64 rng_;
+  std::int64_t step_ = 0;
+};
+
+} // namespace splitseg::engine

@@ -1,0 +1,152 @@
+#include "core/model/UNet3d.h"
+#include "core/base/Error.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/nn/functional.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/instancenorm.h>
+
+namespace splitseg::model {
+
+namespace F = torch::nn::functional;
+
+std::string toString(Norm n) {
+  switch (n) {
+    case Norm::None: return "none";
+    case Norm::Instance: return "instance";
+    case Norm::Batch: return "batch";
+  }
+  return "none";
+}
+
+Norm normFromString(const std::string& s) {
+  if (s == "none") return Norm::None;
+  if (s == "instance") return Norm::Instance;
+  if (s == "batch") return Norm::Batch;
+  throw InvalidArgument("unknown norm '" + s + "' (none, instance, batch)");
+}
+
+std::string UNet3dOptions::toJson() const {
+  nlohmann::json j{{"in_channels", in_channels()}, {"out_channels", out_channels()},
+                   {"base_channels", base_channels()}, {"depth", depth()},
+                   {"dropout", dropout()}, {"norm", toString(norm())}};
+  return j.dump();
+}
+
+UNet3dOptions UNet3dOptions::fromJson(const std::string& text) {
+  UNet3dOptions o;
+  try {
+    auto j = nlohmann::json::parse(text);
+    o.in_channels(j.value("in_channels", o.in_channels()));
+    o.out_channels(j.value("out_channels", o.out_channels()));
+    o.base_channels(j.value("base_channels", o.base_channels()));
+    o.depth(j.value("depth", o.depth()));
+    o.dropout(j.value("dropout", o.dropout()));
+    o.norm(normFromString(j.value("norm", std::string("none"))));
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(std::string("bad U-Net options: ") + e.what());
+  }
+  return o;
+}
+
+namespace {
+void addConvBlock(torch::nn::Sequential& seq, std::int64_t in, std::int64_t out, Norm norm) {
+  seq->push_back(torch::nn::Conv3d(torch::nn::Conv3dOptions(in, out, 3).padding(1)));
+  if (norm == Norm::Instance)
+    seq->push_back(torch::nn::InstanceNorm3d(torch::nn::InstanceNorm3dOptions(out).affine(true)));
+  else if (norm == Norm::Batch)
+    seq->push_back(torch::nn::BatchNorm3d(out));
+  // In-place ReLU: saves one activation per conv; autograd still has what it needs.
+  seq->push_back(torch::nn::ReLU(torch::nn::ReLUOptions().inplace(true)));
+}
+} // namespace
+
+UNetStageImpl::UNetStageImpl(Kind kind, std::int64_t in, std::int64_t out, bool pool, double dropout,
+                             Norm norm)
+    : kind_(kind), pool_(pool), dropout_(dropout) {
+  if (kind == Kind::Head) {
+    head_ = register_module("head", torch::nn::Conv3d(torch::nn::Conv3dOptions(in, out, 1)));
+    return;
+  }
+  std::int64_t convIn = in;
+  if (kind == Kind::Decoder) {
+    // in = channels from below; the transposed conv halves them, the skip brings them back.
+    up_ = register_module("up", torch::nn::ConvTranspose3d(
+                                    torch::nn::ConvTranspose3dOptions(in, out, 2).stride(2)));
+    convIn = 2 * out;
+  }
+  convs_ = torch::nn::Sequential();
+  addConvBlock(convs_, convIn, out, norm);
+  addConvBlock(convs_, out, out, norm);
+  register_module("convs", convs_);
+}
+
+torch::Tensor UNetStageImpl::forward(const std::vector<torch::Tensor>& inputs) {
+  if (kind_ == Kind::Head) return head_->forward(inputs.at(0));
+  torch::Tensor x;
+  if (kind_ == Kind::Decoder) {
+    TORCH_CHECK(inputs.size() == 2, "decoder stage needs (below, skip)");
+    x = torch::cat({up_->forward(inputs[0]), inputs[1]}, 1);
+  } else {
+    x = inputs.at(0);
+    if (pool_) {
+      x = F::max_pool3d(x, F::MaxPool3dFuncOptions(2));
+      if (dropout_ > 0) x = F::dropout(x, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+    }
+  }
+  return convs_->forward(x);
+}
+
+UNet3dImpl::UNet3dImpl(const UNet3dOptions& o) : options_(o) {
+  const int d = o.depth();
+  if (d < 2) throw InvalidArgument("U-Net depth must be at least 2");
+  if (o.base_channels() < 1 || o.in_channels() < 1 || o.out_channels() < 1)
+    throw InvalidArgument("U-Net channel counts must be positive");
+  std::vector<double> drop = o.dropout();
+  drop.resize(static_cast<std::size_t>(d - 1), drop.empty() ? 0.0 : drop.back());
+
+  auto ch = [&](int level) { return o.base_channels() << level; };
+  auto add = [&](StageSpec spec, UNetStage stage) {
+    stages_.push_back(register_module(spec.name, stage));
+    specs_.push_back(std::move(spec));
+  };
+  using K = UNetStageImpl::Kind;
+  for (int l = 0; l < d - 1; ++l) {
+    const std::string prev = l == 0 ? kInput : "enc" + std::to_string(l - 1);
+    const std::int64_t in = l == 0 ? o.in_channels() : ch(l - 1);
+    add({"enc" + std::to_string(l), {prev}, in, ch(l), l},
+        UNetStage(K::Encoder, in, ch(l), l > 0, l > 0 ? drop[l - 1] : 0.0, o.norm()));
+  }
+  add({"bottleneck", {"enc" + std::to_string(d - 2)}, ch(d - 2), ch(d - 1), d - 1},
+      UNetStage(K::Encoder, ch(d - 2), ch(d - 1), true, drop[d - 2], o.norm()));
+  for (int l = d - 2; l >= 0; --l) {
+    const std::string below = l == d - 2 ? "bottleneck" : "dec" + std::to_string(l + 1);
+    add({"dec" + std::to_string(l), {below, "enc" + std::to_string(l)}, ch(l + 1), ch(l), l},
+        UNetStage(K::Decoder, ch(l + 1), ch(l), false, 0.0, o.norm()));
+  }
+  add({"head", {"dec0"}, ch(0), o.out_channels(), 0},
+      UNetStage(K::Head, ch(0), o.out_channels(), false, 0.0, o.norm()));
+}
+
+torch::Tensor UNet3dImpl::runStage(std::size_t i, const std::vector<torch::Tensor>& inputs) {
+  return stages_.at(i)->forward(inputs);
+}
+
+std::shared_ptr<torch::nn::Module> UNet3dImpl::stageModule(std::size_t i) {
+  return stages_.at(i).ptr();
+}
+
+torch::Tensor UNet3dImpl::forward(torch::Tensor x) {
+  std::map<std::string, torch::Tensor> outputs{{kInput, x}};
+  torch::Tensor last;
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    std::vector<torch::Tensor> in;
+    for (const auto& name : specs_[i].inputs) in.push_back(outputs.at(name));
+    last = runStage(i, in);
+    outputs[specs_[i].name] = last;
+  }
+  return last;
+}
+
+} // namespace splitseg::model

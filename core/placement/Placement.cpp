@@ -1,0 +1,161 @@
+#include "core/placement/Placement.h"
+#include "core/base/Error.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace splitseg::placement {
+
+namespace {
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\n");
+  auto e = s.find_last_not_of(" \t\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+} // namespace
+
+std::string canonicalDevice(const std::string& device) {
+  const std::string d = trim(device);
+  if (d == "cpu") return d;
+  if (d == "cuda") return "cuda:0";
+  if (d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+      std::all_of(d.begin() + 5, d.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    return "cuda:" + std::to_string(std::stoi(d.substr(5)));
+  throw InvalidArgument("unknown device '" + device + "' (cpu, cuda:0, cuda:1, ...)");
+}
+
+Placement Placement::uniform(const std::vector<std::string>& stages, const std::string& device) {
+  Placement p;
+  p.order_ = stages;
+  const std::string d = canonicalDevice(device);
+  for (const auto& s : stages) p.map_[s] = d;
+  return p;
+}
+
+Placement Placement::parse(const std::string& text, const std::vector<std::string>& stages,
+                           const std::string& defaultDevice) {
+  const std::string t = trim(text);
+  if (t.empty()) return uniform(stages, defaultDevice);
+  if (t.front() == '{') return fromJson(t, stages);
+  if (t.find('=') == std::string::npos) {
+    if (!std::filesystem::exists(t))
+      throw InvalidArgument("placement '" + t + "' is neither stage=device pairs nor an existing JSON file");
+    return load(t, stages);
+  }
+  Placement p = uniform(stages, defaultDevice);
+  std::stringstream ss(t);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos)
+      throw InvalidArgument("placement entry '" + item + "' must be stage=device");
+    p.assign(trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
+  }
+  return p;
+}
+
+Placement Placement::fromJson(const std::string& json, const std::vector<std::string>& stages) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(std::string("placement is not valid JSON: ") + e.what());
+  }
+  const nlohmann::json& m = j.contains("stages") ? j["stages"] : j;
+  if (!m.is_object()) throw InvalidArgument("placement JSON must map stage names to devices");
+  Placement p;
+  p.order_ = stages;
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    if (std::find(stages.begin(), stages.end(), it.key()) == stages.end())
+      throw InvalidArgument("placement names unknown stage '" + it.key() + "' (stages: " + joined(stages) + ")");
+    if (!it.value().is_string()) throw InvalidArgument("device of stage '" + it.key() + "' must be a string");
+    p.map_[it.key()] = canonicalDevice(it.value().get<std::string>());
+  }
+  std::vector<std::string> missing;
+  for (const auto& s : stages)
+    if (!p.map_.count(s)) missing.push_back(s);
+  if (!missing.empty()) throw InvalidArgument("placement lacks stages: " + joined(missing));
+  return p;
+}
+
+std::string Placement::toJson() const {
+  nlohmann::ordered_json stages;
+  for (const auto& s : order_) stages[s] = map_.at(s);
+  return nlohmann::ordered_json{{"stages", stages}}.dump(2);
+}
+
+void Placement::save(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw IoError(path, "cannot write placement");
+    out << toJson() << "\n";
+    if (!out) throw IoError(path, "write failed");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+Placement Placement::load(const std::string& path, const std::vector<std::string>& stages) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path, "cannot open placement file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return fromJson(ss.str(), stages);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(path + ": " + e.what());
+  }
+}
+
+const std::string& Placement::deviceOf(const std::string& stage) const {
+  auto it = map_.find(stage);
+  if (it == map_.end()) throw InvalidArgument("no device for unknown stage '" + stage + "'");
+  return it->second;
+}
+
+void Placement::assign(const std::string& stage, const std::string& device) {
+  if (!map_.count(stage))
+    throw InvalidArgument("unknown stage '" + stage + "' (stages: " + joined(order_) + ")");
+  map_[stage] = canonicalDevice(device);
+}
+
+std::vector<std::string> Placement::devices() const {
+  std::vector<std::string> d;
+  for (const auto& s : order_)
+    if (std::find(d.begin(), d.end(), map_.at(s)) == d.end()) d.push_back(map_.at(s));
+  return d;
+}
+
+void Placement::checkDevices(const std::vector<std::string>& available) const {
+  for (const auto& s : order_) {
+    const auto& d = map_.at(s);
+    if (std::find(available.begin(), available.end(), d) == available.end())
+      throw DeviceError("stage " + s + " is placed on " + d + ", which is not available (available: " +
+                        joined(available) + ")");
+  }
+}
+
+std::string Placement::describe() const {
+  std::string out;
+  std::size_t i = 0;
+  while (i < order_.size()) {
+    std::size_t j = i;
+    while (j + 1 < order_.size() && map_.at(order_[j + 1]) == map_.at(order_[i])) ++j;
+    if (!out.empty()) out += " | ";
+    out += order_[i] + (j > i ? ".." + order_[j] : "") + " " + map_.at(order_[i]);
+    i = j + 1;
+  }
+  return out;
+}
+
+} // namespace splitseg::placement

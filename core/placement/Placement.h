@@ -1,0 +1,45 @@
+#pragma once
+// Placement: which device runs each stage. The one plan object for device placement; the
+// engine's SplitExecutor applies it and nothing else moves model parts between devices.
+#include <map>
+#include <string>
+#include <vector>
+
+namespace splitseg::placement {
+
+class Placement {
+public:
+  Placement() = default;
+  // Every stage on one device.
+  static Placement uniform(const std::vector<std::string>& stages, const std::string& device);
+  // "enc0=cuda:0,dec0=cpu" (unnamed stages go to defaultDevice), a JSON object text, or the
+  // path of a JSON file. Throws InvalidArgument naming the unknown stage or bad entry.
+  static Placement parse(const std::string& text, const std::vector<std::string>& stages,
+                         const std::string& defaultDevice);
+  // {"stages": {"enc0": "cpu", ...}}; all stages must be present.
+  static Placement fromJson(const std::string& json, const std::vector<std::string>& stages);
+  std::string toJson() const;
+  void save(const std::string& path) const;
+  static Placement load(const std::string& path, const std::vector<std::string>& stages);
+
+  const std::vector<std::string>& stages() const { return order_; }
+  const std::string& deviceOf(const std::string& stage) const;
+  void assign(const std::string& stage, const std::string& device);
+  // Distinct devices in stage order.
+  std::vector<std::string> devices() const;
+  // Throws DeviceError when a stage's device is not among `available`.
+  void checkDevices(const std::vector<std::string>& available) const;
+  std::string describe() const;  // "enc0..enc2 cuda:0 | bottleneck..head cpu"
+
+  bool operator==(const Placement& o) const { return order_ == o.order_ && map_ == o.map_; }
+  bool operator!=(const Placement& o) const { return !(*this == o); }
+
+private:
+  std::vector<std::string> order_;
+  std::map<std::string, std::string> map_;
+};
+
+// "cpu", "cuda", "cuda:1" -> canonical "cpu" / "cuda:0" / "cuda:1"; throws InvalidArgument.
+std::string canonicalDevice(const std::string& device);
+
+} // namespace splitseg::placement

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets up what is missing, builds, and opens the workstation on the demo CT.
+# Without the GUI build (or with --cli) it runs a short demo training in the terminal.
+set -euo pipefail
+cd "$(dirname "$0")"
+./packaging/install-deps.sh
+cmake --preset default >/dev/null
+cmake --build --preset default
+if [ "${1:-}" != "--cli" ] && [ -x build/bin/splitseg ]; then
+  exec build/bin/splitseg "${@}"
+fi
+echo "SplitSeg demo: training a small U-Net split over two device entries on a synthetic phantom"
+exec build/bin/splitseg-cli train --synthetic 32 --base 8 --steps 40 \
+  --placement "enc0=cpu,bottleneck=cpu" --progress bar

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets up what is missing, builds, and runs every test through CTest (GUI tests under Xvfb).
+#   ./test.sh            all tests
+#   ./test.sh -L core    CTest arguments pass through
+#   ./test.sh --bench    also run the benchmarks and write docs/benchmarks.md
+set -euo pipefail
+cd "$(dirname "$0")"
+bench=0; args=()
+for a in "$@"; do
+  if [ "$a" = "--bench" ]; then bench=1; else args+=("$a"); fi
+done
+deps_args=(); [ "$bench" = 1 ] && deps_args+=(--bench)
+./packaging/install-deps.sh "${deps_args[@]}"
+cmake --preset default >/dev/null
+cmake --build --preset default
+export QT_QPA_PLATFORM=xcb
+run() {
+  if [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null; then
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$@"
+  else
+    "$@"
+  fi
+}
+run ctest --test-dir build --output-on-failure -j2 "${args[@]}"
+if [ "$bench" = 1 ]; then
+  run tests/bench/run.sh
+fi
