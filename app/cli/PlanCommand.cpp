@@ -1,0 +1,214 @@
+// splitseg-cli plan: the memory planner from the command line — per-stage and per-device
+// tables, a verdict, auto-placement and the largest cube that fits.
+#include "app/cli/Commands.h"
+#include "core/base/Error.h"
+#include "core/base/Units.h"
+#include "core/engine/Devices.h"
+#include "core/model/UNet3d.h"
+#include "core/placement/AutoPlacer.h"
+#include "core/placement/LargestVolume.h"
+#include "core/placement/MemoryPlanner.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace splitseg::cli {
+
+namespace {
+
+using namespace splitseg::placement;
+
+struct PlanArgs {
+  std::string size = "128";
+  int batch = 1;
+  std::int64_t base = 32;
+  int depth = 5;
+  std::int64_t inChannels = 1;
+  std::int64_t outChannels = 1;
+  std::string norm = "none";
+  std::string precision = "fp32";
+  std::string devices;
+  std::string placement;
+  bool autoPlace = false;
+  std::string checkpoint;
+  std::string allowance;
+  std::string optimizer = "adam";
+  bool json = false;
+  bool largest = false;
+};
+
+std::vector<std::string> splitList(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::array<std::int64_t, 3> parseSize(const std::string& s) {
+  const auto parts = splitList(s, 'x');
+  try {
+    if (parts.size() == 1) {
+      const auto n = std::stoll(parts[0]);
+      return {n, n, n};
+    }
+    if (parts.size() == 3) return {std::stoll(parts[0]), std::stoll(parts[1]), std::stoll(parts[2])};
+  } catch (const std::exception&) {
+  }
+  throw InvalidArgument("--size must be N or DxHxW, got '" + s + "'");
+}
+
+// "cuda:0=16GiB,cuda:1=16GiB" are planning-only; without it, the devices present.
+std::vector<DeviceSpec> parseDevices(const std::string& text) {
+  std::vector<DeviceSpec> out;
+  if (text.empty()) {
+    for (const auto& d : engine::detectDevices()) out.push_back({d.name, d.totalBytes, -1, d.planningOnly});
+    return out;
+  }
+  for (const auto& item : splitList(text, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw InvalidArgument("device '" + item + "' must be name=capacity (cuda:0=16GiB)");
+    out.push_back({canonicalDevice(item.substr(0, eq)), parseBytes(item.substr(eq + 1)), -1, true});
+  }
+  return out;
+}
+
+std::string fmt(std::int64_t b) { return formatBytes(static_cast<double>(b)); }
+
+std::string cube(const std::array<std::int64_t, 3>& s) {
+  if (s[0] == s[1] && s[1] == s[2]) return std::to_string(s[0]) + "^3";
+  return std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
+}
+
+void printPlan(const MemoryPlan& p, std::ostream& os) {
+  char line[512];
+  std::snprintf(line, sizeof line, "%-11s %-7s %11s %11s %11s %11s %11s %11s %9s\n", "stage", "device",
+                "params", "w+g+opt", "activations", "transfers", "bwd peak", "bwd extra", "TFLOP");
+  os << line;
+  for (const auto& s : p.stages) {
+    std::snprintf(line, sizeof line, "%-11s %-7s %11lld %11s %11s %11s %11s %11s %9.2f\n",
+                  (s.name + (s.checkpointed ? "*" : "")).c_str(), s.device.c_str(),
+                  static_cast<long long>(s.parameters),
+                  fmt(s.parameterBytes + s.gradientBytes + s.optimizerBytes).c_str(),
+                  fmt(s.activationBytes).c_str(), fmt(s.transferBytes).c_str(), fmt(s.backwardPeak).c_str(),
+                  fmt(s.backwardTransient).c_str(), s.flops / 1e12);
+    os << line;
+  }
+  os << "(* checkpointed; activations = saved for backward at the end of forward; bwd peak = device "
+        "memory at the peak of the stage's backward, allowance included)\n\n";
+  std::snprintf(line, sizeof line, "%-7s %11s %10s %11s %11s %11s %11s %-22s %12s\n", "device", "capacity",
+                "allowance", "persistent", "activations", "transfers", "peak", "peak at", "margin");
+  os << line;
+  for (const auto& d : p.devices) {
+    std::snprintf(line, sizeof line, "%-7s %11s %10s %11s %11s %11s %11s %-22s %12s\n", d.name.c_str(),
+                  d.capacity > 0 ? fmt(d.capacity).c_str() : "?", fmt(d.allowance).c_str(),
+                  fmt(d.persistentBytes).c_str(), fmt(d.activationBytes).c_str(), fmt(d.transferBytes).c_str(),
+                  fmt(d.peak).c_str(), (d.peakStage + " " + d.peakPhase).c_str(),
+                  ((d.margin() < 0 ? "-" : "+") + fmt(std::llabs(d.margin()))).c_str());
+    os << line;
+  }
+  os << "moved between devices per step: " << fmt(p.bytesMoved) << "\n";
+}
+
+std::string verdict(const MemoryPlan& p) {
+  std::int64_t worst = worstMargin(p);
+  if (p.fits)
+    return "FITS: tightest device " + p.limitingDevice + " has " + fmt(worst) + " to spare (peak at " +
+           p.limitingStage + ")";
+  return "DOES NOT FIT: " + p.limitingDevice + " is short by " + fmt(-worst) + " (peak during stage " +
+         p.limitingStage + ")";
+}
+
+void runPlan(const PlanArgs& a) {
+  model::UNet3dOptions o;
+  o.base_channels(a.base).depth(a.depth).in_channels(a.inChannels).out_channels(a.outChannels);
+  o.norm(model::normFromString(a.norm));
+  MemoryPlanner planner(NetworkStructure::fromUNet(o));
+  const auto names = planner.network().stageNames();
+
+  PlanRequest req;
+  req.size = parseSize(a.size);
+  req.batch = a.batch;
+  req.precision = precisionFromString(a.precision);
+  req.adam = a.optimizer == "adam";
+  if (a.optimizer != "adam" && a.optimizer != "sgd") throw InvalidArgument("--optimizer must be adam or sgd");
+  req.devices = parseDevices(a.devices);
+  if (req.devices.empty()) throw DeviceError("no devices to plan for");
+  if (!a.allowance.empty())
+    for (auto& d : req.devices) d.allowance = parseBytes(a.allowance);
+  if (a.checkpoint == "all") req.checkpoint = {names.begin(), names.end()};
+  else if (!a.checkpoint.empty() && a.checkpoint != "none")
+    for (const auto& s : splitList(a.checkpoint, ',')) req.checkpoint.insert(s);
+  req.placement = Placement::parse(a.placement, names, req.devices.front().name);
+
+  nlohmann::ordered_json out;
+  std::ostream& os = std::cout;
+  const std::string header = "U-Net base " + std::to_string(a.base) + " depth " + std::to_string(a.depth) +
+                             " (" + std::to_string(planner.network().parameters()) + " parameters), input " +
+                             cube(req.size) + " x batch " + std::to_string(a.batch) + ", " + a.precision +
+                             ", " + a.optimizer + (req.checkpoint.empty() ? "" : ", checkpointing");
+  std::string method;
+  if (a.autoPlace) {
+    AutoPlaceResult r = AutoPlacer(planner).place(req);
+    req.placement = r.placement;
+    method = r.method + " (" + std::to_string(r.evaluated) + " placements simulated)";
+    out["auto"] = {{"method", r.method}, {"exact", r.exact}, {"evaluated", r.evaluated},
+                   {"placement", nlohmann::json::parse(r.placement.toJson())}};
+  }
+  const MemoryPlan plan = planner.plan(req);
+  out["plan"] = nlohmann::json::parse(plan.toJson());
+  if (!a.json) {
+    os << header << "\nplacement: " << req.placement.describe() << (a.autoPlace ? "  [auto: " + method + "]" : "")
+       << "\n\n";
+    printPlan(plan, os);
+    os << "\n" << verdict(plan) << "\n";
+  }
+  if (a.largest) {
+    const LargestVolume lv = largestCube(planner, req, a.autoPlace);
+    nlohmann::ordered_json j{{"edge", lv.edge}, {"step", lv.step}, {"exact", lv.exact},
+                             {"limiting_device", lv.next.limitingDevice}, {"limiting_stage", lv.next.limitingStage}};
+    if (lv.edge > 0) j["placement"] = nlohmann::json::parse(lv.placement.toJson());
+    out["largest"] = j;
+    if (!a.json) {
+      os << "\nLargest cube" << (a.autoPlace ? " with auto-placement" : " for this placement") << ": ";
+      if (lv.edge == 0) os << "none fits (not even " << lv.step << "^3)\n";
+      else
+        os << lv.edge << "^3 (peak " << fmt(lv.plan.maxPeak()) << ", placement " << lv.placement.describe() << ")\n";
+      if (!lv.next.devices.empty())
+        os << "  next size " << cube(lv.next.size) << ": " << verdict(lv.next) << "\n";
+      if (!lv.exact) os << "  (auto-placement was heuristic for some sizes)\n";
+    }
+  }
+  if (a.json) os << out.dump(2) << "\n";
+}
+
+} // namespace
+
+void addPlanCommands(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  auto* cmd = app.add_subcommand("plan", "Predict per-stage and per-device memory of a training step");
+  cmd->add_option("--size", args->size, "Input size: N (cube) or DxHxW")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
+  cmd->add_option("--base", args->base, "U-Net base channels")->capture_default_str();
+  cmd->add_option("--depth", args->depth, "U-Net depth")->capture_default_str();
+  cmd->add_option("--in-channels", args->inChannels)->capture_default_str();
+  cmd->add_option("--out-channels", args->outChannels)->capture_default_str();
+  cmd->add_option("--norm", args->norm, "none | instance | batch")->capture_default_str();
+  cmd->add_option("--precision", args->precision, "fp32 | bf16")->capture_default_str();
+  cmd->add_option("--devices", args->devices, "Planning-only devices: cuda:0=16GiB,cuda:1=16GiB (default: the devices present)");
+  auto* pl = cmd->add_option("--placement", args->placement, "stage=device pairs, JSON text or file");
+  auto* au = cmd->add_flag("--auto", args->autoPlace, "Choose the placement automatically");
+  pl->excludes(au);
+  cmd->add_option("--checkpoint", args->checkpoint, "Stages to checkpoint: all | none | enc0,dec0");
+  cmd->add_option("--allowance", args->allowance, "Fixed cost per device (default: 756MiB CUDA, 0 CPU)");
+  cmd->add_option("--optimizer", args->optimizer, "adam | sgd")->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print JSON");
+  cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits");
+  cmd->callback([args] { runPlan(*args); });
+}
+
+} // namespace splitseg::cli

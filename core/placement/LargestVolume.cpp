@@ -1,0 +1,70 @@
+#include "core/placement/LargestVolume.h"
+
+namespace splitseg::placement {
+
+namespace {
+struct Trial {
+  MemoryPlan plan;
+  Placement placement;
+  bool exact = true;
+};
+
+Trial tryEdge(const MemoryPlanner& planner, PlanRequest r, bool autoPlace, std::int64_t edge) {
+  r.size = {edge, edge, edge};
+  Trial t;
+  if (autoPlace) {
+    AutoPlaceResult a = AutoPlacer(planner).place(r);
+    t.plan = std::move(a.plan);
+    t.placement = std::move(a.placement);
+    t.exact = a.exact;
+  } else {
+    t.plan = planner.plan(r);
+    t.placement = r.placement;
+  }
+  return t;
+}
+} // namespace
+
+LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& request, bool autoPlace,
+                          std::int64_t maxEdge) {
+  LargestVolume out;
+  const std::int64_t step = planner.network().sizeDivisor;
+  out.step = step;
+  // Memory grows with the edge, so fitting is monotone: grow by doubling, then bisect.
+  std::int64_t lo = 0, hi = 0;  // multiples of step: lo fits (0 = none), hi does not
+  Trial best, fail;
+  for (std::int64_t k = 1;; k *= 2) {
+    if (k * step > maxEdge) {
+      hi = maxEdge / step + 1;
+      break;
+    }
+    Trial t = tryEdge(planner, request, autoPlace, k * step);
+    out.exact = out.exact && t.exact;
+    if (!t.plan.fits) {
+      hi = k;
+      fail = std::move(t);
+      break;
+    }
+    lo = k;
+    best = std::move(t);
+  }
+  while (hi - lo > 1) {
+    const std::int64_t mid = (lo + hi) / 2;
+    Trial t = tryEdge(planner, request, autoPlace, mid * step);
+    out.exact = out.exact && t.exact;
+    if (t.plan.fits) {
+      lo = mid;
+      best = std::move(t);
+    } else {
+      hi = mid;
+      fail = std::move(t);
+    }
+  }
+  out.edge = lo * step;
+  out.plan = std::move(best.plan);
+  out.placement = std::move(best.placement);
+  out.next = std::move(fail.plan);
+  return out;
+}
+
+} // namespace splitseg::placement

@@ -1,0 +1,24 @@
+#pragma once
+// The largest cube (edge a multiple of the network's size divisor) whose training step fits,
+// for a given placement or with auto-placement at every size tried.
+#include "core/placement/AutoPlacer.h"
+#include "core/placement/MemoryPlanner.h"
+
+#include <cstdint>
+
+namespace splitseg::placement {
+
+struct LargestVolume {
+  std::int64_t edge = 0;      // 0: not even the smallest cube fits
+  MemoryPlan plan;            // at `edge` (with its placement)
+  MemoryPlan next;            // at the next edge, which does not fit: names the limiting stage
+  Placement placement;        // the placement of `plan`
+  bool exact = true;          // auto-placement was exact at every size tried
+  std::int64_t step = 1;      // edge granularity (the size divisor)
+};
+
+// request.size is ignored. With autoPlace, request.placement is ignored too.
+LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& request, bool autoPlace,
+                          std::int64_t maxEdge = 4096);
+
+} // namespace splitseg::placement

@@ -1,0 +1,159 @@
+#include "core/placement/MemoryPlanner.h"
+#include "core/base/Error.h"
+#include "core/placement/StepSimulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace splitseg::placement {
+
+std::string toString(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+
+Precision precisionFromString(const std::string& s) {
+  if (s == "fp32" || s == "float32") return Precision::FP32;
+  if (s == "bf16" || s == "bfloat16") return Precision::BF16;
+  throw InvalidArgument("unknown precision '" + s + "' (fp32, bf16)");
+}
+
+std::int64_t MemoryPlan::maxPeak() const {
+  std::int64_t m = 0;
+  for (const auto& d : devices) m = std::max(m, d.peak);
+  return m;
+}
+
+double MemoryPlan::maxDeviceFlops() const {
+  double m = 0;
+  for (const auto& d : devices) m = std::max(m, d.flops);
+  return m;
+}
+
+std::string MemoryPlan::toJson() const {
+  nlohmann::ordered_json j;
+  j["size"] = size;
+  j["batch"] = batch;
+  j["precision"] = toString(precision);
+  j["fits"] = fits;
+  j["limiting_device"] = limitingDevice;
+  j["limiting_stage"] = limitingStage;
+  j["bytes_moved"] = bytesMoved;
+  auto& st = j["stages"] = nlohmann::ordered_json::array();
+  for (const auto& s : stages)
+    st.push_back({{"name", s.name}, {"device", s.device}, {"parameters", s.parameters},
+                  {"parameter_bytes", s.parameterBytes}, {"gradient_bytes", s.gradientBytes},
+                  {"optimizer_bytes", s.optimizerBytes}, {"activation_bytes", s.activationBytes},
+                  {"transfer_bytes", s.transferBytes}, {"output_bytes", s.outputBytes},
+                  {"backward_peak", s.backwardPeak}, {"backward_transient", s.backwardTransient},
+                  {"flops", s.flops}, {"checkpointed", s.checkpointed}});
+  auto& dv = j["devices"] = nlohmann::ordered_json::array();
+  for (const auto& d : devices)
+    dv.push_back({{"name", d.name}, {"capacity", d.capacity}, {"allowance", d.allowance},
+                  {"persistent_bytes", d.persistentBytes}, {"activation_bytes", d.activationBytes},
+                  {"transfer_bytes", d.transferBytes}, {"peak", d.peak}, {"peak_stage", d.peakStage},
+                  {"peak_phase", d.peakPhase}, {"flops", d.flops}, {"stages", d.stages},
+                  {"fits", d.fits()}, {"margin", d.margin()}});
+  return j.dump(2);
+}
+
+MemoryPlanner::MemoryPlanner(NetworkStructure network, PlannerOptions options)
+    : network_(std::move(network)), options_(options) {
+  if (network_.stages.empty()) throw InvalidArgument("planner: network has no stages");
+}
+
+std::int64_t MemoryPlanner::allowanceFor(const DeviceSpec& d) const {
+  if (d.allowance >= 0) return d.allowance;
+  return d.isCuda() ? options_.cudaContextBytes + options_.cudnnWorkspaceBytes : options_.cpuAllowanceBytes;
+}
+
+MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
+  if (req.devices.empty()) throw InvalidArgument("planner: no devices to plan for");
+  if (req.batch < 1) throw InvalidArgument("planner: batch must be at least 1");
+  for (auto n : req.size)
+    if (n < 1 || n % network_.sizeDivisor != 0)
+      throw InvalidArgument("planner: input size " + std::to_string(n) + " is not a positive multiple of " +
+                            std::to_string(network_.sizeDivisor));
+  const auto names = network_.stageNames();
+  Placement placement = req.placement.stages().empty()
+                            ? Placement::uniform(names, req.devices.front().name)
+                            : req.placement;
+  if (placement.stages() != names) throw InvalidArgument("planner: placement is for another network");
+  for (const auto& c : req.checkpoint)
+    if (network_.indexOf(c) < 0) throw InvalidArgument("planner: cannot checkpoint unknown stage '" + c + "'");
+
+  std::vector<std::string> deviceNames;
+  for (const auto& d : req.devices) deviceNames.push_back(canonicalDevice(d.name));
+  detail::SimRequest sr;
+  sr.network = &network_;
+  sr.options = &options_;
+  sr.size = req.size;
+  sr.batch = req.batch;
+  sr.bf16 = req.precision == Precision::BF16;
+  sr.adam = req.adam;
+  for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
+  for (const auto& s : network_.stages) {
+    const std::string& dev = placement.deviceOf(s.name);
+    auto it = std::find(deviceNames.begin(), deviceNames.end(), dev);
+    if (it == deviceNames.end())
+      throw DeviceError("planner: stage " + s.name + " is placed on " + dev + ", which is not among the devices planned for");
+    sr.stageDevice.push_back(static_cast<int>(it - deviceNames.begin()));
+    sr.checkpointed.push_back(req.checkpoint.count(s.name) ? 1 : 0);
+  }
+  const detail::SimResult sim = detail::simulateStep(sr);
+
+  MemoryPlan plan;
+  plan.size = req.size;
+  plan.batch = req.batch;
+  plan.precision = req.precision;
+  plan.bytesMoved = sim.bytesMoved;
+  const std::int64_t optimizerPerParam = req.adam ? 8 : 0;
+  for (std::size_t i = 0; i < network_.stages.size(); ++i) {
+    const auto& ss = sim.stages[i];
+    StagePlan s;
+    s.name = network_.stages[i].name;
+    s.device = deviceNames[sr.stageDevice[i]];
+    s.parameters = ss.parameters;
+    s.parameterBytes = ss.parameters * 4;
+    s.gradientBytes = ss.parameters * 4;
+    s.optimizerBytes = ss.parameters * optimizerPerParam;
+    s.activationBytes = ss.activationBytes;
+    s.transferBytes = ss.transferBytes;
+    s.outputBytes = ss.outputBytes;
+    s.flops = ss.flops;
+    s.checkpointed = sr.checkpointed[i];
+    const std::int64_t allowance = allowanceFor(req.devices[sr.stageDevice[i]]);
+    s.backwardPeak = ss.backwardPeak + allowance;
+    s.backwardTransient = ss.backwardTransient;
+    plan.stages.push_back(s);
+  }
+  std::int64_t worst = std::numeric_limits<std::int64_t>::max();
+  plan.fits = true;
+  for (std::size_t d = 0; d < req.devices.size(); ++d) {
+    DevicePlan dp;
+    dp.name = deviceNames[d];
+    for (const auto& s : plan.stages)
+      if (s.device == dp.name) {
+        dp.stages.push_back(s.name);
+        dp.activationBytes += s.activationBytes;
+        dp.transferBytes += s.transferBytes;
+        dp.flops += s.flops;
+      }
+    if (dp.stages.empty()) continue;
+    const auto& sd = sim.devices[d];
+    dp.capacity = req.devices[d].capacity;
+    dp.allowance = allowanceFor(req.devices[d]);
+    dp.persistentBytes = sd.persistent;
+    dp.peak = sd.peak + dp.allowance;
+    dp.peakStage = sd.peakStage >= 0 ? network_.stages[sd.peakStage].name : "";
+    dp.peakPhase = detail::toString(sd.peakPhase);
+    plan.fits = plan.fits && dp.fits();
+    if (dp.margin() < worst) {
+      worst = dp.margin();
+      plan.limitingDevice = dp.name;
+      plan.limitingStage = dp.peakStage;
+    }
+    plan.devices.push_back(std::move(dp));
+  }
+  return plan;
+}
+
+} // namespace splitseg::placement

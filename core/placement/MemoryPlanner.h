@@ -1,0 +1,119 @@
+#pragma once
+// Predicts the memory of one training step of a split network, per stage and per device,
+// before anything runs. It replays the step tensor by tensor — what each layer allocates, what
+// autograd saves for backward, when backward frees it, the gradients it creates, the copies
+// between devices — so the numbers follow the real network's layers, not a lookup table.
+#include "core/placement/NetworkStructure.h"
+#include "core/placement/Placement.h"
+
+#include <array>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace splitseg::placement {
+
+enum class Precision { FP32, BF16 };
+std::string toString(Precision p);
+Precision precisionFromString(const std::string& s);  // "fp32" | "bf16"
+
+struct DeviceSpec {
+  std::string name;             // "cpu", "cuda:0"
+  std::int64_t capacity = 0;    // bytes usable for the run (0: unknown, never fits)
+  std::int64_t allowance = -1;  // fixed cost outside tensors; -1: default for the device type
+  bool planningOnly = false;    // given by the user for what-if planning
+  bool isCuda() const { return name.rfind("cuda", 0) == 0; }
+};
+
+// Costs the tensor replay cannot see. Defaults are for the LibTorch build used here and are
+// checked by tests/core/placement against measured peaks.
+struct PlannerOptions {
+  std::int64_t cudaContextBytes = std::int64_t{500} << 20;    // CUDA context + kernels (per device)
+  std::int64_t cudnnWorkspaceBytes = std::int64_t{256} << 20; // cuDNN conv workspace (per device)
+  std::int64_t cpuAllowanceBytes = 0;
+  // The Trainer zeroes gradients with set_to_none, so a stage's weight gradients exist from its
+  // backward to the optimizer step, not during forward.
+  bool gradientsPersist = false;
+  // Full-size fp32 tensors the loss keeps for backward (sigmoid/softmax probabilities, the
+  // float target, the products Dice sums) and the extra ones alive while its backward runs.
+  int lossSavedTensors = 4;
+  int lossBackwardTensors = 3;
+  // oneDNN (CPU convolution) reorders plain NCDHW tensors into blocked layouts around each
+  // convolution: transient copies of about this many input+output sizes.
+  double cpuConvForwardScratch = 0.0;
+  double cpuConvBackwardScratch = 0.0;
+};
+
+struct PlanRequest {
+  std::array<std::int64_t, 3> size{128, 128, 128};  // D, H, W of the network input
+  int batch = 1;
+  Precision precision = Precision::FP32;
+  std::set<std::string> checkpoint;  // stages run without keeping activations (recomputed)
+  bool adam = true;                  // Adam keeps two moments per parameter
+  Placement placement;               // empty: every stage on devices[0]
+  std::vector<DeviceSpec> devices;   // every device the placement names must be listed
+};
+
+struct StagePlan {
+  std::string name;
+  std::string device;
+  std::int64_t parameters = 0;       // count
+  std::int64_t parameterBytes = 0;
+  std::int64_t gradientBytes = 0;
+  std::int64_t optimizerBytes = 0;
+  std::int64_t activationBytes = 0;  // saved for backward at the end of forward (inputs copied in excluded)
+  std::int64_t transferBytes = 0;    // inputs copied in from other devices (forward)
+  std::int64_t outputBytes = 0;
+  std::int64_t backwardPeak = 0;     // device memory at the peak of this stage's backward
+  std::int64_t backwardTransient = 0;  // that peak above the memory held when its backward began
+  double flops = 0;                  // forward + backward (+ recompute when checkpointed)
+  bool checkpointed = false;
+};
+
+struct DevicePlan {
+  std::string name;
+  std::int64_t capacity = 0;
+  std::int64_t allowance = 0;
+  std::int64_t persistentBytes = 0;   // parameters + optimizer state (+ gradients when persistent)
+  std::int64_t activationBytes = 0;   // sum over its stages
+  std::int64_t transferBytes = 0;
+  std::int64_t peak = 0;              // allowance + peak of tensors over the step
+  std::string peakStage;              // stage running when the peak happens
+  std::string peakPhase;              // "forward", "backward", "loss", "optimizer"
+  double flops = 0;
+  std::vector<std::string> stages;
+  bool fits() const { return capacity > 0 && peak <= capacity; }
+  std::int64_t margin() const { return capacity - peak; }  // negative: short by this much
+};
+
+struct MemoryPlan {
+  std::array<std::int64_t, 3> size{};
+  int batch = 1;
+  Precision precision = Precision::FP32;
+  std::vector<StagePlan> stages;
+  std::vector<DevicePlan> devices;   // devices that run at least one stage
+  std::int64_t bytesMoved = 0;       // between devices, forward activations + backward gradients
+  bool fits = false;
+  std::string limitingDevice;        // smallest margin
+  std::string limitingStage;         // stage at that device's peak
+  std::int64_t maxPeak() const;
+  double maxDeviceFlops() const;
+  std::string toJson() const;        // stable field names for the GUI and --json
+};
+
+class MemoryPlanner {
+public:
+  explicit MemoryPlanner(NetworkStructure network, PlannerOptions options = {});
+  MemoryPlan plan(const PlanRequest& request) const;
+
+  const NetworkStructure& network() const { return network_; }
+  const PlannerOptions& options() const { return options_; }
+  std::int64_t allowanceFor(const DeviceSpec& d) const;
+
+private:
+  NetworkStructure network_;
+  PlannerOptions options_;
+};
+
+} // namespace splitseg::placement

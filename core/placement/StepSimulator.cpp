@@ -1,0 +1,444 @@
+#include "core/placement/StepSimulator.h"
+#include "core/base/Error.h"
+
+#include <algorithm>
+#include <map>
+
+namespace splitseg::placement::detail {
+
+const char* toString(Phase p) {
+  switch (p) {
+    case Phase::Setup: return "setup";
+    case Phase::Forward: return "forward";
+    case Phase::Loss: return "loss";
+    case Phase::Backward: return "backward";
+    case Phase::Optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+namespace {
+
+using Dims = std::array<std::int64_t, 3>;
+
+// Autograd's view of the step: storages (with reference counts, so a tensor shared by a ReLU's
+// saved output and the next conv's saved input is counted once) and values (a tensor version
+// that gradients flow to; an in-place ReLU makes a new value on the same storage).
+struct Storage { int device; std::int64_t bytes; int refs; int owner; bool transfer; };
+struct Value { int storage; std::int64_t channels; Dims dims; int dtype; int device; bool requiresGrad; };
+
+enum class OpKind { Conv, Norm, ReLU, Pool, Dropout, Concat, Cast, Copy, Checkpoint };
+
+struct Op {
+  OpKind kind;
+  int stage;
+  std::vector<int> inputs;   // values
+  int output;                // value
+  std::vector<int> saved;    // storages this node keeps (one reference each)
+  std::int64_t weightGradBytes = 0;
+  std::int64_t backwardScratch = 0;
+};
+
+class Simulator {
+public:
+  explicit Simulator(const SimRequest& r) : r_(r), net_(*r.network), o_(*r.options) {
+    const std::size_t nd = r.deviceIsCuda.size();
+    cur_.assign(nd, 0);
+    res_.devices.assign(nd, {});
+    res_.stages.assign(net_.stages.size(), {});
+    gradsDone_.assign(net_.stages.size(), 0);
+  }
+
+  SimResult run();
+
+private:
+  std::int64_t voxels(const Dims& d) const { return d[0] * d[1] * d[2]; }
+  std::int64_t bytesOf(const Value& v) const { return r_.batch * v.channels * voxels(v.dims) * v.dtype; }
+  int actBytes() const { return r_.bf16 ? 2 : 4; }
+
+  int alloc(int dev, std::int64_t bytes, int owner, bool transfer = false) {
+    st_.push_back({dev, bytes, 1, owner, transfer});
+    cur_[dev] += bytes;
+    bump(dev);
+    return static_cast<int>(st_.size()) - 1;
+  }
+  void ref(int s) { ++st_[s].refs; }
+  void unref(int s) {
+    if (--st_[s].refs == 0) cur_[st_[s].device] -= st_[s].bytes;
+  }
+  void bump(int dev) {
+    auto& d = res_.devices[dev];
+    if (cur_[dev] > d.peak) {
+      d.peak = cur_[dev];
+      d.peakStage = stage_;
+      d.peakPhase = phase_;
+    }
+    if (phase_ == Phase::Backward && stage_ >= 0 && r_.stageDevice[stage_] == dev)
+      res_.stages[stage_].backwardPeak = std::max(res_.stages[stage_].backwardPeak, cur_[dev]);
+  }
+  int newValue(int storage, std::int64_t channels, Dims dims, int dtype, bool requiresGrad = true) {
+    vals_.push_back({storage, channels, dims, dtype, st_[storage].device, requiresGrad});
+    pending_.push_back(-1);
+    return static_cast<int>(vals_.size()) - 1;
+  }
+  int allocValue(int dev, std::int64_t channels, Dims dims, int dtype, int owner) {
+    Value tmp{0, channels, dims, dtype, dev, true};
+    return newValue(alloc(dev, bytesOf(tmp), owner), channels, dims, dtype);
+  }
+  void hold(int v) { ref(vals_[v].storage); }
+  void drop(int v) { unref(vals_[v].storage); }
+
+  int runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops);
+  void layer(int s, const LayerSpec& l, int& x, const std::vector<int>& inputs, bool save,
+             std::vector<Op>& ops);
+  void backward(Op& op);
+  void deliver(int value, int gradStorage);
+
+  const SimRequest& r_;
+  const NetworkStructure& net_;
+  const PlannerOptions& o_;
+  std::vector<Storage> st_;
+  std::vector<Value> vals_;
+  std::vector<int> pending_;  // per value: storage holding its gradient, or -1
+  std::vector<std::int64_t> cur_;
+  std::vector<char> gradsDone_;
+  SimResult res_;
+  int stage_ = -1;
+  Phase phase_ = Phase::Setup;
+};
+
+void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>& inputs, bool save,
+                      std::vector<Op>& ops) {
+  const int dev = r_.stageDevice[s];
+  const bool cuda = r_.deviceIsCuda[dev];
+  const Value in = vals_[x];
+  Op op{OpKind::Conv, s, {x}, -1, {}};
+  switch (l.kind) {
+    case LayerKind::Conv:
+    case LayerKind::ConvTranspose: {
+      int cin = x;
+      if (r_.bf16 && in.dtype == 4) {  // autocast casts the fp32 input; the conv keeps the copy
+        cin = allocValue(dev, in.channels, in.dims, 2, s);
+        ops.push_back({OpKind::Cast, s, {x}, cin, {}});
+      }
+      Dims d = in.dims;
+      for (auto& n : d)
+        n = l.kind == LayerKind::Conv ? (n + 2 * l.padding - l.kernel) / l.stride + 1
+                                      : (n - 1) * l.stride - 2 * l.padding + l.kernel;
+      const std::int64_t macs = l.kernel * l.kernel * l.kernel * l.inChannels * l.outChannels *
+                                voxels(l.kind == LayerKind::Conv ? d : in.dims) * r_.batch;
+      res_.stages[s].flops += 2.0 * macs * (save ? 3 : 1);  // backward: grad input + grad weight
+      const int weightCopy = r_.bf16 ? alloc(dev, l.parameters * 2, s) : -1;
+      const int y = allocValue(dev, l.outChannels, d, actBytes(), s);
+      const std::int64_t io = bytesOf(vals_[cin]) + bytesOf(vals_[y]);
+      if (!cuda && o_.cpuConvForwardScratch > 0)
+        unref(alloc(dev, static_cast<std::int64_t>(o_.cpuConvForwardScratch * io), s));
+      op.inputs = {cin};
+      op.output = y;
+      op.weightGradBytes = l.parameters * 4;
+      if (!cuda) op.backwardScratch = static_cast<std::int64_t>(o_.cpuConvBackwardScratch * io);
+      if (save) {
+        ref(vals_[cin].storage);
+        op.saved.push_back(vals_[cin].storage);
+        if (weightCopy >= 0) op.saved.push_back(weightCopy);
+      } else if (weightCopy >= 0) {
+        unref(weightCopy);
+      }
+      if (cin != x) drop(cin);
+      drop(x);
+      x = y;
+      break;
+    }
+    case LayerKind::Norm: {
+      op.kind = OpKind::Norm;
+      const int y = allocValue(dev, in.channels, in.dims, in.dtype, s);
+      op.output = y;
+      if (save) {
+        ref(in.storage);
+        op.saved.push_back(in.storage);
+      }
+      drop(x);
+      x = y;
+      break;
+    }
+    case LayerKind::ReLU: {
+      op.kind = OpKind::ReLU;
+      int y;
+      if (l.inplace) {  // same storage, new version; threshold_backward needs the result
+        y = newValue(in.storage, in.channels, in.dims, in.dtype);
+        ref(in.storage);
+      } else {
+        y = allocValue(dev, in.channels, in.dims, in.dtype, s);
+      }
+      op.output = y;
+      if (save) {
+        ref(vals_[y].storage);
+        op.saved.push_back(vals_[y].storage);
+      }
+      drop(x);
+      x = y;
+      break;
+    }
+    case LayerKind::MaxPool: {
+      op.kind = OpKind::Pool;
+      Dims d = in.dims;
+      for (auto& n : d) n = (n - l.kernel) / l.stride + 1;
+      const int y = allocValue(dev, in.channels, d, in.dtype, s);
+      const int indices = alloc(dev, bytesOf(vals_[y]) / in.dtype * 8, s);  // int64 argmax
+      op.output = y;
+      if (save) {
+        ref(in.storage);
+        op.saved = {in.storage, indices};
+      } else {
+        unref(indices);
+      }
+      drop(x);
+      x = y;
+      break;
+    }
+    case LayerKind::Dropout: {
+      op.kind = OpKind::Dropout;
+      // CUDA runs the fused kernel and keeps a bool mask; CPU multiplies by a scaled noise
+      // tensor of the input's dtype and keeps that.
+      const std::int64_t elems = bytesOf(in) / in.dtype;
+      const int mask = alloc(dev, cuda ? elems : elems * in.dtype, s);
+      const int y = allocValue(dev, in.channels, in.dims, in.dtype, s);
+      op.output = y;
+      if (save) op.saved = {mask};
+      else unref(mask);
+      drop(x);
+      x = y;
+      break;
+    }
+    case LayerKind::Concat: {
+      op.kind = OpKind::Concat;
+      std::int64_t channels = in.channels;
+      for (std::size_t i = 1; i < inputs.size(); ++i) {
+        channels += vals_[inputs[i]].channels;
+        op.inputs.push_back(inputs[i]);
+      }
+      int dtype = in.dtype;  // autocast promotes to the widest input
+      for (int v : op.inputs) dtype = std::max(dtype, vals_[v].dtype);
+      const int y = allocValue(dev, channels, in.dims, dtype, s);
+      op.output = y;
+      drop(x);
+      x = y;
+      break;
+    }
+  }
+  ops.push_back(std::move(op));
+}
+
+int Simulator::runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops) {
+  int x = inputs.at(0);
+  hold(x);
+  for (const auto& l : net_.stages[s].layers) layer(s, l, x, inputs, save, ops);
+  return x;  // held by the caller
+}
+
+void Simulator::deliver(int v, int g) {
+  if (!vals_[v].requiresGrad) {
+    unref(g);
+    return;
+  }
+  if (pending_[v] < 0) {
+    pending_[v] = g;
+    return;
+  }
+  // The engine accumulates in place when the earlier buffer is its only user (true for the
+  // skip gradients, whose other half was consumed by then), so the new one is just freed.
+  unref(g);
+}
+
+void Simulator::backward(Op& op) {
+  const int g = pending_[op.output];
+  pending_[op.output] = -1;
+  if (g < 0) {  // output never reached the loss
+    for (int s : op.saved) unref(s);
+    return;
+  }
+  const int dev = vals_[op.output].device;
+  switch (op.kind) {
+    case OpKind::Concat:
+      // Input gradients are views of the output gradient: its storage lives until all are used.
+      for (int v : op.inputs) {
+        ref(g);
+        deliver(v, g);
+      }
+      unref(g);
+      break;
+    case OpKind::Copy: {
+      const Value src = vals_[op.inputs[0]];
+      res_.bytesMoved += bytesOf(src);
+      const int gs = alloc(src.device, bytesOf(src), -1);
+      unref(g);
+      deliver(op.inputs[0], gs);
+      break;
+    }
+    case OpKind::Checkpoint: {
+      // Recompute the stage with grad enabled, then backward through the recomputed graph.
+      std::vector<Op> local;
+      const int y = runStage(op.stage, op.inputs, true, local);
+      pending_[y] = g;
+      for (auto it = local.rbegin(); it != local.rend(); ++it) backward(*it);
+      drop(y);
+      break;
+    }
+    default: {
+      if (op.weightGradBytes > 0 && !o_.gradientsPersist) {
+        alloc(dev, op.weightGradBytes, op.stage);  // lives until the optimizer zeroes it
+      }
+      const int scratch = op.backwardScratch > 0 ? alloc(dev, op.backwardScratch, op.stage) : -1;
+      const int in = op.inputs[0];
+      const int gi = vals_[in].requiresGrad ? alloc(vals_[in].device, bytesOf(vals_[in]), op.stage) : -1;
+      if (scratch >= 0) unref(scratch);
+      unref(g);
+      if (gi >= 0) deliver(in, gi);
+      break;
+    }
+  }
+  for (int s : op.saved) unref(s);
+}
+
+SimResult Simulator::run() {
+  const auto& stages = net_.stages;
+  const int ns = static_cast<int>(stages.size());
+  // Parameters and Adam moments are allocated before the step and outlive it.
+  for (int s = 0; s < ns; ++s) {
+    stage_ = s;
+    const int dev = r_.stageDevice[s];
+    const std::int64_t p = stages[s].parameters;
+    res_.stages[s].parameters = p;
+    const std::int64_t persistent = p * 4 * (1 + (r_.adam ? 2 : 0) + (o_.gradientsPersist ? 1 : 0));
+    if (persistent > 0) alloc(dev, persistent, s);
+    res_.devices[dev].persistent += persistent;
+  }
+  stage_ = -1;
+  phase_ = Phase::Forward;
+  std::map<std::string, int> outputs;
+  std::vector<Op> ops;
+  int inputDev = -1, inputStage = -1;
+  for (int s = 0; s < ns; ++s)
+    for (const auto& n : stages[s].inputs)
+      if (n == "input" && inputDev < 0) {
+        inputDev = r_.stageDevice[s];
+        inputStage = s;
+      }
+  if (inputDev < 0) throw InvalidArgument("planner: no stage reads the network input");
+  const int head = ns - 1;
+  const int headDev = r_.stageDevice[head];
+  {  // the batch: fp32 input on its first device, int64 labels beside the loss
+    Value tmp{0, net_.inChannels, r_.size, 4, inputDev, false};
+    const int in = newValue(alloc(inputDev, bytesOf(tmp), inputStage), net_.inChannels, r_.size, 4, false);
+    outputs["input"] = in;
+  }
+  const int target = alloc(headDev, r_.batch * voxels(r_.size) * 8, head);
+
+  for (int s = 0; s < ns; ++s) {
+    stage_ = s;
+    const int dev = r_.stageDevice[s];
+    std::vector<int> local;
+    for (const auto& name : stages[s].inputs) {
+      const int v = outputs.at(name);
+      if (vals_[v].device != dev) {  // the executor copies the input to the stage's device
+        const Value src = vals_[v];
+        const int c = newValue(alloc(dev, bytesOf(src), s, true), src.channels, src.dims, src.dtype,
+                               src.requiresGrad);
+        res_.stages[s].transferBytes += bytesOf(src);
+        res_.bytesMoved += bytesOf(src);
+        ops.push_back({OpKind::Copy, s, {v}, c, {}});
+        local.push_back(c);
+      } else {
+        hold(v);
+        local.push_back(v);
+      }
+    }
+    int y;
+    if (r_.checkpointed[s]) {
+      std::vector<Op> discarded;
+      y = runStage(s, local, false, discarded);
+      Op op{OpKind::Checkpoint, s, local, y, {}};
+      for (int v : local) {
+        ref(vals_[v].storage);
+        op.saved.push_back(vals_[v].storage);
+      }
+      ops.push_back(std::move(op));
+    } else {
+      y = runStage(s, local, true, ops);
+    }
+    for (int v : local) drop(v);
+    res_.stages[s].outputBytes = bytesOf(vals_[y]);
+    outputs[stages[s].name] = y;
+  }
+  int logits = outputs.at(stages[head].name);
+  if (vals_[logits].dtype != 4) {  // the executor hands the loss fp32 logits
+    const Value l = vals_[logits];
+    const int f = allocValue(headDev, l.channels, l.dims, 4, head);
+    ops.push_back({OpKind::Cast, head, {logits}, f, {}});
+    logits = f;
+  } else {
+    hold(logits);
+  }
+  for (auto& [name, v] : outputs) drop(v);  // the executor's map of stage outputs goes away
+
+  phase_ = Phase::Loss;
+  stage_ = head;
+  const std::int64_t logitBytes = bytesOf(vals_[logits]);
+  std::vector<int> lossSaved;
+  for (int i = 0; i < o_.lossSavedTensors; ++i) lossSaved.push_back(alloc(headDev, logitBytes, head));
+  for (int d = 0; d < static_cast<int>(cur_.size()); ++d) res_.devices[d].endOfForward = cur_[d];
+  for (const auto& t : st_) {
+    if (t.refs <= 0 || t.owner < 0) continue;
+    if (t.transfer) continue;
+    res_.stages[t.owner].activationBytes += t.bytes;
+  }
+  for (int s = 0; s < ns; ++s)  // persistent memory is not an activation
+    res_.stages[s].activationBytes -= stages[s].parameters * 4 * (1 + (r_.adam ? 2 : 0) +
+                                                                   (o_.gradientsPersist ? 1 : 0));
+  // Loss backward: gradient of the logits plus the loss's own temporaries.
+  const int gl = alloc(headDev, logitBytes, head);
+  std::vector<int> tmp;
+  for (int i = 0; i < o_.lossBackwardTensors; ++i) tmp.push_back(alloc(headDev, logitBytes, head));
+  for (int t : tmp) unref(t);
+  for (int t : lossSaved) unref(t);
+  deliver(logits, gl);
+
+  phase_ = Phase::Backward;
+  stage_ = -1;  // so the head's backward registers its start below
+  std::vector<std::int64_t> atStart(ns, 0);
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    if (it->stage != stage_) {
+      stage_ = it->stage;
+      const int dev = r_.stageDevice[stage_];
+      if (res_.stages[stage_].backwardPeak == 0) {
+        atStart[stage_] = cur_[dev];
+        res_.stages[stage_].backwardPeak = cur_[dev];
+      }
+    }
+    backward(*it);
+  }
+  for (int s = 0; s < ns; ++s)
+    res_.stages[s].backwardTransient = res_.stages[s].backwardPeak - atStart[s];
+  drop(logits);
+  unref(target);
+
+  phase_ = Phase::Optimizer;
+  stage_ = -1;
+  // Adam's step makes two temporaries the size of the parameter it updates.
+  std::vector<std::int64_t> largest(cur_.size(), 0);
+  for (int s = 0; s < ns; ++s)
+    for (const auto& l : stages[s].layers)
+      largest[r_.stageDevice[s]] = std::max(largest[r_.stageDevice[s]], l.largestParameter * 4 * 2);
+  for (int d = 0; d < static_cast<int>(cur_.size()); ++d)
+    if (r_.adam && largest[d] > 0) unref(alloc(d, largest[d], -1));
+  return std::move(res_);
+}
+
+} // namespace
+
+SimResult simulateStep(const SimRequest& request) {
+  Simulator sim(request);
+  return sim.run();
+}
+
+} // namespace splitseg::placement::detail

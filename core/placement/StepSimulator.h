@@ -1,0 +1,54 @@
+#pragma once
+// Internal to the planner: replays one training step tensor by tensor and records each
+// device's memory. Separate from MemoryPlanner so the auto-placer can run it on flat inputs
+// thousands of times without building reports.
+#include "core/placement/MemoryPlanner.h"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace splitseg::placement::detail {
+
+enum class Phase { Setup, Forward, Loss, Backward, Optimizer };
+const char* toString(Phase p);
+
+struct SimRequest {
+  const NetworkStructure* network = nullptr;
+  const PlannerOptions* options = nullptr;
+  std::array<std::int64_t, 3> size{};
+  int batch = 1;
+  bool bf16 = false;
+  bool adam = true;
+  std::vector<char> checkpointed;  // per stage
+  std::vector<int> stageDevice;    // per stage: index into deviceIsCuda
+  std::vector<char> deviceIsCuda;  // per device
+};
+
+struct SimStage {
+  std::int64_t parameters = 0;
+  std::int64_t activationBytes = 0;
+  std::int64_t transferBytes = 0;
+  std::int64_t outputBytes = 0;
+  std::int64_t backwardPeak = 0;       // tensors only (no allowance)
+  std::int64_t backwardTransient = 0;
+  double flops = 0;
+};
+
+struct SimDevice {
+  std::int64_t peak = 0;               // tensors only
+  int peakStage = -1;
+  Phase peakPhase = Phase::Setup;
+  std::int64_t persistent = 0;
+  std::int64_t endOfForward = 0;       // memory when forward (with the loss) is done
+};
+
+struct SimResult {
+  std::vector<SimStage> stages;
+  std::vector<SimDevice> devices;
+  std::int64_t bytesMoved = 0;
+};
+
+SimResult simulateStep(const SimRequest& request);
+
+} // namespace splitseg::placement::detail
