@@ -23,8 +23,12 @@ public:
   std::int64_t budget() const { return budget_; }
   // Called by the hook with +size on allocation, -size on free. Returns false when over budget.
   bool record(std::int64_t delta);
+  // True once an allocation went beyond the budget; the step that did it is abandoned.
+  bool exceeded() const { return exceeded_.load(); }
+  void clearExceeded() { exceeded_ = false; }
 
 private:
+  std::atomic<bool> exceeded_{false};
   std::atomic<std::int64_t> allocated_{0};
   std::atomic<std::int64_t> peak_{0};
   std::int64_t budget_ = 0;

@@ -7,6 +7,7 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -44,6 +45,17 @@ public:
   // Stage running now (forward) — names the stage in out-of-memory errors.
   const std::string& currentStage() const { return currentStage_; }
 
+  // Hook called after each stage's forward (the trainer checks memory budgets there).
+  using StageCallback = std::function<void(const std::string& stage, const torch::Device& device)>;
+  void setAfterStage(StageCallback callback) { afterStage_ = std::move(callback); }
+  // Called during backward when the gradient reaches a stage's output, i.e. as that stage's
+  // backward begins (names the stage in out-of-memory errors raised in backward).
+  using BackwardCallback = std::function<void(const std::string& stage)>;
+  void setBackwardHook(BackwardCallback callback) { backwardHook_ = std::move(callback); }
+  // Replaces how a stage is run (activation checkpointing wraps runStage). Default: runStage.
+  using StageRunner = std::function<torch::Tensor(std::size_t, const std::vector<torch::Tensor>&)>;
+  void setStageRunner(StageRunner runner) { stageRunner_ = std::move(runner); }
+
 private:
   torch::Tensor moveTo(const torch::Tensor& t, const torch::Device& d) const;
 
@@ -53,6 +65,9 @@ private:
   std::vector<model::StageSpec> specs_;
   std::vector<torch::Device> stageDevices_;
   std::string currentStage_;
+  StageCallback afterStage_;
+  StageRunner stageRunner_;
+  BackwardCallback backwardHook_;
 };
 
 } // namespace splitseg::engine

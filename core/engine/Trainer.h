@@ -17,6 +17,21 @@ namespace splitseg::engine {
 
 class MemoryMeter;
 
+// What a checkpoint says about itself (read without loading the weights into a network).
+struct CheckpointInfo {
+  std::string architecture;
+  std::string optionsJson;
+  std::string placementJson;
+  std::string precision;
+  std::int64_t step = 0;
+  std::string preprocessingJson;
+  std::string sampleRng;
+  std::array<std::int64_t, 3> patch{32, 32, 32};
+};
+CheckpointInfo readCheckpointInfo(const std::string& path);
+// Builds the checkpoint's network and loads its weights (on the CPU).
+std::shared_ptr<model::StagedNetwork> loadNetwork(const std::string& path, CheckpointInfo* info = nullptr);
+
 struct TrainerOptions {
   std::int64_t steps = 100;               // total optimizer steps (epochs * stepsPerEpoch when epochs > 0)
   int epochs = 0;
@@ -50,6 +65,8 @@ public:
   // Moves stages (and their optimizer state) to a new placement between steps.
   void setPlacement(const placement::Placement& placement);
   void setExecutorOptions(const ExecutorOptions& options);
+  // CPU memory budget in bytes (0: none); a step that allocates beyond it is abandoned.
+  void setCpuBudget(std::int64_t bytes);
   const placement::Placement& placement() const { return executor_.placement(); }
 
   void saveCheckpoint(const std::string& path) const;

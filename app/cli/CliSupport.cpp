@@ -1,0 +1,102 @@
+#include "app/cli/CliSupport.h"
+#include "core/base/Error.h"
+#include "core/base/Units.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace splitseg::cli {
+
+void NetworkArgs::add(CLI::App& cmd) {
+  cmd.add_option("--base", base, "base channels of the U-Net")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--depth", depth, "U-Net depth (levels)")->capture_default_str()->check(CLI::Range(2, 7));
+  cmd.add_option("--classes", classes, "foreground classes")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd.add_option("--norm", norm, "none|instance|batch")->capture_default_str();
+}
+
+model::UNet3dOptions NetworkArgs::options() const {
+  model::UNet3dOptions o;
+  o.in_channels(inChannels).out_channels(classes == 1 ? 1 : classes + 1).base_channels(base).depth(depth);
+  o.norm(model::normFromString(norm));
+  return o;
+}
+
+nlohmann::json toJson(const engine::DeviceMemory& m) {
+  return {{"device", m.device}, {"allocated", m.allocated}, {"reserved", m.reserved},
+          {"peak", m.peak},     {"total", m.total},         {"free", m.free}};
+}
+
+nlohmann::json toJson(const engine::StepMetrics& m) {
+  nlohmann::json mem = nlohmann::json::array();
+  for (const auto& d : m.memory) mem.push_back(toJson(d));
+  return {{"step", m.step},       {"total_steps", m.totalSteps}, {"epoch", m.epoch},
+          {"loss", m.loss},       {"dice", m.dice},              {"mean_dice", m.meanDice},
+          {"seconds", m.seconds}, {"memory", mem},               {"host_rss", m.hostRss}};
+}
+
+void CliMetrics::onStep(const engine::StepMetrics& m) {
+  if (mode_ == "jsonl") {
+    std::cout << toJson(m).dump() << std::endl;
+  } else if (mode_ == "bar") {
+    const int width = 30;
+    const int filled = static_cast<int>(width * m.step / std::max<std::int64_t>(1, m.totalSteps));
+    std::string peaks;
+    for (const auto& d : m.memory) peaks += " " + d.device + " peak " + formatBytes(double(d.peak));
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f dice %.3f %.2fs/step%s   ",
+                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                 static_cast<long long>(m.step), static_cast<long long>(m.totalSteps), m.loss, m.meanDice,
+                 m.seconds, peaks.c_str());
+    if (m.step == m.totalSteps) std::fprintf(stderr, "\n");
+  }
+}
+
+void CliMetrics::onValidation(const engine::ValidationMetrics& v) {
+  if (mode_ == "jsonl")
+    std::cout << nlohmann::json{{"validation", true}, {"step", v.step}, {"loss", v.loss}, {"dice", v.dice}}.dump()
+              << std::endl;
+  else if (mode_ == "bar")
+    std::fprintf(stderr, "\n  validation @%lld: loss %.4f dice %.3f\n", static_cast<long long>(v.step), v.loss,
+                 v.meanDice);
+}
+
+void CliMetrics::onCheckpoint(const std::string& path, std::int64_t step) {
+  if (mode_ == "jsonl")
+    std::cout << nlohmann::json{{"checkpoint", path}, {"step", step}}.dump() << std::endl;
+  else if (mode_ == "bar")
+    std::fprintf(stderr, "\n  checkpoint %s @%lld\n", path.c_str(), static_cast<long long>(step));
+}
+
+void CliMetrics::onMessage(const std::string& text) {
+  if (mode_ == "jsonl") std::cout << nlohmann::json{{"message", text}}.dump() << std::endl;
+  else if (mode_ != "none") std::cerr << text << "\n";
+}
+
+void CliProgress::progress(double fraction, const std::string& message) {
+  if (mode_ == "jsonl")
+    std::cout << nlohmann::json{{"progress", fraction}, {"message", message}}.dump() << std::endl;
+  else if (mode_ == "bar")
+    std::fprintf(stderr, "\r%5.1f%% %s      %s", 100.0 * fraction, message.c_str(), fraction >= 1.0 ? "\n" : "");
+}
+
+std::array<std::int64_t, 3> parseSize(const std::string& text) {
+  std::array<std::int64_t, 3> s{};
+  std::stringstream ss(text);
+  std::string part;
+  int n = 0;
+  try {
+    while (std::getline(ss, part, ',')) {
+      if (n >= 3) throw InvalidArgument("");
+      s[n++] = std::stoll(part);
+    }
+  } catch (const std::exception&) {
+    throw InvalidArgument("size '" + text + "' must be N or X,Y,Z");
+  }
+  if (n == 1) s[1] = s[2] = s[0];
+  else if (n != 3) throw InvalidArgument("size '" + text + "' must be N or X,Y,Z");
+  for (auto v : s)
+    if (v <= 0) throw InvalidArgument("size '" + text + "' must be positive");
+  return s;
+}
+
+} // namespace splitseg::cli

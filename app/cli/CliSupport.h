@@ -1,0 +1,52 @@
+#pragma once
+// Shared pieces of the CLI: progress/metrics printers and common options.
+#include "core/base/Progress.h"
+#include "core/engine/Metrics.h"
+#include "core/model/UNet3d.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace splitseg::cli {
+
+// Network options shared by train, infer --synthetic and bench.
+struct NetworkArgs {
+  std::int64_t base = 32;
+  int depth = 5;
+  std::int64_t inChannels = 1;
+  int classes = 1;  // foreground classes
+  std::string norm = "none";
+  void add(CLI::App& cmd);
+  model::UNet3dOptions options() const;
+};
+
+nlohmann::json toJson(const engine::DeviceMemory& m);
+nlohmann::json toJson(const engine::StepMetrics& m);
+
+// --progress jsonl: one JSON object per step on stdout. bar: a one-line bar on stderr. none.
+class CliMetrics final : public engine::MetricsSink {
+public:
+  explicit CliMetrics(std::string mode) : mode_(std::move(mode)) {}
+  void onStep(const engine::StepMetrics& m) override;
+  void onValidation(const engine::ValidationMetrics& v) override;
+  void onCheckpoint(const std::string& path, std::int64_t step) override;
+  void onMessage(const std::string& text) override;
+
+private:
+  std::string mode_;
+};
+
+class CliProgress final : public ProgressSink {
+public:
+  explicit CliProgress(std::string mode) : mode_(std::move(mode)) {}
+  void progress(double fraction, const std::string& message) override;
+
+private:
+  std::string mode_;
+};
+
+// "64" -> {64,64,64}; "96,96,64" -> {96,96,64} (x,y,z).
+std::array<std::int64_t, 3> parseSize(const std::string& text);
+
+} // namespace splitseg::cli

@@ -1,0 +1,71 @@
+#include "app/cli/CliSupport.h"
+#include "app/cli/Commands.h"
+#include "core/base/Error.h"
+#include "core/data/Phantom.h"
+#include "core/engine/Devices.h"
+#include "core/engine/Inferer.h"
+#include "core/engine/Loss.h"
+#include "core/engine/Tensors.h"
+#include "core/engine/Trainer.h"
+
+#include <chrono>
+#include <iostream>
+
+namespace splitseg::cli {
+
+namespace {
+struct InferArgs {
+  NetworkArgs net;
+  std::string synthetic;
+  std::string checkpoint;
+  std::string window;
+  double overlap = 0.5;
+  std::string placement;
+  std::string progress = "bar";
+  std::uint64_t seed = 1;
+};
+
+void runInfer(const InferArgs& a) {
+  if (a.synthetic.empty()) throw InvalidArgument("give an input: --synthetic SIZE (volumes: --image FILE)");
+  std::shared_ptr<model::StagedNetwork> net;
+  if (!a.checkpoint.empty()) net = engine::loadNetwork(a.checkpoint);
+  else net = model::UNet3d(a.net.options()).ptr();
+  const auto placement =
+      placement::Placement::parse(a.placement, net->stageNames(), engine::runnableDeviceNames().front());
+  engine::SplitExecutor executor(net, placement);
+  engine::Inferer inferer(executor);
+
+  data::PhantomOptions po;
+  po.size = parseSize(a.synthetic);
+  po.seed = a.seed;
+  po.foregroundClasses = net->outChannels() == 1 ? 1 : static_cast<int>(net->outChannels() - 1);
+  auto phantom = data::makePhantom(po);
+  engine::InferOptions o;
+  if (!a.window.empty()) o.window = parseSize(a.window);
+  o.overlap = a.overlap;
+  CliProgress progress(a.progress);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto pred = inferer.predict(engine::toTensor(phantom.image).unsqueeze(0), o, &progress);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
+                                   po.foregroundClasses);
+  nlohmann::json out{{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
+  std::cout << out.dump() << "\n";
+}
+} // namespace
+
+void addInferCommands(CLI::App& app) {
+  auto a = std::make_shared<InferArgs>();
+  auto* cmd = app.add_subcommand("infer", "predict a segmentation (whole volume or sliding window)");
+  a->net.add(*cmd);
+  cmd->add_option("--synthetic", a->synthetic, "predict a synthetic phantom of this size and report Dice");
+  cmd->add_option("--checkpoint", a->checkpoint, "trained checkpoint (without: untrained network)");
+  cmd->add_option("--window", a->window, "sliding window N or X,Y,Z (default: whole volume)");
+  cmd->add_option("--overlap", a->overlap, "window overlap")->capture_default_str()->check(CLI::Range(0.0, 0.95));
+  cmd->add_option("--placement", a->placement, "stage=device pairs or a JSON file");
+  cmd->add_option("--progress", a->progress, "jsonl|bar|none")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "phantom seed")->capture_default_str();
+  cmd->callback([a] { runInfer(*a); });
+}
+
+} // namespace splitseg::cli

@@ -1,0 +1,109 @@
+#include "app/cli/CliSupport.h"
+#include "app/cli/Commands.h"
+#include "core/base/Error.h"
+#include "core/base/Units.h"
+#include "core/engine/Devices.h"
+#include "core/engine/Trainer.h"
+
+#include <iostream>
+#include <sstream>
+
+namespace splitseg::cli {
+
+namespace {
+struct TrainArgs {
+  NetworkArgs net;
+  std::string synthetic;
+  std::int64_t steps = 100;
+  int epochs = 0;
+  std::int64_t stepsPerEpoch = 50;
+  int batch = 1;
+  double lr = 1e-3;
+  std::uint64_t seed = 0;
+  std::string placement;
+  std::string precision = "fp32";
+  std::string recompute;
+  std::string save;
+  std::int64_t checkpointEvery = 0;
+  std::int64_t validateEvery = 0;
+  std::string resume;
+  std::string progress = "bar";
+  std::string cpuBudget;
+};
+
+std::set<std::string> parseStageList(const std::string& text, const std::vector<std::string>& stages) {
+  std::set<std::string> out;
+  if (text.empty()) return out;
+  if (text == "all") return {stages.begin(), stages.end()};
+  std::stringstream ss(text);
+  std::string s;
+  while (std::getline(ss, s, ',')) {
+    if (std::find(stages.begin(), stages.end(), s) == stages.end())
+      throw InvalidArgument("unknown stage '" + s + "' in --recompute");
+    out.insert(s);
+  }
+  return out;
+}
+
+void runTrain(const TrainArgs& a) {
+  if (a.synthetic.empty())
+    throw InvalidArgument("give training data: --synthetic SIZE (datasets: --dataset DIR or --image/--label)");
+  const auto patch = parseSize(a.synthetic);
+  auto network = model::UNet3d(a.net.options());
+  std::shared_ptr<model::StagedNetwork> net = network.ptr();
+  const auto devices = engine::runnableDeviceNames();
+  auto placement = placement::Placement::parse(a.placement, net->stageNames(), devices.front());
+
+  engine::TrainerOptions o;
+  o.steps = a.steps;
+  o.epochs = a.epochs;
+  o.stepsPerEpoch = a.stepsPerEpoch;
+  o.batch = a.batch;
+  o.learningRate = a.lr;
+  o.seed = a.seed;
+  o.patch = patch;
+  o.checkpointPath = a.save;
+  o.checkpointEvery = a.checkpointEvery;
+  o.validateEvery = a.validateEvery;
+  if (!a.cpuBudget.empty()) o.cpuBudgetBytes = parseBytes(a.cpuBudget);
+  engine::ExecutorOptions exec;
+  exec.precision = engine::precisionFromString(a.precision);
+  exec.checkpointStages = parseStageList(a.recompute, net->stageNames());
+
+  auto source = std::make_shared<data::PhantomSource>(a.net.classes);
+  engine::Trainer trainer(net, placement, source, o, exec);
+  if (!a.resume.empty()) trainer.loadCheckpoint(a.resume);
+  CliMetrics metrics(a.progress);
+  if (a.progress == "bar")
+    std::cerr << "U-Net base " << a.net.base << " depth " << a.net.depth << " (" << net->parameterCount()
+              << " parameters) on " << placement.describe() << "\n";
+  trainer.run(&metrics);
+}
+} // namespace
+
+void addTrainCommands(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* cmd = app.add_subcommand("train", "train the split U-Net");
+  a->net.add(*cmd);
+  cmd->add_option("--synthetic", a->synthetic, "train on synthetic phantoms of this size (N or X,Y,Z)");
+  cmd->add_option("--steps", a->steps, "optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", a->epochs, "epochs (overrides --steps)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps-per-epoch", a->stepsPerEpoch, "steps per epoch")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", a->lr, "Adam learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
+  cmd->add_option("--placement", a->placement,
+                  "stage=device pairs (enc0=cuda:0,dec0=cpu; unnamed stages go to the first device) or a JSON file");
+  cmd->add_option("--precision", a->precision, "fp32|bf16")->capture_default_str();
+  cmd->add_option("--recompute", a->recompute, "activation checkpointing: all or a stage list (enc0,dec0)");
+  cmd->add_option("--save", a->save, "checkpoint file to write");
+  cmd->add_option("--checkpoint-every", a->checkpointEvery, "write the checkpoint every N steps");
+  cmd->add_option("--validate-every", a->validateEvery, "validate every N steps");
+  cmd->add_option("--resume", a->resume, "continue from this checkpoint");
+  cmd->add_option("--progress", a->progress, "jsonl|bar|none")->capture_default_str()
+      ->check(CLI::IsMember({"jsonl", "bar", "none"}));
+  cmd->add_option("--cpu-budget", a->cpuBudget, "CPU memory budget (e.g. 2GiB); a step beyond it fails as out of memory");
+  cmd->callback([a] { runTrain(*a); });
+}
+
+} // namespace splitseg::cli

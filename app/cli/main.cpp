@@ -1,0 +1,38 @@
+// splitseg-cli: the headless front end of the SplitSeg engine.
+#include "app/cli/Commands.h"
+#include "core/base/Error.h"
+
+#include <c10/util/Exception.h>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"SplitSeg: train and run a 3D U-Net split across devices"};
+  app.set_version_flag("--version", std::string("splitseg-cli ") + SPLITSEG_VERSION);
+  app.require_subcommand(1);
+  splitseg::cli::addDeviceCommands(app);
+  splitseg::cli::addTrainCommands(app);
+  splitseg::cli::addInferCommands(app);
+  splitseg::cli::addBenchCommands(app);
+#ifdef SPLITSEG_HAVE_PLAN
+  splitseg::cli::addPlanCommands(app);
+#endif
+#ifdef SPLITSEG_WITH_ITK
+  splitseg::cli::addVolumeCommands(app);
+#endif
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const splitseg::Error& e) {
+    std::cerr << "splitseg-cli: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "splitseg-cli: LibTorch: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "splitseg-cli: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,134 @@
+#include "core/engine/Inferer.h"
+#include "core/base/Error.h"
+#include "core/engine/Loss.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace splitseg::engine {
+
+namespace {
+using torch::indexing::Slice;
+
+// Window start positions along one axis covering [0, size) (as MONAI's scan intervals).
+std::vector<std::int64_t> starts(std::int64_t size, std::int64_t window, double overlap) {
+  if (size <= window) return {0};
+  const auto stride = std::max<std::int64_t>(1, static_cast<std::int64_t>(window * (1.0 - overlap)));
+  const auto count = static_cast<std::int64_t>(std::ceil(double(size - window) / double(stride))) + 1;
+  std::vector<std::int64_t> s;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const auto p = std::min(i * stride, size - window);
+    if (s.empty() || s.back() != p) s.push_back(p);
+  }
+  return s;
+}
+
+std::int64_t roundUp(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
+} // namespace
+
+torch::Tensor gaussianWindow(const std::array<std::int64_t, 3>& w, double sigmaScale) {
+  torch::Tensor map = torch::ones({1}, torch::kFloat);
+  std::vector<torch::Tensor> axes;
+  for (int a = 0; a < 3; ++a) {
+    auto x = torch::arange(w[a], torch::kFloat);
+    const double centre = static_cast<double>(w[a] / 2), sigma = w[a] * sigmaScale;
+    axes.push_back(torch::exp(-(x - centre).pow(2) / (2.0 * sigma * sigma)));
+  }
+  auto g = axes[0].view({-1, 1, 1}) * axes[1].view({1, -1, 1}) * axes[2].view({1, 1, -1});
+  g = g / g.max();
+  // No zero weights: every voxel of a window contributes a little (as nnU-Net/MONAI).
+  const auto floor = g.masked_select(g > 0).min();
+  return torch::clamp_min(g, floor.item<float>());
+}
+
+torch::Tensor Inferer::runPadded(const torch::Tensor& batch) {
+  // Pad each spatial size up to the network's divisor, run, crop back.
+  const auto div = executor_.network().sizeDivisor();
+  const auto d = batch.size(2), h = batch.size(3), w = batch.size(4);
+  const auto pd = roundUp(d, div) - d, ph = roundUp(h, div) - h, pw = roundUp(w, div) - w;
+  torch::Tensor x = batch;
+  if (pd || ph || pw) x = torch::constant_pad_nd(batch, {0, pw, 0, ph, 0, pd}, 0.0);
+  auto logits = executor_.forward(x.to(executor_.inputDevice()));
+  return logits.index({Slice(), Slice(), Slice(0, d), Slice(0, h), Slice(0, w)}).to(torch::kCPU);
+}
+
+Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o, ProgressSink* progress,
+                            CancelToken* cancel) {
+  if (imageIn.dim() != 4) throw InvalidArgument("inference input must be (channels, D, H, W)");
+  if (imageIn.size(0) != executor_.network().inChannels())
+    throw InvalidArgument("image has " + std::to_string(imageIn.size(0)) + " channels, the network expects " +
+                          std::to_string(executor_.network().inChannels()));
+  if (!torch::isfinite(imageIn).all().item<bool>()) throw InvalidArgument("image contains NaN or infinite values");
+  torch::NoGradGuard noGrad;
+  auto& net = executor_.network().root();
+  const bool wasTraining = net.is_training();
+  net.eval();
+  const torch::Tensor image = imageIn.to(torch::kFloat).contiguous();
+  const std::array<std::int64_t, 3> size{image.size(1), image.size(2), image.size(3)};  // D, H, W
+
+  torch::Tensor logits;
+  const bool whole = o.window[0] <= 0 || o.window[1] <= 0 || o.window[2] <= 0;
+  if (whole) {
+    if (progress) progress->progress(0.0, "whole-volume prediction");
+    logits = runPadded(image.unsqueeze(0)).squeeze(0);
+    auto probs = probabilitiesFromLogits(logits.unsqueeze(0)).squeeze(0);
+    if (progress) progress->progress(1.0, "done");
+    net.train(wasTraining);
+    return {probs, labelsFromLogits(logits.unsqueeze(0)).squeeze(0)};
+  }
+
+  // Window given as x, y, z; tensors are (D=z, H=y, W=x). Smaller volumes are padded up to it.
+  const std::array<std::int64_t, 3> win{o.window[2], o.window[1], o.window[0]};
+  const auto div = executor_.network().sizeDivisor();
+  for (auto w : win)
+    if (w % div != 0)
+      throw InvalidArgument("window size " + std::to_string(w) + " must be a multiple of " + std::to_string(div));
+  std::array<std::int64_t, 3> padded;
+  for (int a = 0; a < 3; ++a) padded[a] = std::max(size[a], win[a]);
+  torch::Tensor x = image;
+  if (padded != size)
+    x = torch::constant_pad_nd(image, {0, padded[2] - size[2], 0, padded[1] - size[1], 0, padded[0] - size[0]}, 0.0);
+
+  const auto importance = o.gaussian ? gaussianWindow(win, o.sigmaScale) : torch::ones({win[0], win[1], win[2]});
+  const auto outC = executor_.network().outChannels();
+  auto sum = torch::zeros({outC, padded[0], padded[1], padded[2]}, torch::kFloat);
+  auto weight = torch::zeros({padded[0], padded[1], padded[2]}, torch::kFloat);
+
+  std::vector<std::array<std::int64_t, 3>> origins;
+  for (auto z : starts(padded[0], win[0], o.overlap))
+    for (auto y : starts(padded[1], win[1], o.overlap))
+      for (auto xx : starts(padded[2], win[2], o.overlap)) origins.push_back({z, y, xx});
+
+  const std::size_t batch = static_cast<std::size_t>(std::max(1, o.batch));
+  for (std::size_t first = 0; first < origins.size(); first += batch) {
+    if (cancel) cancel->checkpoint();
+    const std::size_t last = std::min(origins.size(), first + batch);
+    std::vector<torch::Tensor> crops;
+    for (std::size_t i = first; i < last; ++i) {
+      const auto& p = origins[i];
+      crops.push_back(x.index({Slice(), Slice(p[0], p[0] + win[0]), Slice(p[1], p[1] + win[1]),
+                               Slice(p[2], p[2] + win[2])}));
+    }
+    auto probs = probabilitiesFromLogits(runPadded(torch::stack(crops)));
+    for (std::size_t i = first; i < last; ++i) {
+      const auto& p = origins[i];
+      auto region = std::vector<at::indexing::TensorIndex>{Slice(), Slice(p[0], p[0] + win[0]),
+                                                           Slice(p[1], p[1] + win[1]), Slice(p[2], p[2] + win[2])};
+      sum.index(region).add_(probs[static_cast<std::int64_t>(i - first)] * importance);
+      weight.index({Slice(p[0], p[0] + win[0]), Slice(p[1], p[1] + win[1]), Slice(p[2], p[2] + win[2])})
+          .add_(importance);
+    }
+    if (progress)
+      progress->progress(double(last) / double(origins.size()),
+                         "window " + std::to_string(last) + "/" + std::to_string(origins.size()));
+  }
+  auto probs = (sum / weight.unsqueeze(0))
+                   .index({Slice(), Slice(0, size[0]), Slice(0, size[1]), Slice(0, size[2])})
+                   .contiguous();
+  torch::Tensor labels = outC == 1 ? (probs[0] > 0.5).to(torch::kLong) : probs.argmax(0);
+  net.train(wasTraining);
+  return {probs, labels};
+}
+
+} // namespace splitseg::engine

@@ -1,0 +1,64 @@
+#include "core/engine/Loss.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/torch.h>
+
+namespace splitseg::engine {
+
+namespace F = torch::nn::functional;
+
+namespace {
+constexpr double kSmooth = 1e-5;
+
+// Soft Dice per sample and class, averaged: 1 - mean(2|P.T| / (|P| + |T|)).
+torch::Tensor softDiceLoss(const torch::Tensor& probs, const torch::Tensor& onehot) {
+  const std::vector<int64_t> spatial{2, 3, 4};
+  auto inter = (probs * onehot).sum(spatial);
+  auto denom = probs.sum(spatial) + onehot.sum(spatial);
+  return 1.0 - ((2.0 * inter + kSmooth) / (denom + kSmooth)).mean();
+}
+} // namespace
+
+LossResult segmentationLoss(const torch::Tensor& logitsIn, const torch::Tensor& target) {
+  // The loss is always computed in fp32, whatever precision the forward ran in.
+  const torch::Tensor logits = logitsIn.to(torch::kFloat);
+  const auto classes = logits.size(1);
+  LossResult r;
+  if (classes == 1) {
+    auto t = (target == 1).to(torch::kFloat).unsqueeze(1);
+    auto probs = torch::sigmoid(logits);
+    r.loss = softDiceLoss(probs, t) + F::binary_cross_entropy_with_logits(logits, t);
+  } else {
+    auto onehot = F::one_hot(target.to(torch::kLong), classes).permute({0, 4, 1, 2, 3}).to(torch::kFloat);
+    auto probs = torch::softmax(logits, 1);
+    using torch::indexing::Slice;
+    r.loss = softDiceLoss(probs.index({Slice(), Slice(1)}), onehot.index({Slice(), Slice(1)})) +
+             F::cross_entropy(logits, target.to(torch::kLong));
+  }
+  torch::NoGradGuard noGrad;
+  r.dice = dicePerClass(labelsFromLogits(logits), target, classes == 1 ? 1 : static_cast<int>(classes - 1));
+  return r;
+}
+
+torch::Tensor labelsFromLogits(const torch::Tensor& logits) {
+  if (logits.size(1) == 1) return (logits.select(1, 0) > 0).to(torch::kLong);
+  return logits.argmax(1);
+}
+
+torch::Tensor probabilitiesFromLogits(const torch::Tensor& logits) {
+  return logits.size(1) == 1 ? torch::sigmoid(logits) : torch::softmax(logits, 1);
+}
+
+std::vector<double> dicePerClass(const torch::Tensor& predicted, const torch::Tensor& target, int classes) {
+  std::vector<double> dice;
+  const auto p = predicted.to(torch::kCPU), t = target.to(torch::kCPU);
+  for (int c = 1; c <= classes; ++c) {
+    auto pc = p == c, tc = t == c;
+    const double inter = (pc & tc).sum().item<double>();
+    const double denom = pc.sum().item<double>() + tc.sum().item<double>();
+    dice.push_back(denom == 0 ? 1.0 : 2.0 * inter / denom);
+  }
+  return dice;
+}
+
+} // namespace splitseg::engine

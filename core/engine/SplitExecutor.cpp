@@ -1,0 +1,124 @@
+#include "core/engine/SplitExecutor.h"
+#include "core/base/Error.h"
+
+#include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
+#include <torch/torch.h>
+
+namespace splitseg::engine {
+
+std::string toString(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+
+Precision precisionFromString(const std::string& s) {
+  if (s == "fp32") return Precision::FP32;
+  if (s == "bf16") return Precision::BF16;
+  throw InvalidArgument("unknown precision '" + s + "' (fp32, bf16)");
+}
+
+namespace {
+// bf16 autocast for one stage on its device type; weights stay fp32 (master copy).
+class AutocastScope {
+public:
+  AutocastScope(bool enabled, c10::DeviceType type) : enabled_(enabled), type_(type) {
+    if (!enabled_) return;
+    previous_ = at::autocast::is_autocast_enabled(type_);
+    previousType_ = at::autocast::get_autocast_dtype(type_);
+    at::autocast::set_autocast_enabled(type_, true);
+    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(type_, previous_);
+    at::autocast::set_autocast_dtype(type_, previousType_);
+  }
+
+private:
+  bool enabled_;
+  c10::DeviceType type_;
+  bool previous_ = false;
+  at::ScalarType previousType_ = at::kBFloat16;
+};
+} // namespace
+
+SplitExecutor::SplitExecutor(std::shared_ptr<model::StagedNetwork> network, placement::Placement placement,
+                             ExecutorOptions options)
+    : network_(std::move(network)), options_(std::move(options)), specs_(network_->stageSpecs()) {
+  setPlacement(placement);
+}
+
+void SplitExecutor::setPlacement(const placement::Placement& p) {
+  const auto names = network_->stageNames();
+  if (p.stages() != names) throw InvalidArgument("placement does not list the network's stages in order");
+  std::vector<std::string> available{"cpu"};
+  for (std::size_t i = 0; i < torch::cuda::device_count(); ++i) available.push_back("cuda:" + std::to_string(i));
+  p.checkDevices(available);
+  std::vector<torch::Device> devices;
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    torch::Device d(p.deviceOf(specs_[i].name));
+    network_->stageModule(i)->to(d);
+    devices.push_back(d);
+  }
+  placement_ = p;
+  stageDevices_ = std::move(devices);
+}
+
+torch::Device SplitExecutor::inputDevice() const { return stageDevices_.front(); }
+torch::Device SplitExecutor::outputDevice() const { return stageDevices_.back(); }
+
+torch::Tensor SplitExecutor::moveTo(const torch::Tensor& t, const torch::Device& d) const {
+  if (t.device() == d) return t;
+  if (t.device().is_cpu() && d.is_cuda()) {
+    // Pinned host memory lets the copy run asynchronously on the stream.
+    return t.pin_memory().to(d, /*non_blocking=*/true);
+  }
+  // Device-to-host copies stay blocking: the CPU stage reads the data right away.
+  return t.to(d, /*non_blocking=*/d.is_cuda());
+}
+
+torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
+  // Index of each output by name; outputs dropped after their last consumer so inference
+  // keeps only live tensors (training keeps what autograd saved anyway).
+  std::map<std::string, std::size_t> index;
+  std::map<std::string, std::size_t> lastUse;
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    index[specs_[i].name] = i;
+    for (const auto& in : specs_[i].inputs) lastUse[in] = i;
+  }
+  std::vector<torch::Tensor> outputs(specs_.size());
+  torch::Tensor networkInput = input;
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    const auto& spec = specs_[i];
+    const torch::Device& device = stageDevices_[i];
+    currentStage_ = spec.name;
+    std::vector<torch::Tensor> inputs;
+    for (const auto& name : spec.inputs) {
+      const torch::Tensor& src = name == model::kInput ? networkInput : outputs.at(index.at(name));
+      inputs.push_back(moveTo(src, device));
+    }
+    for (const auto& name : spec.inputs) {
+      if (lastUse.at(name) != i) continue;
+      if (name == model::kInput) networkInput = torch::Tensor();
+      else outputs[index.at(name)] = torch::Tensor();
+    }
+    try {
+      AutocastScope autocast(options_.precision == Precision::BF16, device.type());
+      outputs[i] = stageRunner_ ? stageRunner_(i, inputs) : network_->runStage(i, inputs);
+    } catch (const c10::OutOfMemoryError& e) {
+      throw OutOfMemoryError(device.str(), spec.name, "CUDA allocator: " + std::string(e.what_without_backtrace()));
+    }
+    if (afterStage_) afterStage_(spec.name, device);
+    if (backwardHook_ && outputs[i].requires_grad()) {
+      auto hook = backwardHook_;
+      const std::string name = spec.name;
+      outputs[i].register_hook([hook, name](torch::Tensor grad) {
+        hook(name);
+        return grad;
+      });
+    }
+  }
+  return outputs.back().to(torch::kFloat);
+}
+
+} // namespace splitseg::engine

@@ -1,0 +1,70 @@
+// The default options must rebuild the seed network exactly, stage by stage.
+#include "core/model/UNet3d.h"
+
+#include <QtTest>
+#include <torch/torch.h>
+
+using namespace splitseg::model;
+
+class TestUNet3d : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void seedNetworkParameterCount() {
+    UNet3d net(UNet3dOptions{});
+    QCOMPARE(net->parameterCount(), std::int64_t{22575329});
+  }
+
+  void stageNamesAndChannels() {
+    UNet3d net(UNet3dOptions{});
+    const auto specs = net->stageSpecs();
+    QStringList names;
+    for (const auto& s : specs) names << QString::fromStdString(s.name);
+    QCOMPARE(names, QStringList({"enc0", "enc1", "enc2", "enc3", "bottleneck", "dec3", "dec2", "dec1", "dec0", "head"}));
+    const std::vector<std::int64_t> out{32, 64, 128, 256, 512, 256, 128, 64, 32, 1};
+    for (std::size_t i = 0; i < specs.size(); ++i) QCOMPARE(specs[i].outChannels, out[i]);
+    // Decoders take the stage below and their encoder twin's output.
+    QCOMPARE(specs[5].inputs, (std::vector<std::string>{"bottleneck", "enc3"}));
+    QCOMPARE(specs[8].inputs, (std::vector<std::string>{"dec1", "enc0"}));
+  }
+
+  void perStageParameters_data() {
+    QTest::addColumn<int>("stage");
+    QTest::addColumn<qint64>("params");
+    // conv k^3*cin*cout + cout, transposed conv 8*cin*cout + cout.
+    QTest::newRow("enc0") << 0 << qint64(27 * 1 * 32 + 32 + 27 * 32 * 32 + 32);
+    QTest::newRow("bottleneck") << 4 << qint64(27 * 256 * 512 + 512 + 27 * 512 * 512 + 512);
+    QTest::newRow("dec3") << 5 << qint64(8 * 512 * 256 + 256 + 27 * 512 * 256 + 256 + 27 * 256 * 256 + 256);
+    QTest::newRow("head") << 9 << qint64(32 + 1);
+  }
+  void perStageParameters() {
+    QFETCH(int, stage);
+    QFETCH(qint64, params);
+    UNet3d net(UNet3dOptions{});
+    QCOMPARE(qint64(net->stageParameterCount(static_cast<std::size_t>(stage))), params);
+  }
+
+  void outputShape_data() {
+    QTest::addColumn<int>("depth");
+    QTest::addColumn<int>("size");
+    QTest::newRow("depth3") << 3 << 16;
+    QTest::newRow("depth5") << 5 << 32;
+  }
+  void outputShape() {
+    QFETCH(int, depth);
+    QFETCH(int, size);
+    UNet3d net(UNet3dOptions().base_channels(4).depth(depth).out_channels(3));
+    QCOMPARE(int(net->stageSpecs().size()), 2 * depth);
+    auto y = net->forward(torch::randn({2, 1, size, size, size}));
+    QCOMPARE(y.sizes().vec(), (std::vector<std::int64_t>{2, 3, size, size, size}));
+  }
+
+  void optionsJsonRoundTrip() {
+    auto o = UNet3dOptions().base_channels(8).depth(4).norm(Norm::Instance);
+    auto back = UNet3dOptions::fromJson(o.toJson());
+    QCOMPARE(back.toJson(), o.toJson());
+    QVERIFY_THROWS_EXCEPTION(std::exception, UNet3dOptions::fromJson("{\"norm\": \"group\"}"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestUNet3d)
+#include "test_unet3d.moc"
