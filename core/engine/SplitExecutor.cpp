@@ -1,5 +1,6 @@
 #include "core/engine/SplitExecutor.h"
 #include "core/base/Error.h"
+#include "core/engine/StageCheckpoint.h"
 
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
@@ -104,7 +105,12 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     }
     try {
       AutocastScope autocast(options_.precision == Precision::BF16, device.type());
-      outputs[i] = stageRunner_ ? stageRunner_(i, inputs) : network_->runStage(i, inputs);
+      if (options_.checkpointStages.count(spec.name) && torch::GradMode::is_enabled()) {
+        auto stage = [this, i](const std::vector<torch::Tensor>& in) { return network_->runStage(i, in); };
+        outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters());
+      } else {
+        outputs[i] = network_->runStage(i, inputs);
+      }
     } catch (const c10::OutOfMemoryError& e) {
       throw OutOfMemoryError(device.str(), spec.name, "CUDA allocator: " + std::string(e.what_without_backtrace()));
     }

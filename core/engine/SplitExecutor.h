@@ -52,9 +52,6 @@ public:
   // backward begins (names the stage in out-of-memory errors raised in backward).
   using BackwardCallback = std::function<void(const std::string& stage)>;
   void setBackwardHook(BackwardCallback callback) { backwardHook_ = std::move(callback); }
-  // Replaces how a stage is run (activation checkpointing wraps runStage). Default: runStage.
-  using StageRunner = std::function<torch::Tensor(std::size_t, const std::vector<torch::Tensor>&)>;
-  void setStageRunner(StageRunner runner) { stageRunner_ = std::move(runner); }
 
 private:
   torch::Tensor moveTo(const torch::Tensor& t, const torch::Device& d) const;
@@ -66,7 +63,6 @@ private:
   std::vector<torch::Device> stageDevices_;
   std::string currentStage_;
   StageCallback afterStage_;
-  StageRunner stageRunner_;
   BackwardCallback backwardHook_;
 };
 
