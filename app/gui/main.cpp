@@ -1,0 +1,75 @@
+// splitseg: the workstation. Opens the volume given on the command line, else the demo CT
+// written by the import step (data/demo/image.nii.gz + bone.nii.gz), else a phantom.
+#include "ui/mainwindow/MainWindow.h"
+#include "ui/render/VtkOpenGLWidget.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
+#include <QSurfaceFormat>
+#include <QTimer>
+
+namespace {
+
+// The repository root: next to the build folder (build/bin/splitseg), or the working directory.
+QString findDemo(const QString& name) {
+  const QStringList roots = {QDir::currentPath(), QCoreApplication::applicationDirPath() + "/../..",
+                             QCoreApplication::applicationDirPath() + "/..", QStringLiteral(SPLITSEG_SOURCE_DIR)};
+  for (const auto& root : roots) {
+    const QString p = QDir::cleanPath(root + "/data/demo/" + name);
+    if (QFileInfo::exists(p)) return p;
+  }
+  return {};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  // VTK's OpenGL2 backend needs a 3.2 core context; it must be the default before any widget.
+  QSurfaceFormat::setDefaultFormat(splitseg::ui::VtkOpenGLWidget::defaultFormat());
+  QApplication::setAttribute(Qt::AA_ShareOpenGLContexts);
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("SplitSeg");
+  QApplication::setApplicationName("SplitSeg");
+  QApplication::setApplicationVersion(SPLITSEG_VERSION);
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription("SplitSeg workstation: 3D segmentation with a U-Net split across devices");
+  parser.addHelpOption();
+  parser.addVersionOption();
+  parser.addPositionalArgument("image", "Volume to open (NIfTI, NRRD, MetaImage or a DICOM folder)", "[image]");
+  QCommandLineOption labelOpt({"l", "label"}, "Ground-truth label of the image", "path");
+  QCommandLineOption phantomOpt("phantom", "Open a synthetic phantom instead of the demo CT");
+  QCommandLineOption datasetOpt("dataset", "Open a dataset folder (MSD or nnU-Net raw)", "folder");
+  QCommandLineOption screenshotOpt("screenshot", "Save a screenshot of the window to this PNG and quit", "png");
+  parser.addOptions({labelOpt, phantomOpt, datasetOpt, screenshotOpt});
+  parser.process(app);
+
+  splitseg::ui::MainWindow window;
+  window.show();
+
+  const auto args = parser.positionalArguments();
+  if (parser.isSet(phantomOpt)) {
+    window.openPhantom(QObject::tr("Synthetic phantom opened (--phantom)"));
+  } else if (parser.isSet(datasetOpt)) {
+    if (!window.openDataset(parser.value(datasetOpt))) window.openPhantom(window.statusText() + QObject::tr(" — showing a phantom"));
+  } else if (!args.isEmpty()) {
+    if (!window.openVolume(args.front(), parser.value(labelOpt)))
+      window.openPhantom(window.statusText() + QObject::tr(" — showing a phantom"));
+  } else {
+    const QString demo = findDemo("image.nii.gz");
+    if (demo.isEmpty() || !window.openVolume(demo, findDemo("bone.nii.gz")))
+      window.openPhantom(QObject::tr("Demo CT not found (data/demo/image.nii.gz; run ./run.sh to import it) — showing a synthetic phantom"));
+  }
+
+  if (parser.isSet(screenshotOpt)) {
+    // Software GL renders the volume in about a second; give it a few.
+    const QString png = parser.value(screenshotOpt);
+    QTimer::singleShot(4000, &window, [&window, png] {
+      window.grab().save(png);
+      QApplication::quit();
+    });
+  }
+  return app.exec();
+}

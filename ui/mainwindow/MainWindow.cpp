@@ -1,0 +1,313 @@
+#include "ui/mainwindow/MainWindow.h"
+
+#include "core/base/Units.h"
+#include "core/data/Phantom.h"
+#include "ui/mainwindow/DataPanel.h"
+#include "ui/mainwindow/VolumeLoader.h"
+#include "ui/placement/PlacementView.h"
+#include "ui/review/ReviewPanel.h"
+#include "ui/training/TrainingPanel.h"
+#include "ui/render/SliceView.h"
+#include "ui/render/ViewState.h"
+#include "ui/render/VolumeView3d.h"
+#include "ui/session/Session.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QUndoStack>
+
+namespace splitseg::ui {
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), session_(new Session(this)), viewState_(new ViewState(this)) {
+  setWindowTitle(tr("SplitSeg"));
+  // The seed network of the design (32 base channels, depth 5); the Training tab may change it.
+  session_->createUNet(32, 5);
+  setWindowIcon(QIcon(":/icons/splitseg.svg"));
+
+  auto* centre = new QWidget(this);
+  auto* grid = new QGridLayout(centre);
+  grid->setContentsMargins(2, 2, 2, 2);
+  grid->setSpacing(2);
+  slices_[0] = new SliceView(SliceOrientation::Axial, viewState_, centre);
+  slices_[1] = new SliceView(SliceOrientation::Coronal, viewState_, centre);
+  slices_[2] = new SliceView(SliceOrientation::Sagittal, viewState_, centre);
+  view3d_ = new VolumeView3d(centre);
+  grid->addWidget(slices_[0], 0, 0);
+  grid->addWidget(view3d_, 0, 1);
+  grid->addWidget(slices_[1], 1, 0);
+  grid->addWidget(slices_[2], 1, 1);
+  for (auto* s : slices_) connect(s, &SliceView::hovered, this, [this](const QString& t) { hoverLabel_->setText(t); });
+
+  data_ = new DataPanel(session_, viewState_, this);
+  auto* dataDock = new QDockWidget(tr("Data"), this);
+  dataDock->setObjectName("dataDock");
+  dataDock->setWidget(data_);
+  dataDock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  addDockWidget(Qt::LeftDockWidgetArea, dataDock);
+
+  tabs_ = new QTabWidget(this);
+  placement_ = new PlacementView(session_, tabs_);
+  tabs_->addTab(placement_, tr("Placement"));
+  training_ = new TrainingPanel(session_, tabs_);
+  tabs_->addTab(training_, tr("Training"));
+  review_ = new ReviewPanel(session_, tabs_);
+  tabs_->addTab(review_, tr("Review"));
+  connect(review_, &ReviewPanel::overlayChanged, this, [this](std::shared_ptr<const Volume> labels, const LabelStyle& style) {
+    for (auto* s : slices_) {
+      if (labels) s->setOverlay(labels, style);
+      else s->clearOverlay();
+    }
+  });
+  connect(review_, &ReviewPanel::surfacesChanged, this, [this](std::shared_ptr<const Volume> labels, const LabelStyle& style) {
+    if (labels) view3d_->setLabelSurfaces(labels, style);
+    else view3d_->clearLabelSurfaces();
+  });
+  connect(review_, &ReviewPanel::saveRequested, this, &MainWindow::saveSegmentation);
+  auto* tabDock = new QDockWidget(tr("Model"), this);
+  tabDock->setObjectName("tabDock");
+  tabDock->setWidget(tabs_);
+  tabDock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  addDockWidget(Qt::RightDockWidgetArea, tabDock);
+  setCentralWidget(centre);
+
+  devicesLabel_ = new QLabel(this);
+  hoverLabel_ = new QLabel(this);
+  statusBar()->addPermanentWidget(hoverLabel_);
+  statusBar()->addPermanentWidget(devicesLabel_);
+
+  connect(data_, &DataPanel::openFileRequested, this, [this] { chooseAndOpen(false); });
+  connect(data_, &DataPanel::openFolderRequested, this, [this] { chooseAndOpen(true); });
+  connect(data_, &DataPanel::openDicomRequested, this, [this] { chooseAndOpen(true); });
+  connect(data_, &DataPanel::openDatasetRequested, this, &MainWindow::chooseDataset);
+  connect(data_, &DataPanel::loadLabelRequested, this, &MainWindow::chooseLabel);
+  connect(data_, &DataPanel::recentFileActivated, this, [this](const QString& p) { openVolume(p); });
+  connect(data_, &DataPanel::caseActivated, this, [this](int i) {
+    if (i >= 0 && i < datasetCases_.size()) openVolume(datasetCases_[i], datasetLabels_.value(i));
+  });
+  connect(data_, &DataPanel::volumePresetChosen, this, [this](int i) {
+    const auto presets = TransferFunctionPreset::loadAll();
+    if (i >= 0 && i < presets.size()) view3d_->setPreset(presets[i]);
+  });
+  connect(session_, &Session::imageChanged, this, &MainWindow::showVolume);
+  connect(session_, &Session::devicesChanged, this, &MainWindow::updateDeviceSummary);
+  connect(session_, &Session::message, this, [this](const QString& t) { showStatus(t); });
+
+  buildMenus();
+  updateDeviceSummary();
+
+  QSettings settings;
+  recent_ = settings.value("recentFiles").toStringList();
+  data_->setRecentFiles(recent_);
+  if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1400, 860);
+  restoreState(settings.value("window/state").toByteArray());
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildMenus() {
+  auto* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&Open file…"), QKeySequence::Open, this, [this] { chooseAndOpen(false); });
+  file->addAction(tr("Open &DICOM folder…"), QKeySequence(tr("Ctrl+Shift+O")), this, [this] { chooseAndOpen(true); });
+  file->addAction(tr("Open data&set…"), QKeySequence(tr("Ctrl+D")), this, &MainWindow::chooseDataset);
+  file->addAction(tr("Load &label…"), QKeySequence(tr("Ctrl+L")), this, &MainWindow::chooseLabel);
+  file->addAction(tr("Open &phantom"), this, [this] { openPhantom(tr("Synthetic phantom opened")); });
+  file->addSeparator();
+  file->addAction(tr("&Save segmentation…"), QKeySequence::Save, this, &MainWindow::saveSegmentation);
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  auto* edit = menuBar()->addMenu(tr("&Edit"));
+  auto* undo = session_->undoStack()->createUndoAction(this, tr("&Undo placement"));
+  undo->setShortcut(QKeySequence::Undo);
+  auto* redo = session_->undoStack()->createRedoAction(this, tr("&Redo placement"));
+  redo->setShortcut(QKeySequence::Redo);
+  edit->addAction(undo);
+  edit->addAction(redo);
+
+  auto* view = menuBar()->addMenu(tr("&View"));
+  int key = 1;
+  for (const auto& p : ViewState::presets()) {
+    const double w = p.window, l = p.level;
+    view->addAction(tr("Window: %1").arg(p.name), QKeySequence(QString("Ctrl+%1").arg(key++)), this,
+                    [this, w, l] { viewState_->setWindowLevel(w, l); });
+  }
+  view->addSeparator();
+  view->addAction(tr("Reset 3D camera"), QKeySequence(tr("Ctrl+R")), this, [this] { view3d_->resetCamera(); });
+  auto* show3d = view->addAction(tr("Show volume rendering"));
+  show3d->setCheckable(true);
+  show3d->setChecked(true);
+  connect(show3d, &QAction::toggled, view3d_, &VolumeView3d::setVolumeVisible);
+
+  auto* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About SplitSeg"), this, [this] {
+    QMessageBox::about(this, tr("About SplitSeg"),
+                       tr("<b>SplitSeg</b> %1<br>3D segmentation with a U-Net split across devices.<br>"
+                          "Slices: click = crosshair, wheel = scroll, right-drag = window/level.<br>"
+                          "3D: left-drag rotate, middle-drag pan, wheel zoom.")
+                           .arg(QApplication::applicationVersion()));
+  });
+}
+
+void MainWindow::showStatus(const QString& text, bool error) {
+  statusBar()->showMessage(text, error ? 0 : 15000);
+  if (error) statusBar()->setStyleSheet("QStatusBar { color: #e05050; }");
+  else statusBar()->setStyleSheet({});
+}
+
+QString MainWindow::statusText() const { return statusBar()->currentMessage(); }
+
+void MainWindow::chooseAndOpen(bool folder) {
+  QSettings settings;
+  const QString dir = settings.value("lastDir").toString();
+  const QString path = folder ? QFileDialog::getExistingDirectory(this, tr("Open DICOM folder"), dir)
+                              : QFileDialog::getOpenFileName(this, tr("Open volume"), dir,
+                                                             tr("Volumes (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"));
+  if (path.isEmpty()) return;
+  settings.setValue("lastDir", QFileInfo(path).absolutePath());
+  openVolume(path);
+}
+
+void MainWindow::chooseLabel() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Load label"), QSettings().value("lastDir").toString(),
+                                                    tr("Volumes (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"));
+  if (!path.isEmpty()) loadLabel(path);
+}
+
+void MainWindow::chooseDataset() {
+  const QString path = QFileDialog::getExistingDirectory(this, tr("Open dataset folder"), QSettings().value("lastDir").toString());
+  if (!path.isEmpty()) openDataset(path);
+}
+
+bool MainWindow::openVolume(const QString& path, const QString& labelPath) {
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  const auto result = VolumeLoader::load(path);
+  QApplication::restoreOverrideCursor();
+  if (!result.volume) {
+    showStatus(tr("Could not open %1: %2").arg(path, result.error), true);
+    return false;
+  }
+  session_->setImage(result.volume, path);
+  addRecent(path);
+  showStatus(tr("Opened %1").arg(QFileInfo(path).fileName()));
+  if (!labelPath.isEmpty()) loadLabel(labelPath);
+  return true;
+}
+
+bool MainWindow::loadLabel(const QString& path) {
+  const auto result = VolumeLoader::load(path);
+  if (!result.volume) {
+    showStatus(tr("Could not open label %1: %2").arg(path, result.error), true);
+    return false;
+  }
+  if (!session_->image() || !result.volume->geometry().sameGrid(session_->image()->geometry(), 1e-3)) {
+    const auto diff = session_->image() ? QString::fromStdString(result.volume->geometry().differenceTo(session_->image()->geometry(), 1e-3))
+                                        : tr("no image open");
+    showStatus(tr("Label %1 does not match the image: %2").arg(QFileInfo(path).fileName(), diff), true);
+    return false;
+  }
+  session_->setGroundTruth(result.volume, path);
+  return true;
+}
+
+void MainWindow::openPhantom(const QString& why) {
+  data::PhantomOptions o;
+  o.size = {96, 96, 64};
+  o.spacing = {1.5, 1.5, 2.0};
+  o.ellipsoidsPerClass = 3;
+  const auto ph = data::makePhantom(o);
+  session_->setImage(std::make_shared<Volume>(ph.image), tr("phantom"));
+  session_->setGroundTruth(std::make_shared<Volume>(ph.label), tr("phantom label"));
+  showStatus(why);
+}
+
+bool MainWindow::openDataset(const QString& path) {
+  const auto ds = VolumeLoader::listDataset(path);
+  if (!ds.error.isEmpty()) {
+    showStatus(tr("Could not open dataset %1: %2").arg(path, ds.error), true);
+    return false;
+  }
+  datasetCases_ = ds.images;
+  datasetLabels_ = ds.labels;
+  QStringList names;
+  for (const auto& c : ds.images) names << QFileInfo(c).fileName();
+  data_->setCases(names);
+  return openVolume(ds.images.front(), ds.labels.value(0));
+}
+
+void MainWindow::showVolume() {
+  const auto img = session_->image();
+  for (auto* s : slices_) s->setVolume(img);
+  view3d_->setVolume(img);
+  if (!img) return;
+  const auto& size = img->size();
+  viewState_->setCursor({size[0] / 2, size[1] / 2, size[2] / 2});
+  // CT in Hounsfield units gets the soft-tissue window and the bone preset; anything else a
+  // window over its own range and the relative preset.
+  const auto r = img->range();
+  const bool ct = r.first < -500 && r.second > 300;
+  const auto presets = TransferFunctionPreset::loadAll();
+  const QString wanted = ct ? QSettings().value("volumePreset", "CT Bone").toString() : QString("Generic (relative range)");
+  for (int i = 0; i < presets.size(); ++i)
+    if (presets[i].name == wanted) {
+      view3d_->setPreset(presets[i]);
+      data_->volumePresetBox()->setCurrentIndex(i);
+    }
+  if (ct) viewState_->setWindowLevel(400, 40);
+  else viewState_->setWindowLevel(std::max(1e-3f, r.second - r.first), (r.first + r.second) / 2.0);
+  // Slice views dropped their overlay with the old volume; the review panel publishes again.
+  review_->evaluate();
+}
+
+void MainWindow::updateDeviceSummary() {
+  QStringList parts;
+  for (const auto& d : session_->devices())
+    parts << QString("%1%2: %3").arg(QString::fromStdString(d.name), d.planningOnly ? tr(" (plan)") : QString(),
+                                     QString::fromStdString(formatBytes(double(d.totalBytes))));
+  devicesLabel_->setText(parts.join("  |  "));
+}
+
+void MainWindow::addRecent(const QString& path) {
+  recent_.removeAll(path);
+  recent_.prepend(path);
+  while (recent_.size() > 10) recent_.removeLast();
+  QSettings().setValue("recentFiles", recent_);
+  data_->setRecentFiles(recent_);
+}
+
+void MainWindow::saveSegmentation() {
+  const auto seg = session_->prediction();
+  if (!seg || !session_->image()) {
+    showStatus(tr("No segmentation to save: run inference in the Review tab first"), true);
+    return;
+  }
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save segmentation"), QSettings().value("lastDir").toString(),
+                                                    tr("NIfTI (*.nii.gz *.nii);;NRRD (*.nrrd);;MetaImage (*.mha)"));
+  if (path.isEmpty()) return;
+  const QString err = VolumeLoader::saveSegmentation(*seg, session_->image()->geometry(), path);
+  if (err.isEmpty()) showStatus(tr("Saved %1").arg(path));
+  else showStatus(tr("Could not save %1: %2").arg(path, err), true);
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  QSettings settings;
+  settings.setValue("window/geometry", saveGeometry());
+  settings.setValue("window/state", saveState());
+  settings.setValue("volumePreset", view3d_->preset().name);
+  QMainWindow::closeEvent(e);
+}
+
+} // namespace splitseg::ui

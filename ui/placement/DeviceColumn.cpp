@@ -1,0 +1,93 @@
+#include "ui/placement/DeviceColumn.h"
+
+#include "core/base/Units.h"
+#include "ui/placement/StageCard.h"
+
+#include <QLabel>
+#include <QPainter>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace splitseg::ui {
+
+DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : QFrame(parent), info_(device) {
+  setObjectName("deviceColumn");
+  setMinimumWidth(170);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(8, 8, 8, 8);
+  layout->setSpacing(6);
+  auto* head = new QHBoxLayout;
+  title_ = new QLabel(this);
+  QString title = QString("<b>%1</b>").arg(QString::fromStdString(info_.name));
+  if (info_.planningOnly) title += tr(" <span style='color:#e8c15a'>planning only</span>");
+  title_->setText(title);
+  head->addWidget(title_, 1);
+  if (info_.planningOnly) {
+    auto* remove = new QToolButton(this);
+    remove->setText("×");
+    remove->setToolTip(tr("Remove this planning-only GPU"));
+    remove->setAutoRaise(true);
+    connect(remove, &QToolButton::clicked, this, [this] { Q_EMIT removeRequested(QString::fromStdString(info_.name)); });
+    head->addWidget(remove);
+  }
+  layout->addLayout(head);
+  auto* desc = new QLabel(QString::fromStdString(info_.description), this);
+  desc->setStyleSheet("color: #9aa4b2; font-size: 11px;");
+  desc->setWordWrap(true);
+  layout->addWidget(desc);
+  memory_ = new QLabel(this);
+  memory_->setStyleSheet("font-size: 11px;");
+  layout->addWidget(memory_);
+  // Room for the capacity bar painted below the memory text.
+  layout->addSpacing(12);
+  cards_ = new QVBoxLayout;
+  cards_->setSpacing(6);
+  layout->addLayout(cards_);
+  layout->addStretch(1);
+  if (info_.planningOnly)
+    setToolTip(tr("A what-if GPU: the planner uses it, nothing can run on it"));
+  setPredicted(0, false);
+}
+
+void DeviceColumn::addCard(StageCard* card) { cards_->addWidget(card); }
+
+void DeviceColumn::setPredicted(std::int64_t bytes, bool fromPlanner) {
+  predicted_ = bytes;
+  over_ = info_.totalBytes > 0 && bytes > info_.totalBytes;
+  const QString kind = fromPlanner ? tr("predicted") : tr("est.");
+  QString text = tr("%1 %2 of %3").arg(kind, QString::fromStdString(formatBytes(double(bytes))),
+                                        QString::fromStdString(formatBytes(double(info_.totalBytes))));
+  if (over_) text = tr("<span style='color:#ff6b6b'><b>over capacity</b></span> · ") + text;
+  memory_->setText(text);
+  refreshStyle();
+  update();
+}
+
+void DeviceColumn::setDropHighlight(bool on) {
+  if (on == highlight_) return;
+  highlight_ = on;
+  refreshStyle();
+}
+
+void DeviceColumn::refreshStyle() {
+  const QString border = highlight_ ? "#e8c15a" : over_ ? "#e05050" : info_.planningOnly ? "#8a7a3a" : "#3a424e";
+  const QString style = info_.planningOnly ? "dashed" : "solid";
+  setStyleSheet(QString("#deviceColumn { background: #1b1f26; border: 2px %1 %2; border-radius: 8px; }").arg(style, border));
+}
+
+void DeviceColumn::paintEvent(QPaintEvent* e) {
+  QFrame::paintEvent(e);
+  // Capacity bar under the memory text: fill = predicted / total.
+  QPainter p(this);
+  const QRect bar(10, memory_->geometry().bottom() + 3, width() - 20, 7);
+  p.setPen(Qt::NoPen);
+  p.setBrush(QColor(50, 56, 66));
+  p.drawRoundedRect(bar, 3, 3);
+  if (info_.totalBytes > 0) {
+    const double f = std::min(1.0, double(predicted_) / double(info_.totalBytes));
+    p.setBrush(over_ ? QColor(224, 80, 80) : f > 0.8 ? QColor(232, 193, 90) : QColor(90, 193, 142));
+    p.drawRoundedRect(QRect(bar.left(), bar.top(), int(bar.width() * f), bar.height()), 3, 3);
+  }
+}
+
+} // namespace splitseg::ui

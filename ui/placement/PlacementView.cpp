@@ -1,0 +1,284 @@
+#include "ui/placement/PlacementView.h"
+
+#include "core/base/Units.h"
+#include "ui/placement/DeviceColumn.h"
+#include "ui/placement/MoveStagesCommand.h"
+#include "ui/placement/StageCard.h"
+#include "ui/placement/TransferOverlay.h"
+#include "ui/session/Session.h"
+
+#include <QComboBox>
+#include <QEvent>
+#include <QHBoxLayout>
+#include <QInputDialog>
+#include <QLabel>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QToolButton>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+namespace splitseg::ui {
+
+PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+
+  auto* bar = new QHBoxLayout;
+  auto* add = new QPushButton(tr("Add planning GPU…"), this);
+  add->setToolTip(tr("Add a what-if GPU of a chosen memory size; it is planned for but never run on"));
+  connect(add, &QPushButton::clicked, this, &PlacementView::askPlanningDevice);
+  bar->addWidget(add);
+  auto* undo = new QToolButton(this);
+  undo->setDefaultAction(session_->undoStack()->createUndoAction(this, tr("Undo")));
+  auto* redo = new QToolButton(this);
+  redo->setDefaultAction(session_->undoStack()->createRedoAction(this, tr("Redo")));
+  bar->addWidget(undo);
+  bar->addWidget(redo);
+  bar->addStretch(1);
+  layout->addLayout(bar);
+
+  auto* settings = new QHBoxLayout;
+  settings->addWidget(new QLabel(tr("Plan for patch"), this));
+  patch_ = new QSpinBox(this);
+  patch_->setRange(16, 512);
+  patch_->setSingleStep(16);
+  patch_->setSuffix("³");
+  patch_->setValue(static_cast<int>(session_->runSettings().patch[0]));
+  settings->addWidget(patch_);
+  settings->addWidget(new QLabel(tr("batch"), this));
+  batch_ = new QSpinBox(this);
+  batch_->setRange(1, 16);
+  batch_->setValue(session_->runSettings().batch);
+  settings->addWidget(batch_);
+  precision_ = new QComboBox(this);
+  precision_->addItems({"fp32", "bf16"});
+  precision_->setToolTip(tr("Precision of activations (autocast); weights and optimizer stay fp32"));
+  settings->addWidget(precision_);
+  settings->addStretch(1);
+  layout->addLayout(settings);
+  auto applySettings = [this] {
+    auto s = session_->runSettings();
+    s.patch = {patch_->value(), patch_->value(), patch_->value()};
+    s.batch = batch_->value();
+    s.precision = precision_->currentText().toStdString();
+    session_->setRunSettings(s);
+  };
+  connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
+  connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
+  connect(precision_, &QComboBox::currentTextChanged, this, applySettings);
+
+  scroll_ = new QScrollArea(this);
+  scroll_->setWidgetResizable(true);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  board_ = new QWidget(scroll_);
+  board_->installEventFilter(this);
+  columnsLayout_ = new QHBoxLayout(board_);
+  columnsLayout_->setSpacing(70);  // room for the transfer curves between columns
+  columnsLayout_->setContentsMargins(6, 6, 6, 6);
+  scroll_->setWidget(board_);
+  layout->addWidget(scroll_, 1);
+  overlay_ = new TransferOverlay(board_);
+
+  summary_ = new QLabel(this);
+  summary_->setWordWrap(true);
+  layout->addWidget(summary_);
+
+  ghost_ = new QLabel(this);
+  ghost_->setStyleSheet("background: #2d3b52; color: white; border: 2px solid #e8c15a; border-radius: 6px; padding: 4px 8px;");
+  ghost_->setAttribute(Qt::WA_TransparentForMouseEvents);
+  ghost_->hide();
+
+  connect(session_, &Session::devicesChanged, this, [this] { rebuildColumns(); placeCards(); refreshNumbers(); });
+  connect(session_, &Session::networkChanged, this, [this] { rebuildCards(); placeCards(); refreshNumbers(); });
+  connect(session_, &Session::placementChanged, this, [this] { placeCards(); refreshNumbers(); });
+  connect(session_, &Session::runSettingsChanged, this, &PlacementView::refreshNumbers);
+  rebuildColumns();
+  rebuildCards();
+  placeCards();
+  refreshNumbers();
+}
+
+DeviceColumn* PlacementView::column(const QString& device) const {
+  for (auto* c : columns_)
+    if (QString::fromStdString(c->device()) == device) return c;
+  return nullptr;
+}
+
+QStringList PlacementView::selectedStages() const {
+  // In network order, so a multi-card drop keeps the U-Net order in the target column.
+  QStringList out;
+  for (const auto& s : session_->stageNames())
+    if (selected_.contains(QString::fromStdString(s))) out << QString::fromStdString(s);
+  return out;
+}
+
+void PlacementView::setSelection(const QStringList& stages) {
+  selected_ = QSet<QString>(stages.begin(), stages.end());
+  for (auto it = cards_.begin(); it != cards_.end(); ++it) it.value()->setSelected(selected_.contains(it.key()));
+}
+
+void PlacementView::rebuildColumns() {
+  // Cards survive column rebuilds: park them on the board first.
+  for (auto* c : cards_) c->setParent(board_);
+  for (auto* c : columns_) c->deleteLater();
+  columns_.clear();
+  for (const auto& d : session_->devices()) {
+    auto* col = new DeviceColumn(d, board_);
+    connect(col, &DeviceColumn::removeRequested, this,
+            [this](const QString& name) { session_->removePlanningDevice(name.toStdString()); });
+    columnsLayout_->addWidget(col);
+    columns_.push_back(col);
+  }
+  overlay_->raise();
+}
+
+void PlacementView::rebuildCards() {
+  for (auto* c : cards_) c->deleteLater();
+  cards_.clear();
+  selected_.clear();
+  for (const auto& s : session_->stages()) {
+    const QString name = QString::fromStdString(s.name);
+    auto* card = new StageCard(name, board_);
+    connect(card, &StageCard::pressed, this, &PlacementView::onPressed);
+    connect(card, &StageCard::clicked, this, &PlacementView::onClicked);
+    connect(card, &StageCard::dragMoved, this, &PlacementView::onDragMoved);
+    connect(card, &StageCard::dragDropped, this, &PlacementView::onDropped);
+    connect(card, &StageCard::checkpointToggled, this, [this](const QString& stage, bool on) {
+      auto st = session_->runSettings();
+      if (on) st.checkpointStages.insert(stage.toStdString());
+      else st.checkpointStages.erase(stage.toStdString());
+      session_->setRunSettings(st);
+    });
+    cards_.insert(name, card);
+  }
+}
+
+void PlacementView::placeCards() {
+  const auto& p = session_->placement();
+  if (p.stages().empty()) return;
+  for (const auto& s : session_->stageNames()) {
+    auto* card = cards_.value(QString::fromStdString(s));
+    auto* col = column(QString::fromStdString(p.deviceOf(s)));
+    if (!card) continue;
+    if (col) {
+      col->addCard(card);  // re-adding in stage order keeps the U order in every column
+      card->show();
+    } else {
+      card->hide();
+    }
+  }
+}
+
+void PlacementView::refreshNumbers() {
+  const auto& settings = session_->runSettings();
+  estimate_ = StageMemoryModel::estimate(session_->stages(), session_->placement(), settings);
+  for (const auto& s : session_->stages()) {
+    auto* card = cards_.value(QString::fromStdString(s.name));
+    if (!card) continue;
+    const auto bytes = estimate_.stageBytes[s.name];
+    card->setDetails(tr("%1 M params").arg(double(s.parameters) / 1e6, 0, 'f', s.parameters < 1e6 ? 3 : 2),
+                     QString::fromStdString(formatBytes(double(bytes))),
+                     tr("%1: %2 → %3 channels at 1/%4 resolution\n%5 parameters\n%6 memory at %7^3 × %8 (%9)")
+                         .arg(QString::fromStdString(s.name)).arg(s.inChannels).arg(s.outChannels).arg(1 << s.level)
+                         .arg(s.parameters).arg(estimate_.fromPlanner ? tr("predicted") : tr("estimated"))
+                         .arg(settings.patch[0]).arg(settings.batch).arg(QString::fromStdString(settings.precision)));
+    card->setCheckpointed(settings.checkpointStages.count(s.name) > 0);
+  }
+  for (auto* col : columns_) col->setPredicted(estimate_.deviceBytes[col->device()], estimate_.fromPlanner);
+  overlay_->setTransfers(estimate_.transfers, cards_);
+  std::int64_t traffic = 0;
+  for (const auto& t : estimate_.transfers) traffic += t.bytesPerStep;
+  QString text = tr("Placement: %1").arg(QString::fromStdString(session_->placement().describe()));
+  if (!estimate_.transfers.empty())
+    text += tr("<br>%1 cross-device tensors, %2 MB per step").arg(estimate_.transfers.size()).arg(double(traffic) / 1e6, 0, 'f', 1);
+  QStringList over;
+  for (auto* col : columns_)
+    if (col->overCapacity()) over << QString::fromStdString(col->device());
+  if (!over.isEmpty()) text += tr("<br><span style='color:#ff6b6b'>Over capacity: %1</span>").arg(over.join(", "));
+  summary_->setText(text);
+}
+
+void PlacementView::onPressed(const QString& stage, Qt::KeyboardModifiers mods) {
+  // Pressing an unselected card without Ctrl makes it the selection, so a drag moves it alone;
+  // pressing a selected one keeps the group for a multi-card drag.
+  if (!(mods & Qt::ControlModifier) && !selected_.contains(stage)) setSelection({stage});
+}
+
+void PlacementView::onClicked(const QString& stage, Qt::KeyboardModifiers mods) {
+  if (mods & Qt::ControlModifier) {
+    auto sel = selectedStages();
+    if (selected_.contains(stage)) sel.removeAll(stage);
+    else sel << stage;
+    setSelection(sel);
+  } else {
+    setSelection({stage});
+  }
+}
+
+DeviceColumn* PlacementView::columnAt(const QPoint& globalPos) const {
+  for (auto* c : columns_)
+    if (c->rect().contains(c->mapFromGlobal(globalPos))) return c;
+  return nullptr;
+}
+
+void PlacementView::onDragMoved(const QString& stage, const QPoint& globalPos) {
+  if (!selected_.contains(stage)) setSelection({stage});
+  const auto sel = selectedStages();
+  ghost_->setText(sel.size() == 1 ? sel.front() : tr("%1 stages").arg(sel.size()));
+  ghost_->adjustSize();
+  ghost_->move(mapFromGlobal(globalPos) + QPoint(12, 8));
+  ghost_->show();
+  ghost_->raise();
+  auto* target = columnAt(globalPos);
+  for (auto* c : columns_) c->setDropHighlight(c == target);
+}
+
+void PlacementView::onDropped(const QString& stage, const QPoint& globalPos) {
+  ghost_->hide();
+  for (auto* c : columns_) c->setDropHighlight(false);
+  auto* target = columnAt(globalPos);
+  if (!target) return;
+  if (!selected_.contains(stage)) setSelection({stage});
+  moveStages(selectedStages(), target->device());
+}
+
+void PlacementView::moveStages(const QStringList& stages, const std::string& device) {
+  const auto before = session_->placement();
+  const auto after = MoveStagesCommand::moved(before, stages, device);
+  if (after == before) return;
+  if (session_->busy()) {
+    Q_EMIT session_->message(tr("A run is using the network: the placement applies to the next run"));
+  }
+  const QString what = stages.size() == 1 ? stages.front() : tr("%1 stages").arg(stages.size());
+  session_->undoStack()->push(new MoveStagesCommand(session_, before, after,
+                                                    tr("move %1 to %2").arg(what, QString::fromStdString(device))));
+  Q_EMIT placementEdited();
+}
+
+void PlacementView::addPlanningDevice(std::int64_t bytes) { session_->addPlanningDevice(bytes); }
+
+void PlacementView::askPlanningDevice() {
+  bool ok = false;
+  const double gib = QInputDialog::getDouble(this, tr("Planning-only GPU"), tr("Memory of the what-if GPU (GiB):"),
+                                             80.0, 1.0, 1024.0, 1, &ok);
+  if (ok) addPlanningDevice(static_cast<std::int64_t>(gib * 1024.0 * 1024.0 * 1024.0));
+}
+
+void PlacementView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  overlay_->setGeometry(board_->rect());
+}
+
+bool PlacementView::eventFilter(QObject* watched, QEvent* event) {
+  // The overlay covers the board exactly and repaints when cards move.
+  if (watched == board_ && (event->type() == QEvent::Resize || event->type() == QEvent::LayoutRequest)) {
+    overlay_->setGeometry(board_->rect());
+    overlay_->raise();
+    overlay_->update();
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
+} // namespace splitseg::ui

@@ -1,0 +1,78 @@
+#pragma once
+// The placement view: one column per device (every GPU LibTorch sees, the CPU, and any
+// planning-only GPU), one card per stage. Dragging cards onto a column moves those stages
+// (one undo step per drop); cross-device tensors are drawn with their size per step; the
+// predicted total per device is compared with its memory.
+#include "ui/placement/StageMemoryModel.h"
+
+#include <QHash>
+#include <QSet>
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QSpinBox;
+class QScrollArea;
+class QHBoxLayout;
+
+namespace splitseg::ui {
+
+class DeviceColumn;
+class Session;
+class StageCard;
+class TransferOverlay;
+
+class PlacementView : public QWidget {
+  Q_OBJECT
+public:
+  explicit PlacementView(Session* session, QWidget* parent = nullptr);
+
+  StageCard* card(const QString& stage) const { return cards_.value(stage); }
+  DeviceColumn* column(const QString& device) const;
+  QStringList selectedStages() const;
+  void setSelection(const QStringList& stages);
+  const PlacementEstimate& estimate() const { return estimate_; }
+  TransferOverlay* overlay() const { return overlay_; }
+  // Adds a planning-only GPU with this many bytes (the toolbar asks the user for GiB).
+  void addPlanningDevice(std::int64_t bytes);
+  // Moves stages through the undo stack, as a drop does.
+  void moveStages(const QStringList& stages, const std::string& device);
+  QSize minimumSizeHint() const override { return {380, 360}; }
+
+Q_SIGNALS:
+  void placementEdited();
+
+protected:
+  void resizeEvent(QResizeEvent* e) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
+private:
+  void rebuildColumns();
+  void rebuildCards();
+  void placeCards();
+  void refreshNumbers();
+  void onPressed(const QString& stage, Qt::KeyboardModifiers mods);
+  void onClicked(const QString& stage, Qt::KeyboardModifiers mods);
+  void onDragMoved(const QString& stage, const QPoint& globalPos);
+  void onDropped(const QString& stage, const QPoint& globalPos);
+  DeviceColumn* columnAt(const QPoint& globalPos) const;
+  void askPlanningDevice();
+
+  Session* session_;
+  QScrollArea* scroll_;
+  QWidget* board_;
+  QHBoxLayout* columnsLayout_;
+  TransferOverlay* overlay_;
+  QLabel* ghost_;
+  QLabel* summary_;
+  QComboBox* precision_;
+  QSpinBox* patch_;
+  QSpinBox* batch_;
+  QList<DeviceColumn*> columns_;
+  QHash<QString, StageCard*> cards_;
+  QSet<QString> selected_;
+  PlacementEstimate estimate_;
+};
+
+} // namespace splitseg::ui

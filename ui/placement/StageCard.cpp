@@ -1,0 +1,93 @@
+#include "ui/placement/StageCard.h"
+
+#include <QApplication>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace splitseg::ui {
+
+StageCard::StageCard(const QString& stage, QWidget* parent) : QFrame(parent), stage_(stage) {
+  setObjectName("stageCard");
+  setFrameShape(QFrame::StyledPanel);
+  setCursor(Qt::OpenHandCursor);
+  setMinimumSize(150, 50);
+  setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(8, 4, 6, 4);
+  layout->setSpacing(1);
+  auto* top = new QHBoxLayout;
+  title_ = new QLabel(QString("<b>%1</b>").arg(stage), this);
+  top->addWidget(title_, 1);
+  checkpoint_ = new QToolButton(this);
+  checkpoint_->setText("CP");
+  checkpoint_->setCheckable(true);
+  checkpoint_->setAutoRaise(true);
+  checkpoint_->setToolTip(tr("Activation checkpointing: keep only the stage's input and recompute in backward"));
+  connect(checkpoint_, &QToolButton::toggled, this, [this](bool on) { Q_EMIT checkpointToggled(stage_, on); });
+  top->addWidget(checkpoint_);
+  layout->addLayout(top);
+  details_ = new QLabel(this);
+  details_->setStyleSheet("color: #9aa4b2; font-size: 11px;");
+  layout->addWidget(details_);
+  for (auto* l : {title_, details_}) l->setAttribute(Qt::WA_TransparentForMouseEvents);
+  refreshStyle();
+}
+
+void StageCard::setDetails(const QString& parameters, const QString& memory, const QString& tooltip) {
+  details_->setText(QString("%1 · %2").arg(parameters, memory));
+  setToolTip(tooltip);
+}
+
+void StageCard::setSelected(bool selected) {
+  if (selected == selected_) return;
+  selected_ = selected;
+  refreshStyle();
+}
+
+void StageCard::setCheckpointed(bool on) {
+  const QSignalBlocker block(checkpoint_);
+  checkpoint_->setChecked(on);
+}
+
+void StageCard::refreshStyle() {
+  // Encoder, bottleneck, decoder and head get their own accent so the U shape reads at a glance.
+  QString accent = "#5c8ee6";
+  if (stage_.startsWith("dec")) accent = "#5ac18e";
+  else if (stage_ == "bottleneck") accent = "#e8c15a";
+  else if (stage_ == "head") accent = "#c77dd6";
+  setStyleSheet(QString("#stageCard { background: %1; border: 2px solid %2; border-left: 6px solid %3; border-radius: 6px; }")
+                    .arg(selected_ ? "#2d3b52" : "#242a33", selected_ ? "#e8c15a" : "#3a424e", accent));
+}
+
+void StageCard::mousePressEvent(QMouseEvent* e) {
+  if (e->button() != Qt::LeftButton) return;
+  pressed_ = true;
+  dragging_ = false;
+  pressPos_ = e->position().toPoint();
+  Q_EMIT pressed(stage_, e->modifiers());
+}
+
+void StageCard::mouseMoveEvent(QMouseEvent* e) {
+  if (!pressed_) return;
+  if (!dragging_ && (e->position().toPoint() - pressPos_).manhattanLength() < QApplication::startDragDistance()) return;
+  if (!dragging_) setCursor(Qt::ClosedHandCursor);
+  dragging_ = true;
+  Q_EMIT dragMoved(stage_, mapToGlobal(e->position().toPoint()));
+}
+
+void StageCard::mouseReleaseEvent(QMouseEvent* e) {
+  if (!pressed_ || e->button() != Qt::LeftButton) return;
+  pressed_ = false;
+  setCursor(Qt::OpenHandCursor);
+  if (dragging_) {
+    dragging_ = false;
+    Q_EMIT dragDropped(stage_, mapToGlobal(e->position().toPoint()));
+  } else {
+    Q_EMIT clicked(stage_, e->modifiers());
+  }
+}
+
+} // namespace splitseg::ui

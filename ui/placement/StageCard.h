@@ -1,0 +1,52 @@
+#pragma once
+// One U-Net stage in the placement view: name, parameters, predicted memory. Pressing and
+// dragging it (with the other selected cards) onto a device column moves the stages. The
+// drag is done in-process with the implicit mouse grab rather than QDrag, so it behaves the
+// same for users and for QTest's synthetic mouse events.
+#include <QFrame>
+
+class QLabel;
+class QToolButton;
+
+namespace splitseg::ui {
+
+class StageCard : public QFrame {
+  Q_OBJECT
+public:
+  StageCard(const QString& stage, QWidget* parent = nullptr);
+
+  const QString& stage() const { return stage_; }
+  void setDetails(const QString& parameters, const QString& memory, const QString& tooltip);
+  void setSelected(bool selected);
+  bool isSelected() const { return selected_; }
+  void setCheckpointed(bool on);
+  QSize sizeHint() const override { return {190, 58}; }
+
+Q_SIGNALS:
+  // modifiers decide between select-only and toggle (Ctrl).
+  void clicked(const QString& stage, Qt::KeyboardModifiers modifiers);
+  void pressed(const QString& stage, Qt::KeyboardModifiers modifiers);
+  // globalPos: where the drag is now / where it ended.
+  void dragMoved(const QString& stage, const QPoint& globalPos);
+  void dragDropped(const QString& stage, const QPoint& globalPos);
+  void checkpointToggled(const QString& stage, bool on);
+
+protected:
+  void mousePressEvent(QMouseEvent* e) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
+
+private:
+  void refreshStyle();
+
+  QString stage_;
+  QLabel* title_;
+  QLabel* details_;
+  QToolButton* checkpoint_;
+  bool selected_ = false;
+  bool pressed_ = false;
+  bool dragging_ = false;
+  QPoint pressPos_;
+};
+
+} // namespace splitseg::ui

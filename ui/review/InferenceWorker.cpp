@@ -1,0 +1,61 @@
+#include "ui/review/InferenceWorker.h"
+
+#include "core/base/Error.h"
+#include "core/engine/Inferer.h"
+#include "core/engine/Tensors.h"
+#include "ui/training/VolumeSampleSource.h"
+
+#include <QElapsedTimer>
+
+namespace splitseg::ui {
+
+namespace {
+class SignalProgress final : public ProgressSink {
+public:
+  explicit SignalProgress(InferenceWorker* w) : w_(w) {}
+  void progress(double f, const std::string& m) override { Q_EMIT w_->progress(f, QString::fromStdString(m)); }
+
+private:
+  InferenceWorker* w_;
+};
+} // namespace
+
+void InferenceWorker::run(const InferenceJob& job) {
+  token_.reset();
+  InferenceResult r;
+  QElapsedTimer clock;
+  clock.start();
+  try {
+    // Same normalisation as training on the open volume.
+    const Volume input = VolumeSampleSource::normalise(*job.image);
+    engine::ExecutorOptions exec;
+    exec.precision = engine::precisionFromString(job.precision);
+    engine::SplitExecutor executor(job.network, job.placement, exec);
+    job.network->root().eval();
+    engine::Inferer inferer(executor);
+    engine::InferOptions o;
+    o.window = job.window;
+    o.overlap = job.overlap;
+    SignalProgress sink(this);
+    torch::NoGradGuard noGrad;
+    const auto pred = inferer.predict(engine::toTensor(input).unsqueeze(0), o, &sink, &token_);
+    auto labels = std::make_shared<Volume>(engine::toVolume(pred.labels.to(torch::kFloat32), job.image->geometry()));
+    labels->setPixelType("uint8");
+    r.labels = labels;
+    if (job.truth && job.truth->geometry().sameGrid(labels->geometry())) {
+      Q_EMIT progress(1.0, tr("computing Dice and HD95"));
+      r.metrics = SegmentationMetrics::compute(*labels, *job.truth);
+    }
+  } catch (const Cancelled&) {
+    r.cancelled = true;
+  } catch (const OutOfMemoryError& e) {
+    r.error = tr("Out of memory on %1 in stage %2: %3")
+                  .arg(QString::fromStdString(e.device()), QString::fromStdString(e.stage()), QString::fromStdString(e.what()));
+  } catch (const std::exception& e) {
+    r.error = QString::fromStdString(e.what());
+  }
+  r.seconds = clock.elapsed() / 1000.0;
+  Q_EMIT finished(r);
+}
+
+} // namespace splitseg::ui

@@ -1,0 +1,264 @@
+#include "ui/review/ReviewPanel.h"
+
+#include "ui/session/Session.h"
+
+#include <QCheckBox>
+#include <QColorDialog>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QThread>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace splitseg::ui {
+
+namespace {
+// Error map colours: true positive, false positive, false negative.
+const QColor kTp(60, 200, 90), kFp(240, 70, 70), kFn(70, 140, 255);
+}
+
+ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
+    : QWidget(parent), session_(session), thread_(new QThread(this)), worker_(new InferenceWorker) {
+  qRegisterMetaType<InferenceResult>();
+  worker_->moveToThread(thread_);
+  connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  thread_->start();
+  connect(worker_, &InferenceWorker::finished, this, &ReviewPanel::onFinished);
+  connect(worker_, &InferenceWorker::progress, this, [this](double f, const QString& m) {
+    progress_->setValue(static_cast<int>(f * 100));
+    progress_->setFormat(QString("%1 — %p%").arg(m));
+  });
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  auto* form = new QFormLayout;
+  mode_ = new QComboBox(this);
+  mode_->addItem(tr("Sliding window"), "window");
+  mode_->addItem(tr("Whole volume"), "whole");
+  window_ = new QSpinBox(this);
+  window_->setRange(16, 512);
+  window_->setSingleStep(16);
+  window_->setValue(96);
+  window_->setSuffix("³");
+  overlap_ = new QDoubleSpinBox(this);
+  overlap_->setRange(0, 0.9);
+  overlap_->setSingleStep(0.125);
+  overlap_->setValue(0.5);
+  connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
+    const bool w = mode_->currentData().toString() == "window";
+    window_->setEnabled(w);
+    overlap_->setEnabled(w);
+  });
+  form->addRow(tr("Inference"), mode_);
+  form->addRow(tr("Window"), window_);
+  form->addRow(tr("Overlap"), overlap_);
+  layout->addLayout(form);
+  auto* buttons = new QHBoxLayout;
+  run_ = new QPushButton(tr("Run inference"), this);
+  run_->setShortcut(QKeySequence(tr("Ctrl+I")));
+  cancel_ = new QPushButton(tr("Cancel"), this);
+  cancel_->setEnabled(false);
+  save_ = new QPushButton(tr("Save segmentation…"), this);
+  connect(run_, &QPushButton::clicked, this, &ReviewPanel::runInference);
+  connect(cancel_, &QPushButton::clicked, this, [this] { worker_->cancel(); });
+  connect(save_, &QPushButton::clicked, this, &ReviewPanel::saveRequested);
+  for (auto* b : {run_, cancel_, save_}) buttons->addWidget(b);
+  layout->addLayout(buttons);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 100);
+  progress_->setValue(0);
+  progress_->setFormat(tr("no prediction yet"));
+  layout->addWidget(progress_);
+
+  auto* disp = new QFormLayout;
+  display_ = new QComboBox(this);
+  display_->addItem(tr("Prediction"), "prediction");
+  display_->addItem(tr("Errors vs ground truth"), "errors");
+  display_->addItem(tr("Ground truth"), "truth");
+  connect(display_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ReviewPanel::publishOverlay);
+  disp->addRow(tr("Overlay"), display_);
+  opacity_ = new QSlider(Qt::Horizontal, this);
+  opacity_->setRange(0, 100);
+  opacity_->setValue(50);
+  connect(opacity_, &QSlider::valueChanged, this, [this](int v) {
+    style_.opacity = v / 100.0;
+    publishOverlay();
+  });
+  disp->addRow(tr("Opacity"), opacity_);
+  surfaces_ = new QCheckBox(tr("3D surfaces"), this);
+  surfaces_->setChecked(true);
+  connect(surfaces_, &QCheckBox::toggled, this, &ReviewPanel::publishSurfaces);
+  disp->addRow(QString(), surfaces_);
+  layout->addLayout(disp);
+
+  table_ = new QTableWidget(0, 5, this);
+  table_->setHorizontalHeaderLabels({tr("Label"), tr("Show"), tr("Colour"), tr("Dice"), tr("HD95 mm")});
+  table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  layout->addWidget(table_, 1);
+  summary_ = new QLabel(this);
+  summary_->setWordWrap(true);
+  layout->addWidget(summary_);
+  auto* legend = new QLabel(tr("Errors: <span style='color:%1'>■</span> true positive  <span style='color:%2'>■</span> false positive  "
+                               "<span style='color:%3'>■</span> false negative").arg(kTp.name(), kFp.name(), kFn.name()), this);
+  layout->addWidget(legend);
+
+  connect(session_, &Session::predictionChanged, this, &ReviewPanel::evaluate);
+  connect(session_, &Session::groundTruthChanged, this, &ReviewPanel::evaluate);
+  connect(session_, &Session::busyChanged, this, [this](bool busy) { run_->setEnabled(!busy && !running_); });
+}
+
+ReviewPanel::~ReviewPanel() {
+  worker_->cancel();
+  thread_->quit();
+  thread_->wait();
+}
+
+bool ReviewPanel::showingErrors() const { return display_->currentData().toString() == "errors"; }
+
+int ReviewPanel::maxLabel() const {
+  int m = 0;
+  for (const auto& v : {session_->prediction(), session_->groundTruth()})
+    if (v) m = std::max(m, static_cast<int>(std::lround(v->range().second)));
+  return m;
+}
+
+void ReviewPanel::runInference() {
+  if (running_ || session_->busy()) return;
+  if (!session_->image() || !session_->network()) {
+    summary_->setText(tr("Open a volume first"));
+    return;
+  }
+  for (const auto& st : session_->placement().stages())
+    if (const auto* d = session_->device(session_->placement().deviceOf(st)); d && d->planningOnly) {
+      summary_->setText(tr("Stage %1 is on a planning-only GPU (%2)").arg(QString::fromStdString(st), QString::fromStdString(d->name)));
+      return;
+    }
+  InferenceJob job;
+  job.network = session_->network();
+  job.placement = session_->placement();
+  job.precision = session_->runSettings().precision;
+  job.image = session_->image();
+  job.truth = session_->groundTruth();
+  if (mode_->currentData().toString() == "window") {
+    const std::int64_t w = window_->value();
+    job.window = {w, w, w};
+  }
+  job.overlap = overlap_->value();
+  running_ = true;
+  run_->setEnabled(false);
+  cancel_->setEnabled(true);
+  session_->setBusy(true);
+  progress_->setValue(0);
+  progress_->setFormat(tr("running…"));
+  QMetaObject::invokeMethod(worker_, [w = worker_, job] { w->run(job); }, Qt::QueuedConnection);
+}
+
+void ReviewPanel::onFinished(const InferenceResult& r) {
+  running_ = false;
+  cancel_->setEnabled(false);
+  session_->setBusy(false);
+  run_->setEnabled(true);
+  if (!r.error.isEmpty() || r.cancelled) {
+    progress_->setFormat(r.cancelled ? tr("cancelled") : tr("failed"));
+    summary_->setText(r.error);
+    if (!r.error.isEmpty()) Q_EMIT session_->message(r.error);
+    Q_EMIT inferenceFinished(false);
+    return;
+  }
+  progress_->setValue(100);
+  progress_->setFormat(tr("done in %1 s").arg(r.seconds, 0, 'f', 1));
+  metrics_ = r.metrics;
+  session_->setPrediction(r.labels);  // triggers evaluate(); metrics already computed off-thread
+  Q_EMIT inferenceFinished(true);
+}
+
+void ReviewPanel::evaluate() {
+  const auto pred = session_->prediction(), truth = session_->groundTruth();
+  errors_.reset();
+  if (pred && truth && pred->geometry().sameGrid(truth->geometry())) {
+    // The worker computed them for its own result; a prediction set otherwise is measured here.
+    bool fresh = !metrics_.empty();
+    if (!fresh) metrics_ = SegmentationMetrics::compute(*pred, *truth);
+    errors_ = std::make_shared<Volume>(SegmentationMetrics::errorMap(*pred, *truth));
+  } else {
+    metrics_.clear();
+  }
+  refreshTable();
+  publishOverlay();
+  publishSurfaces();
+  metrics_.clear();  // next prediction recomputes unless the worker supplies them
+}
+
+void ReviewPanel::refreshTable() {
+  const int n = maxLabel();
+  while (style_.colors.size() <= n) style_.colors.push_back(LabelStyle::defaultColor(style_.colors.size()));
+  while (style_.visible.size() <= n) style_.visible.push_back(true);
+  table_->setRowCount(n);
+  double meanDice = 0;
+  for (int l = 1; l <= n; ++l) {
+    const int row = l - 1;
+    table_->setItem(row, 0, new QTableWidgetItem(QString::number(l)));
+    auto* show = new QCheckBox(table_);
+    show->setChecked(style_.isVisible(l));
+    connect(show, &QCheckBox::toggled, this, [this, l](bool on) {
+      style_.visible[l] = on;
+      publishOverlay();
+      publishSurfaces();
+    });
+    table_->setCellWidget(row, 1, show);
+    auto* colour = new QPushButton(table_);
+    colour->setStyleSheet(QString("background: %1;").arg(style_.color(l).name()));
+    connect(colour, &QPushButton::clicked, this, [this, l, colour] {
+      const QColor c = QColorDialog::getColor(style_.color(l), this, tr("Colour of label %1").arg(l));
+      if (!c.isValid()) return;
+      style_.colors[l] = c;
+      colour->setStyleSheet(QString("background: %1;").arg(c.name()));
+      publishOverlay();
+      publishSurfaces();
+    });
+    table_->setCellWidget(row, 2, colour);
+    const LabelMetrics* m = nullptr;
+    for (const auto& x : metrics_)
+      if (x.label == l) m = &x;
+    table_->setItem(row, 3, new QTableWidgetItem(m ? QString::number(m->dice, 'f', 4) : QString("—")));
+    table_->setItem(row, 4, new QTableWidgetItem(m ? (std::isinf(m->hd95) ? QString("∞") : QString::number(m->hd95, 'f', 2)) : QString("—")));
+    if (m) meanDice += m->dice;
+  }
+  if (!metrics_.empty())
+    summary_->setText(tr("Mean Dice %1 over %2 label(s)").arg(meanDice / double(metrics_.size()), 0, 'f', 4).arg(metrics_.size()));
+  else if (session_->prediction())
+    summary_->setText(tr("Load a ground-truth label for Dice and HD95"));
+}
+
+void ReviewPanel::publishOverlay() {
+  const QString what = display_->currentData().toString();
+  if (what == "errors" && errors_) {
+    LabelStyle s;
+    s.opacity = style_.opacity;
+    s.colors = {QColor(0, 0, 0), kTp, kFp, kFn};
+    Q_EMIT overlayChanged(errors_, s);
+  } else if (what == "truth" || !session_->prediction()) {
+    Q_EMIT overlayChanged(session_->groundTruth(), style_);
+  } else {
+    Q_EMIT overlayChanged(session_->prediction(), style_);
+  }
+}
+
+void ReviewPanel::publishSurfaces() {
+  const auto labels = session_->prediction() ? session_->prediction() : session_->groundTruth();
+  Q_EMIT surfacesChanged(surfaces_->isChecked() ? labels : nullptr, style_);
+}
+
+} // namespace splitseg::ui

@@ -1,0 +1,82 @@
+#pragma once
+// Review tab: run the session's network on the open volume (whole or sliding window),
+// show the labels over the slices (opacity, per-label colour and visibility) and as 3D
+// surfaces; with a ground truth, false positives/negatives in their own colours and Dice
+// and HD95 per label. Saving goes through the main window (input geometry).
+#include "ui/render/LabelStyle.h"
+#include "ui/review/InferenceWorker.h"
+
+#include <QWidget>
+
+#include <memory>
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+class QSpinBox;
+class QTableWidget;
+class QThread;
+
+namespace splitseg::ui {
+
+class Session;
+
+class ReviewPanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit ReviewPanel(Session* session, QWidget* parent = nullptr);
+  ~ReviewPanel() override;
+
+  // Recomputes metrics and overlays from the session's prediction and ground truth.
+  void evaluate();
+  const std::vector<LabelMetrics>& metrics() const { return metrics_; }
+  const LabelStyle& style() const { return style_; }
+  bool showingErrors() const;
+  bool running() const { return running_; }
+
+  QPushButton* runButton() const { return run_; }
+  QComboBox* modeBox() const { return mode_; }
+  QSpinBox* windowBox() const { return window_; }
+  QTableWidget* metricsTable() const { return table_; }
+  QComboBox* displayBox() const { return display_; }
+  QSlider* opacitySlider() const { return opacity_; }
+
+Q_SIGNALS:
+  // The slice views and the 3D view follow these (the main window connects them).
+  void overlayChanged(std::shared_ptr<const splitseg::Volume> labels, const splitseg::ui::LabelStyle& style);
+  void surfacesChanged(std::shared_ptr<const splitseg::Volume> labels, const splitseg::ui::LabelStyle& style);
+  void saveRequested();
+  void inferenceFinished(bool ok);
+
+private:
+  void runInference();
+  void onFinished(const InferenceResult& r);
+  void refreshTable();
+  void publishOverlay();
+  void publishSurfaces();
+  int maxLabel() const;
+
+  Session* session_;
+  QThread* thread_;
+  InferenceWorker* worker_;
+  QComboBox* mode_;
+  QSpinBox* window_;
+  QDoubleSpinBox* overlap_;
+  QPushButton *run_, *cancel_, *save_;
+  QProgressBar* progress_;
+  QComboBox* display_;
+  QSlider* opacity_;
+  QCheckBox* surfaces_;
+  QTableWidget* table_;
+  QLabel* summary_;
+  LabelStyle style_;
+  std::vector<LabelMetrics> metrics_;
+  std::shared_ptr<const Volume> errors_;
+  bool running_ = false;
+};
+
+} // namespace splitseg::ui

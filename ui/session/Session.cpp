@@ -1,0 +1,155 @@
+#include "ui/session/Session.h"
+
+#include "core/model/UNet3d.h"
+
+#include <QUndoStack>
+
+#include <algorithm>
+
+namespace splitseg::ui {
+
+Session::Session(QObject* parent) : QObject(parent), undo_(new QUndoStack(this)) {
+  for (const auto& d : engine::detectDevices()) devices_.push_back(d);
+}
+
+Session::~Session() = default;
+
+void Session::setImage(std::shared_ptr<const Volume> image, const QString& source) {
+  image_ = std::move(image);
+  imageSource_ = source;
+  // A label or prediction of another grid would overlay wrongly.
+  if (groundTruth_ && image_ && !groundTruth_->geometry().sameGrid(image_->geometry())) groundTruth_.reset();
+  prediction_.reset();
+  Q_EMIT imageChanged();
+  Q_EMIT groundTruthChanged();
+  Q_EMIT predictionChanged();
+}
+
+void Session::setGroundTruth(std::shared_ptr<const Volume> label, const QString& source) {
+  groundTruth_ = std::move(label);
+  groundTruthSource_ = source;
+  Q_EMIT groundTruthChanged();
+}
+
+void Session::setPrediction(std::shared_ptr<const Volume> prediction) {
+  prediction_ = std::move(prediction);
+  Q_EMIT predictionChanged();
+}
+
+void Session::setNetwork(std::shared_ptr<model::StagedNetwork> network) {
+  network_ = std::move(network);
+  stages_.clear();
+  if (network_) {
+    const auto specs = network_->stageSpecs();
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      StageInfo s;
+      s.name = specs[i].name;
+      s.inputs = specs[i].inputs;
+      s.inChannels = specs[i].inChannels;
+      s.outChannels = specs[i].outChannels;
+      s.level = specs[i].level;
+      s.parameters = network_->stageParameterCount(i);
+      stages_.push_back(s);
+    }
+  }
+  // Keep what the old placement said for stages that still exist; the rest go where most are.
+  const auto names = stageNames();
+  const auto runnable = runnableDevices();
+  std::string fallback = runnable.empty() ? "cpu" : runnable.front();
+  auto next = placement::Placement::uniform(names, fallback);
+  for (const auto& n : names)
+    if (std::find(placement_.stages().begin(), placement_.stages().end(), n) != placement_.stages().end())
+      next.assign(n, placement_.deviceOf(n));
+  placement_ = next;
+  undo_->clear();
+  Q_EMIT networkChanged();
+  Q_EMIT placementChanged();
+}
+
+void Session::createUNet(int baseChannels, int depth, int inChannels, int outChannels) {
+  model::UNet3dOptions o;
+  o.base_channels(baseChannels).depth(depth).in_channels(inChannels).out_channels(outChannels);
+  std::vector<double> dropout = {0.5, 0.5, 0.3, 0.3};
+  dropout.resize(static_cast<std::size_t>(std::max(0, depth - 1)), 0.3);
+  o.dropout(dropout);
+  setNetwork(std::make_shared<model::UNet3dImpl>(o));
+}
+
+std::vector<std::string> Session::stageNames() const {
+  std::vector<std::string> out;
+  for (const auto& s : stages_) out.push_back(s.name);
+  return out;
+}
+
+const StageInfo* Session::stage(const std::string& name) const {
+  for (const auto& s : stages_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const engine::DeviceInfo* Session::device(const std::string& name) const {
+  for (const auto& d : devices_)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+void Session::setDevices(const QVector<engine::DeviceInfo>& devices) {
+  devices_ = devices;
+  Q_EMIT devicesChanged();
+}
+
+std::string Session::addPlanningDevice(std::int64_t totalBytes) {
+  engine::DeviceInfo d;
+  d.name = "plan:" + std::to_string(planningCount_++);
+  d.description = "planning-only GPU";
+  d.totalBytes = totalBytes;
+  d.freeBytes = totalBytes;
+  d.planningOnly = true;
+  devices_.push_back(d);
+  Q_EMIT devicesChanged();
+  return d.name;
+}
+
+void Session::removePlanningDevice(const std::string& name) {
+  const auto it = std::find_if(devices_.begin(), devices_.end(),
+                               [&](const auto& d) { return d.name == name && d.planningOnly; });
+  if (it == devices_.end()) return;
+  devices_.erase(it);
+  // Stages left on the removed device go back to the first runnable one.
+  auto p = placement_;
+  const auto runnable = runnableDevices();
+  for (const auto& s : p.stages())
+    if (p.deviceOf(s) == name) p.assign(s, runnable.empty() ? "cpu" : runnable.front());
+  placement_ = p;
+  Q_EMIT devicesChanged();
+  Q_EMIT placementChanged();
+}
+
+std::vector<std::string> Session::runnableDevices() const {
+  std::vector<std::string> out;
+  // GPUs first: the default placement should use an accelerator when there is one.
+  for (const auto& d : devices_)
+    if (!d.planningOnly && d.name != "cpu") out.push_back(d.name);
+  for (const auto& d : devices_)
+    if (!d.planningOnly && d.name == "cpu") out.push_back(d.name);
+  return out;
+}
+
+void Session::setPlacement(const placement::Placement& placement) {
+  if (placement == placement_) return;
+  placement_ = placement;
+  Q_EMIT placementChanged();
+}
+
+void Session::setRunSettings(const RunSettings& settings) {
+  settings_ = settings;
+  Q_EMIT runSettingsChanged();
+}
+
+void Session::setBusy(bool busy) {
+  if (busy == busy_) return;
+  busy_ = busy;
+  Q_EMIT busyChanged(busy);
+}
+
+} // namespace splitseg::ui

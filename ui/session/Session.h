@@ -1,0 +1,100 @@
+#pragma once
+// The open work of one main window: image, ground-truth label and prediction, the network
+// and its placement over the devices, the run settings the placement view and the panels
+// share, and the undo stack of placement edits. Views observe it through signals.
+#include "core/engine/Devices.h"
+#include "core/placement/Placement.h"
+#include "core/volume/Volume.h"
+#include "ui/session/StageInfo.h"
+
+#include <QObject>
+#include <QString>
+#include <QVector>
+
+#include <array>
+#include <memory>
+#include <set>
+
+class QUndoStack;
+
+namespace splitseg::model { class StagedNetwork; }
+
+namespace splitseg::ui {
+
+// Settings a run uses besides the placement (the engine's ExecutorOptions, Qt-free here).
+struct RunSettings {
+  std::array<std::int64_t, 3> patch{128, 128, 128};  // x, y, z; what the planner plans for
+  int batch = 1;
+  std::string precision = "fp32";                     // "fp32" | "bf16"
+  std::set<std::string> checkpointStages;
+};
+
+class Session : public QObject {
+  Q_OBJECT
+public:
+  explicit Session(QObject* parent = nullptr);
+  ~Session() override;
+
+  std::shared_ptr<const Volume> image() const { return image_; }
+  const QString& imageSource() const { return imageSource_; }
+  void setImage(std::shared_ptr<const Volume> image, const QString& source);
+  std::shared_ptr<const Volume> groundTruth() const { return groundTruth_; }
+  const QString& groundTruthSource() const { return groundTruthSource_; }
+  void setGroundTruth(std::shared_ptr<const Volume> label, const QString& source);
+  std::shared_ptr<const Volume> prediction() const { return prediction_; }
+  void setPrediction(std::shared_ptr<const Volume> prediction);
+
+  // The network the placement view shows, training trains and review runs.
+  std::shared_ptr<model::StagedNetwork> network() const { return network_; }
+  void setNetwork(std::shared_ptr<model::StagedNetwork> network);
+  // Builds a U-Net ("unet3d" options JSON) and makes it the session's network.
+  void createUNet(int baseChannels, int depth, int inChannels = 1, int outChannels = 1);
+  const QVector<StageInfo>& stages() const { return stages_; }
+  std::vector<std::string> stageNames() const;
+  const StageInfo* stage(const std::string& name) const;
+
+  const QVector<engine::DeviceInfo>& devices() const { return devices_; }
+  const engine::DeviceInfo* device(const std::string& name) const;
+  void setDevices(const QVector<engine::DeviceInfo>& devices);
+  // A what-if GPU: shown and planned for, never run on. Returns its name ("plan:0", ...).
+  std::string addPlanningDevice(std::int64_t totalBytes);
+  void removePlanningDevice(const std::string& name);
+  std::vector<std::string> runnableDevices() const;
+
+  const placement::Placement& placement() const { return placement_; }
+  // Replaces the placement (undo commands call this; views react to placementChanged).
+  void setPlacement(const placement::Placement& placement);
+  QUndoStack* undoStack() const { return undo_; }
+
+  const RunSettings& runSettings() const { return settings_; }
+  void setRunSettings(const RunSettings& settings);
+
+  // True while a training or inference run owns the network (placement edits wait).
+  bool busy() const { return busy_; }
+  void setBusy(bool busy);
+
+Q_SIGNALS:
+  void imageChanged();
+  void groundTruthChanged();
+  void predictionChanged();
+  void networkChanged();
+  void devicesChanged();
+  void placementChanged();
+  void runSettingsChanged();
+  void busyChanged(bool busy);
+  void message(const QString& text);
+
+private:
+  std::shared_ptr<const Volume> image_, groundTruth_, prediction_;
+  QString imageSource_, groundTruthSource_;
+  std::shared_ptr<model::StagedNetwork> network_;
+  QVector<StageInfo> stages_;
+  QVector<engine::DeviceInfo> devices_;
+  placement::Placement placement_;
+  RunSettings settings_;
+  QUndoStack* undo_;
+  int planningCount_ = 0;
+  bool busy_ = false;
+};
+
+} // namespace splitseg::ui

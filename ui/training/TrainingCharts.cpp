@@ -1,0 +1,169 @@
+#include "ui/training/TrainingCharts.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QCheckBox>
+#include <QLegend>
+#include <QLineSeries>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+namespace splitseg::ui {
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+
+QChartView* makeView(QChart* chart, QWidget* parent) {
+  chart->setTheme(QChart::ChartThemeDark);
+  chart->setMargins(QMargins(2, 2, 2, 2));
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->setAnimationOptions(QChart::NoAnimation);  // animations cost UI time on every update
+  auto* view = new QChartView(chart, parent);
+  view->setRenderHint(QPainter::Antialiasing);
+  view->setMinimumHeight(150);
+  return view;
+}
+
+QValueAxis* axis(QChart* chart, Qt::Alignment where, const QString& title) {
+  auto* a = new QValueAxis(chart);
+  a->setTitleText(title);
+  a->setLabelFormat("%g");
+  chart->addAxis(a, where);
+  return a;
+}
+
+std::unique_ptr<DecimatedSeries> line(QChart* chart, const QString& name, QColor color, QValueAxis* x, QValueAxis* y,
+                                      Qt::PenStyle style = Qt::SolidLine) {
+  auto* s = new QLineSeries(chart);
+  s->setName(name);
+  s->setPen(QPen(color, 2, style));
+  chart->addSeries(s);
+  s->attachAxis(x);
+  s->attachAxis(y);
+  return std::make_unique<DecimatedSeries>(s);
+}
+} // namespace
+
+TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+
+  auto* loss = new QChart;
+  loss->setTitle(tr("Loss and Dice per step"));
+  lossX_ = axis(loss, Qt::AlignBottom, tr("step"));
+  lossY_ = axis(loss, Qt::AlignLeft, tr("loss"));
+  diceY_ = axis(loss, Qt::AlignRight, tr("Dice"));
+  diceY_->setRange(0, 1);
+  trainLoss_ = line(loss, tr("train loss"), QColor(240, 120, 90), lossX_, lossY_);
+  valLoss_ = line(loss, tr("val loss"), QColor(250, 200, 80), lossX_, lossY_, Qt::DashLine);
+  trainDice_ = line(loss, tr("train Dice"), QColor(90, 200, 140), lossX_, diceY_);
+  valDice_ = line(loss, tr("val Dice"), QColor(100, 160, 255), lossX_, diceY_, Qt::DashLine);
+  lossView_ = makeView(loss, this);
+  layout->addWidget(lossView_, 3);
+
+  auto* mem = new QChart;
+  mem->setTitle(tr("Device memory (peak per step)"));
+  memX_ = axis(mem, Qt::AlignBottom, tr("seconds"));
+  memY_ = axis(mem, Qt::AlignLeft, tr("MiB"));
+  sum_ = line(mem, tr("all devices"), QColor(220, 220, 220), memX_, memY_, Qt::DotLine);
+  memView_ = makeView(mem, this);
+  layout->addWidget(memView_, 3);
+  showTotals_ = new QCheckBox(tr("Scale to device totals"), this);
+  showTotals_->setToolTip(tr("Include each device's capacity line in the memory chart's range"));
+  connect(showTotals_, &QCheckBox::toggled, this, &TrainingCharts::fitAxes);
+  layout->addWidget(showTotals_);
+
+  auto* host = new QChart;
+  host->setTitle(tr("Host memory (process RSS)"));
+  hostX_ = axis(host, Qt::AlignBottom, tr("seconds"));
+  hostY_ = axis(host, Qt::AlignLeft, tr("MiB"));
+  host_ = line(host, tr("RSS"), QColor(200, 130, 230), hostX_, hostY_);
+  host->legend()->hide();
+  hostView_ = makeView(host, this);
+  layout->addWidget(hostView_, 2);
+
+  // A few redraws a second keep the charts live without the UI thread redrawing per step.
+  flushTimer_.setInterval(250);
+  connect(&flushTimer_, &QTimer::timeout, this, &TrainingCharts::flush);
+  flushTimer_.start();
+}
+
+TrainingCharts::~TrainingCharts() = default;
+
+DecimatedSeries* TrainingCharts::memorySeries(const QString& device, std::int64_t total) {
+  if (auto it = memory_.find(device); it != memory_.end()) return it->get();
+  static const QColor colors[] = {QColor(90, 200, 140), QColor(100, 160, 255), QColor(240, 150, 60), QColor(230, 90, 90)};
+  const QColor c = colors[memory_.size() % 4];
+  auto* chart = memView_->chart();
+  std::shared_ptr<DecimatedSeries> s = line(chart, device, c, memX_, memY_);
+  memory_.insert(device, s);
+  std::shared_ptr<DecimatedSeries> t = line(chart, tr("%1 total").arg(device), c.darker(140), memX_, memY_, Qt::DashLine);
+  totals_.insert(device, t);
+  capacity_.insert(device, total);
+  return s.get();
+}
+
+const DecimatedSeries* TrainingCharts::deviceMemory(const QString& device) const {
+  const auto it = memory_.find(device);
+  return it == memory_.end() ? nullptr : it->get();
+}
+
+void TrainingCharts::reset() {
+  for (auto* s : {trainLoss_.get(), valLoss_.get(), trainDice_.get(), valDice_.get(), host_.get(), sum_.get()}) s->clear();
+  for (auto& s : memory_) memView_->chart()->removeSeries(s->series());
+  for (auto& s : totals_) memView_->chart()->removeSeries(s->series());
+  memory_.clear();
+  totals_.clear();
+  capacity_.clear();
+  t0_ = -1;
+  seconds_ = 0;
+  fitAxes();
+}
+
+void TrainingCharts::addStep(const engine::StepMetrics& m) {
+  const double x = double(m.step);
+  trainLoss_->append(x, m.loss);
+  trainDice_->append(x, m.meanDice);
+  seconds_ += m.seconds;
+  double sum = 0;
+  for (const auto& d : m.memory) {
+    const QString name = QString::fromStdString(d.device);
+    auto* s = memorySeries(name, d.total);
+    s->append(seconds_, double(d.peak) / kMiB);
+    totals_[name]->append(seconds_, double(d.total) / kMiB);
+    sum += double(d.peak) / kMiB;
+  }
+  if (m.memory.size() > 1) sum_->append(seconds_, sum);
+  host_->append(seconds_, double(m.hostRss) / kMiB);
+}
+
+void TrainingCharts::addValidation(const engine::ValidationMetrics& m) {
+  valLoss_->append(double(m.step), m.loss);
+  valDice_->append(double(m.step), m.meanDice);
+}
+
+void TrainingCharts::flush() {
+  for (auto* s : {trainLoss_.get(), valLoss_.get(), trainDice_.get(), valDice_.get(), host_.get(), sum_.get()}) s->flush();
+  for (auto& s : memory_) s->flush();
+  for (auto& s : totals_) s->flush();
+  fitAxes();
+}
+
+void TrainingCharts::fitAxes() {
+  const double steps = std::max({1.0, trainLoss_->maxX(), valLoss_->maxX()});
+  lossX_->setRange(0, steps);
+  double lossMax = std::max(trainLoss_->size() ? trainLoss_->maxY() : 1.0, valLoss_->size() ? valLoss_->maxY() : 0.0);
+  lossY_->setRange(0, std::max(1e-3, lossMax * 1.05));
+  double memMax = sum_->size() ? sum_->maxY() : 1.0, tMax = std::max(1e-3, seconds_);
+  for (auto& s : memory_) memMax = std::max(memMax, s->maxY());
+  if (showTotals_->isChecked())
+    for (auto& t : totals_) memMax = std::max(memMax, t->maxY());
+  memX_->setRange(0, tMax);
+  memY_->setRange(0, memMax * 1.1);
+  hostX_->setRange(0, tMax);
+  hostY_->setRange(host_->size() ? host_->minY() * 0.9 : 0, host_->size() ? host_->maxY() * 1.05 : 1);
+}
+
+} // namespace splitseg::ui

@@ -1,0 +1,59 @@
+#pragma once
+// Live charts of a run: loss and Dice per step (training and validation), memory per device
+// over time with a line at each device's total and one for all devices together, and the
+// process's host memory. Points are buffered and pushed to Qt Charts a few times a second.
+#include "core/engine/Metrics.h"
+#include "ui/training/DecimatedSeries.h"
+
+#include <QHash>
+#include <QTimer>
+#include <QWidget>
+
+#include <memory>
+#include <vector>
+
+class QChart;
+class QChartView;
+class QValueAxis;
+class QCheckBox;
+
+namespace splitseg::ui {
+
+class TrainingCharts : public QWidget {
+  Q_OBJECT
+public:
+  explicit TrainingCharts(QWidget* parent = nullptr);
+  ~TrainingCharts() override;
+
+  void reset();
+  void addStep(const engine::StepMetrics& m);
+  void addValidation(const engine::ValidationMetrics& m);
+  void flush();
+
+  // For tests and the status line.
+  const DecimatedSeries& trainLoss() const { return *trainLoss_; }
+  const DecimatedSeries& trainDice() const { return *trainDice_; }
+  const DecimatedSeries& valDice() const { return *valDice_; }
+  const DecimatedSeries* deviceMemory(const QString& device) const;
+  const DecimatedSeries& hostMemory() const { return *host_; }
+  QChartView* lossView() const { return lossView_; }
+  QChartView* memoryView() const { return memView_; }
+
+private:
+  DecimatedSeries* memorySeries(const QString& device, std::int64_t total);
+  void fitAxes();
+
+  QChartView* lossView_;
+  QChartView* memView_;
+  QChartView* hostView_;
+  QValueAxis *lossX_, *lossY_, *diceY_, *memX_, *memY_, *hostX_, *hostY_;
+  std::unique_ptr<DecimatedSeries> trainLoss_, valLoss_, trainDice_, valDice_, host_, sum_;
+  QHash<QString, std::shared_ptr<DecimatedSeries>> memory_, totals_;
+  QHash<QString, std::int64_t> capacity_;
+  QCheckBox* showTotals_;
+  QTimer flushTimer_;
+  double t0_ = -1;
+  double seconds_ = 0;
+};
+
+} // namespace splitseg::ui

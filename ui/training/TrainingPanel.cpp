@@ -1,0 +1,298 @@
+#include "ui/training/TrainingPanel.h"
+
+#include "core/data/SampleSource.h"
+#include "core/model/StagedNetwork.h"
+#include "ui/session/Session.h"
+#include "ui/training/StallMeter.h"
+#include "ui/training/TrainingCharts.h"
+#include "ui/training/TrainingWorker.h"
+#include "ui/training/VolumeSampleSource.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QThread>
+#include <QVBoxLayout>
+
+#include <numeric>
+
+namespace splitseg::ui {
+
+namespace {
+QSpinBox* spin(QWidget* parent, int lo, int hi, int value, int step = 1) {
+  auto* s = new QSpinBox(parent);
+  s->setRange(lo, hi);
+  s->setValue(value);
+  s->setSingleStep(step);
+  return s;
+}
+
+QString duration(double s) {
+  if (s < 60) return QObject::tr("%1 s").arg(int(s));
+  if (s < 3600) return QObject::tr("%1 min %2 s").arg(int(s) / 60).arg(int(s) % 60);
+  return QObject::tr("%1 h %2 min").arg(int(s) / 3600).arg((int(s) % 3600) / 60);
+}
+} // namespace
+
+TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
+    : QWidget(parent), session_(session), thread_(new QThread(this)), worker_(new TrainingWorker),
+      stall_(new StallMeter(this)) {
+  qRegisterMetaType<engine::StepMetrics>();
+  qRegisterMetaType<engine::ValidationMetrics>();
+  worker_->moveToThread(thread_);
+  thread_->setObjectName("training");
+  connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  thread_->start();
+  connect(worker_, &TrainingWorker::started, this, &TrainingPanel::onStarted);
+  connect(worker_, &TrainingWorker::step, this, &TrainingPanel::onStep);
+  connect(worker_, &TrainingWorker::validated, this, &TrainingPanel::onValidation);
+  connect(worker_, &TrainingWorker::finished, this, &TrainingPanel::onFinished);
+  connect(worker_, &TrainingWorker::message, this, [this](const QString& t) { status_->setText(t); });
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  auto* grid = new QGridLayout;
+  grid->setHorizontalSpacing(8);
+  data_ = new QComboBox(this);
+  data_->addItem(tr("Open volume + label"), "volume");
+  data_->addItem(tr("Synthetic phantoms"), "phantom");
+  base_ = spin(this, 2, 64, 32, 2);
+  depth_ = spin(this, 2, 6, 5);
+  applyNet_ = new QPushButton(tr("Apply"), this);
+  applyNet_->setToolTip(tr("Rebuild the network with these sizes (new weights; placement kept where stages still exist)"));
+  connect(applyNet_, &QPushButton::clicked, this, &TrainingPanel::applyNetwork);
+  patch_ = spin(this, 8, 512, 64, 8);
+  patch_->setSuffix("³");
+  batch_ = spin(this, 1, 16, 2);
+  steps_ = spin(this, 1, 1000000, 200, 10);
+  epochs_ = spin(this, 0, 10000, 0);
+  epochs_->setSpecialValueText(tr("— (steps)"));
+  epochs_->setToolTip(tr("Epochs of 50 steps; 0 uses the step count"));
+  validate_ = spin(this, 0, 100000, 10);
+  validate_->setSpecialValueText(tr("never"));
+  budget_ = spin(this, 0, 1 << 20, 0, 64);
+  budget_->setSuffix(tr(" MiB"));
+  budget_->setSpecialValueText(tr("none"));
+  budget_->setToolTip(tr("CPU memory budget: a step that allocates more fails as out of memory (what-if)"));
+  lr_ = new QDoubleSpinBox(this);
+  lr_->setDecimals(5);
+  lr_->setRange(1e-5, 1.0);
+  lr_->setSingleStep(1e-4);
+  lr_->setValue(1e-3);
+  precision_ = new QComboBox(this);
+  precision_->addItems({"fp32", "bf16"});
+  connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
+    auto s = session_->runSettings();
+    s.precision = p.toStdString();
+    session_->setRunSettings(s);
+  });
+  int r = 0;
+  auto row = [&](const QString& l1, QWidget* w1, const QString& l2, QWidget* w2) {
+    grid->addWidget(new QLabel(l1, this), r, 0);
+    grid->addWidget(w1, r, 1);
+    grid->addWidget(new QLabel(l2, this), r, 2);
+    grid->addWidget(w2, r, 3);
+    ++r;
+  };
+  grid->addWidget(new QLabel(tr("Data"), this), r, 0);
+  grid->addWidget(data_, r++, 1, 1, 3);
+  auto* net = new QHBoxLayout;
+  net->addWidget(base_);
+  net->addWidget(new QLabel(tr("depth"), this));
+  net->addWidget(depth_);
+  net->addWidget(applyNet_);
+  grid->addWidget(new QLabel(tr("Base ch."), this), r, 0);
+  grid->addLayout(net, r++, 1, 1, 3);
+  row(tr("Patch"), patch_, tr("Batch"), batch_);
+  row(tr("Steps"), steps_, tr("Epochs"), epochs_);
+  row(tr("LR"), lr_, tr("Precision"), precision_);
+  row(tr("Validate every"), validate_, tr("CPU budget"), budget_);
+  layout->addLayout(grid);
+
+  auto* buttons = new QHBoxLayout;
+  start_ = new QPushButton(tr("Start"), this);
+  pause_ = new QPushButton(tr("Pause"), this);
+  stop_ = new QPushButton(tr("Stop"), this);
+  start_->setShortcut(QKeySequence(tr("Ctrl+T")));
+  connect(start_, &QPushButton::clicked, this, &TrainingPanel::startRun);
+  connect(pause_, &QPushButton::clicked, this, &TrainingPanel::togglePause);
+  connect(stop_, &QPushButton::clicked, this, &TrainingPanel::stopRun);
+  for (auto* b : {start_, pause_, stop_}) buttons->addWidget(b);
+  layout->addLayout(buttons);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  progress_->setFormat(tr("idle"));
+  layout->addWidget(progress_);
+  status_ = new QLabel(this);
+  status_->setWordWrap(true);
+  error_ = new QLabel(this);
+  error_->setWordWrap(true);
+  error_->setStyleSheet("color: #ff6b6b;");
+  error_->hide();
+  stallLabel_ = new QLabel(this);
+  stallLabel_->setStyleSheet("color: #9aa4b2; font-size: 11px;");
+  layout->addWidget(status_);
+  layout->addWidget(error_);
+  layout->addWidget(stallLabel_);
+  charts_ = new TrainingCharts(this);
+  layout->addWidget(charts_, 1);
+
+  connect(session_, &Session::networkChanged, this, &TrainingPanel::syncFromSession);
+  connect(session_, &Session::runSettingsChanged, this, &TrainingPanel::syncFromSession);
+  syncFromSession();
+  setRunning(false);
+}
+
+TrainingPanel::~TrainingPanel() {
+  // A run still going must end before its thread and the network go away.
+  worker_->stop();
+  worker_->resume();
+  thread_->quit();
+  thread_->wait();
+}
+
+double TrainingPanel::lastStallMs() const { return stall_->longestStallMs(); }
+
+void TrainingPanel::syncFromSession() {
+  const auto& s = session_->runSettings();
+  const QSignalBlocker b(precision_);
+  precision_->setCurrentText(QString::fromStdString(s.precision));
+  if (auto net = session_->network()) {
+    const QSignalBlocker b1(base_), b2(depth_);
+    int depth = 0;
+    for (const auto& st : session_->stages()) depth = std::max(depth, st.level + 1);
+    depth_->setValue(depth);
+    if (!session_->stages().isEmpty()) base_->setValue(static_cast<int>(session_->stages().front().outChannels));
+  }
+}
+
+void TrainingPanel::applyNetwork() {
+  if (running_) return;
+  session_->createUNet(base_->value(), depth_->value());
+  status_->setText(tr("Network rebuilt: base %1, depth %2").arg(base_->value()).arg(depth_->value()));
+}
+
+void TrainingPanel::setRunning(bool running) {
+  running_ = running;
+  start_->setEnabled(!running);
+  pause_->setEnabled(running);
+  stop_->setEnabled(running);
+  applyNet_->setEnabled(!running);
+  pause_->setText(tr("Pause"));
+}
+
+void TrainingPanel::showError(const QString& text) {
+  lastError_ = text;
+  error_->setText(text);
+  error_->setVisible(!text.isEmpty());
+  if (!text.isEmpty()) Q_EMIT session_->message(text);
+}
+
+void TrainingPanel::startRun() {
+  if (running_) return;
+  showError({});
+  auto net = session_->network();
+  if (!net) return showError(tr("No network"));
+  // Planning-only devices are for what-if questions; the engine cannot run on them.
+  for (const auto& st : session_->placement().stages()) {
+    const auto* d = session_->device(session_->placement().deviceOf(st));
+    if (d && d->planningOnly)
+      return showError(tr("Stage %1 is on %2, a planning-only GPU: move it to a real device to train")
+                           .arg(QString::fromStdString(st), QString::fromStdString(d->name)));
+  }
+  TrainingConfig c;
+  c.network = net;
+  c.placement = session_->placement();
+  const bool binary = net->outChannels() == 1;
+  if (data_->currentData().toString() == "volume" && session_->image() && session_->groundTruth()) {
+    c.source = std::make_shared<VolumeSampleSource>(session_->image(), session_->groundTruth(), binary);
+  } else {
+    if (data_->currentData().toString() == "volume")
+      status_->setText(tr("No label loaded for the open volume: training on synthetic phantoms"));
+    c.source = std::make_shared<data::PhantomSource>(binary ? 1 : static_cast<int>(net->outChannels() - 1));
+  }
+  // The U-Net halves the size depth-1 times: round the patch up to a multiple of that.
+  const auto div = net->sizeDivisor();
+  const std::int64_t p = (patch_->value() + div - 1) / div * div;
+  c.patch = {p, p, p};
+  c.batch = batch_->value();
+  c.steps = steps_->value();
+  c.epochs = epochs_->value();
+  c.learningRate = lr_->value();
+  c.precision = precision_->currentText().toStdString();
+  c.checkpointStages = session_->runSettings().checkpointStages;
+  c.validateEvery = validate_->value();
+  c.cpuBudgetBytes = std::int64_t(budget_->value()) * 1024 * 1024;
+  charts_->reset();
+  recentSeconds_.clear();
+  total_ = c.epochs > 0 ? c.epochs * c.stepsPerEpoch : c.steps;
+  progress_->setRange(0, static_cast<int>(total_));
+  progress_->setValue(0);
+  progress_->setFormat(tr("starting…"));
+  setRunning(true);
+  session_->setBusy(true);
+  stall_->start();
+  Q_EMIT runStarted();
+  QMetaObject::invokeMethod(worker_, [w = worker_, c] { w->run(c); }, Qt::QueuedConnection);
+}
+
+void TrainingPanel::togglePause() {
+  if (!running_) return;
+  if (worker_->paused()) {
+    worker_->resume();
+    pause_->setText(tr("Pause"));
+    progress_->setFormat(tr("%v / %m steps"));
+  } else {
+    worker_->pause();
+    pause_->setText(tr("Resume"));
+    progress_->setFormat(tr("paused at %v / %m"));
+  }
+}
+
+void TrainingPanel::stopRun() {
+  if (!running_) return;
+  worker_->stop();
+  worker_->resume();  // a paused run must wake up to see the stop
+  progress_->setFormat(tr("stopping…"));
+}
+
+void TrainingPanel::onStarted(qint64 total) {
+  total_ = total;
+  progress_->setRange(0, static_cast<int>(total));
+}
+
+void TrainingPanel::onStep(const engine::StepMetrics& m) {
+  charts_->addStep(m);
+  recentSeconds_.push_back(m.seconds);
+  if (recentSeconds_.size() > 20) recentSeconds_.pop_front();
+  const double mean = std::accumulate(recentSeconds_.begin(), recentSeconds_.end(), 0.0) / recentSeconds_.size();
+  progress_->setValue(static_cast<int>(m.step));
+  if (!worker_->paused())
+    progress_->setFormat(tr("%v / %m steps — ETA %1").arg(duration(mean * double(m.totalSteps - m.step))));
+  status_->setText(tr("step %1: loss %2, Dice %3, %4 s/step").arg(m.step).arg(m.loss, 0, 'f', 4)
+                       .arg(m.meanDice, 0, 'f', 3).arg(m.seconds, 0, 'f', 2));
+  Q_EMIT stepDone(m.step, m.totalSteps);
+}
+
+void TrainingPanel::onValidation(const engine::ValidationMetrics& m) { charts_->addValidation(m); }
+
+void TrainingPanel::onFinished(bool stopped, const QString& error) {
+  stall_->stop();
+  charts_->flush();
+  setRunning(false);
+  session_->setBusy(false);
+  progress_->setFormat(error.isEmpty() ? (stopped ? tr("stopped at %v / %m") : tr("done: %v / %m steps")) : tr("failed at %v / %m"));
+  stallLabel_->setText(tr("Longest UI-thread stall during the run: %1 ms").arg(stall_->longestStallMs(), 0, 'f', 1));
+  if (!error.isEmpty()) showError(error);
+  // The weights changed: review and the placement view see the same network object.
+  Q_EMIT runFinished(stopped, error);
+}
+
+} // namespace splitseg::ui

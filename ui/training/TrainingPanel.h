@@ -1,0 +1,90 @@
+#pragma once
+// Training tab: data, network size, patch, batch, steps/epochs, learning rate, precision;
+// Start/Pause/Resume/Stop; progress with ETA; live charts. The run happens on a worker
+// QThread (TrainingWorker); this panel only receives queued signals, and a heartbeat
+// measures the longest UI-thread stall of each run.
+#include "core/engine/Metrics.h"
+
+#include <QElapsedTimer>
+#include <QWidget>
+
+#include <deque>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QThread;
+
+namespace splitseg::ui {
+
+class Session;
+class StallMeter;
+class TrainingCharts;
+class TrainingWorker;
+
+class TrainingPanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit TrainingPanel(Session* session, QWidget* parent = nullptr);
+  ~TrainingPanel() override;
+
+  bool running() const { return running_; }
+  TrainingCharts* charts() const { return charts_; }
+  double lastStallMs() const;
+  QString lastError() const { return lastError_; }
+
+  // The controls, for scripted use and tests (they act as a user would).
+  QPushButton* startButton() const { return start_; }
+  QPushButton* pauseButton() const { return pause_; }
+  QPushButton* stopButton() const { return stop_; }
+  QComboBox* dataBox() const { return data_; }
+  QSpinBox* baseBox() const { return base_; }
+  QSpinBox* depthBox() const { return depth_; }
+  QSpinBox* patchBox() const { return patch_; }
+  QSpinBox* batchBox() const { return batch_; }
+  QSpinBox* stepsBox() const { return steps_; }
+  QSpinBox* validateBox() const { return validate_; }
+  QSpinBox* budgetBox() const { return budget_; }
+  QDoubleSpinBox* learningRateBox() const { return lr_; }
+  QProgressBar* progressBar() const { return progress_; }
+
+Q_SIGNALS:
+  void runStarted();
+  void stepDone(qint64 step, qint64 total);
+  void runFinished(bool stopped, const QString& error);
+
+private:
+  void startRun();
+  void togglePause();
+  void stopRun();
+  void onStarted(qint64 total);
+  void onStep(const engine::StepMetrics& m);
+  void onValidation(const engine::ValidationMetrics& m);
+  void onFinished(bool stopped, const QString& error);
+  void applyNetwork();
+  void syncFromSession();
+  void setRunning(bool running);
+  void showError(const QString& text);
+
+  Session* session_;
+  QThread* thread_;
+  TrainingWorker* worker_;
+  StallMeter* stall_;
+  TrainingCharts* charts_;
+  QComboBox* data_;
+  QSpinBox *base_, *depth_, *patch_, *batch_, *steps_, *epochs_, *validate_, *budget_;
+  QDoubleSpinBox* lr_;
+  QComboBox* precision_;
+  QPushButton *start_, *pause_, *stop_, *applyNet_;
+  QProgressBar* progress_;
+  QLabel *status_, *error_, *stallLabel_;
+  bool running_ = false;
+  qint64 total_ = 0;
+  std::deque<double> recentSeconds_;
+  QString lastError_;
+};
+
+} // namespace splitseg::ui
