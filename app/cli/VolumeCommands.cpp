@@ -57,8 +57,17 @@ void addInfo(CLI::App& app) {
     }
     io::ReadOptions ro;
     ro.dicomSeriesUid = *series;
-    ro.allowNonFinite = true;  // info reports them instead of refusing
-    const Volume v = io::readVolume(*path, ro);
+    std::string nonFiniteNote;
+    Volume v;
+    try {
+      v = io::readVolume(*path, ro);
+    } catch (const FormatError& e) {
+      // info reports NaN/Inf instead of refusing (NIfTI readers may show them as 0).
+      if (std::string(e.what()).find("NaN or infinite") == std::string::npos) throw;
+      nonFiniteNote = e.what();
+      ro.allowNonFinite = true;
+      v = io::readVolume(*path, ro);
+    }
     const auto& g = v.geometry();
     std::int64_t nonFinite = 0;
     float lo = 0, hi = 0;
@@ -70,6 +79,7 @@ void addInfo(CLI::App& app) {
       first = false;
     }
     out["file"] = *path;
+    out["format"] = fs::is_directory(*path, ec) ? "DICOM" : io::readHeader(*path).format;
     out["size"] = g.size;
     out["spacing"] = g.spacing;
     out["origin"] = g.origin;
@@ -79,20 +89,24 @@ void addInfo(CLI::App& app) {
     out["pixelType"] = v.pixelType();
     out["range"] = {lo, hi};
     out["nonFinite"] = nonFinite;
+    if (!nonFiniteNote.empty()) out["warning"] = nonFiniteNote;
     if (*json) {
       std::cout << out.dump(2) << "\n";
       return;
     }
     std::printf("file:        %s\n", path->c_str());
+    std::printf("format:      %s\n", out["format"].get<std::string>().c_str());
     std::printf("size:        %lld x %lld x %lld\n", (long long)g.size[0], (long long)g.size[1], (long long)g.size[2]);
     std::printf("spacing:     %.6g x %.6g x %.6g mm\n", g.spacing[0], g.spacing[1], g.spacing[2]);
     std::printf("origin:      %.6g, %.6g, %.6g mm (LPS)\n", g.origin[0], g.origin[1], g.origin[2]);
     std::printf("orientation: %s%s\n", orientationCode(g).c_str(), isOblique(g) ? " (oblique)" : "");
-    std::printf("direction:   [%.4g %.4g %.4g; %.4g %.4g %.4g; %.4g %.4g %.4g]\n", g.direction[0], g.direction[1],
-                g.direction[2], g.direction[3], g.direction[4], g.direction[5], g.direction[6], g.direction[7], g.direction[8]);
+    std::printf("direction:  ");
+    for (int i = 0; i < 9; ++i) std::printf("%s%.4g%s", i % 3 ? " " : " [", g.direction[i] + 0.0, i % 3 == 2 ? "]" : "");
+    std::printf("\n");
     std::printf("pixel type:  %s\n", v.pixelType().c_str());
     std::printf("range:       %g .. %g\n", lo, hi);
     if (nonFinite) std::printf("non-finite:  %lld voxels are NaN or infinite\n", (long long)nonFinite);
+    if (!nonFiniteNote.empty()) std::printf("warning:     %s\n", nonFiniteNote.c_str());
   });
 }
 

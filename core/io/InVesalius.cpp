@@ -127,6 +127,9 @@ InVesaliusProject readInVesalius(const std::string& path) {
   Geometry g;
   g.size = {static_cast<std::int64_t>(shape[2]), static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[0])};
   g.spacing = {spacing[0], spacing[1], spacing[2]};
+  // InVesalius keeps slices bottom-up as VTK does: row index grows towards anterior (seen
+  // on Cranium: the face sits at high y), so the y axis points to A in ITK's LPS space.
+  g.direction = {1, 0, 0, 0, -1, 0, 0, 0, 1};
   const std::string matrixFile = stringValue(plistValue(matrix, "filename"));
   const std::string& raw = member(files, matrixFile.empty() ? "matrix.dat" : matrixFile, path);
   if (static_cast<std::int64_t>(raw.size()) != g.voxelCount() * 2)

@@ -109,7 +109,8 @@ void checkFinite(const Volume& v, const std::string& path) {
 
 // ITK's NIfTI reader zero-fills a short file without an error, so check the length
 // against the header: vox_offset + voxels * bitpix / 8 bytes (decompressed for .nii.gz).
-void checkNiftiComplete(const std::string& path) {
+// Float data is also scanned for NaN/Inf, which ITK would turn into zeros.
+void checkNiftiComplete(const std::string& path, bool scanNonFinite) {
   gzFile f = gzopen(path.c_str(), "rb");  // reads plain files too
   if (!f) return;
   unsigned char h[348];
@@ -139,6 +140,62 @@ void checkNiftiComplete(const std::string& path) {
   std::uint64_t bytes = static_cast<std::uint64_t>(std::max<std::int16_t>(i16(72), 8)) / 8;
   for (int d = 1; d <= dims; ++d) bytes *= static_cast<std::uint64_t>(std::max<std::int16_t>(i16(40 + 2 * d), 1));
   const std::uint64_t need = static_cast<std::uint64_t>(voxOffset) + bytes;
+  const int datatype = i16(70);
+  if (scanNonFinite && (datatype == 16 || datatype == 64)) {
+    // ITK's NIfTI reader turns NaN into 0 silently; look at the stored floats first.
+    const std::size_t elem = datatype == 16 ? 4 : 8;
+    // Skip to vox_offset by reading (gzseek misbehaves on uncompressed files here).
+    std::vector<unsigned char> skip(static_cast<std::size_t>(std::max(0.0f, voxOffset - 348.0f)));
+    if (!skip.empty() && gzread(f, skip.data(), static_cast<unsigned>(skip.size())) != static_cast<int>(skip.size())) {
+      gzclose(f);
+      throw FormatError(path, "truncated: ends before its voxel data");
+    }
+    std::vector<unsigned char> buf((1 << 20) / elem * elem);
+    std::uint64_t got = 0, bad = 0, first = 0;
+    int r;
+    while (got < bytes && (r = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0) {
+      for (std::size_t o = 0; o + elem <= static_cast<std::size_t>(r); o += elem) {
+        unsigned char e[8];
+        for (std::size_t b = 0; b < elem; ++b) e[b] = buf[o + (swap ? elem - 1 - b : b)];
+        double v;
+        if (elem == 4) { float x; std::memcpy(&x, e, 4); v = x; } else std::memcpy(&v, e, 8);
+        if (!std::isfinite(v)) {
+          if (bad++ == 0) first = (got + o) / elem;
+        }
+      }
+      got += static_cast<std::uint64_t>(r);
+    }
+    gzclose(f);
+    if (got + static_cast<std::uint64_t>(voxOffset) < need)
+      throw FormatError(path, "truncated: holds " + std::to_string(got) + " bytes of voxel data, the header needs " + std::to_string(bytes));
+    if (bad) {
+      const std::uint64_t nx = static_cast<std::uint64_t>(std::max<std::int16_t>(i16(42), 1)), ny = static_cast<std::uint64_t>(std::max<std::int16_t>(i16(44), 1));
+      throw FormatError(path, std::to_string(bad) + " voxels are NaN or infinite (first at " + std::to_string(first % nx) + "," +
+                                  std::to_string((first / nx) % ny) + "," + std::to_string(first / (nx * ny)) + ")");
+    }
+    return;
+  }
+  if (gzdirect(f) == 0) {
+    // Fast path: a complete gzip member ends with its decompressed size mod 2^32.
+    std::ifstream raw(path, std::ios::binary | std::ios::ate);
+    unsigned char tail[4] = {0, 0, 0, 0};
+    if (raw && raw.tellg() >= 4) {
+      raw.seekg(-4, std::ios::end);
+      raw.read(reinterpret_cast<char*>(tail), 4);
+      const std::uint32_t isize = tail[0] | (tail[1] << 8) | (tail[2] << 16) | (std::uint32_t(tail[3]) << 24);
+      if (raw && isize == static_cast<std::uint32_t>(need)) {
+        gzclose(f);
+        return;
+      }
+    }
+  } else {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    gzclose(f);
+    if (!ec && size < need)
+      throw FormatError(path, "truncated: " + std::to_string(size) + " bytes, the header needs " + std::to_string(need));
+    return;
+  }
   std::uint64_t have = sizeof h;
   std::vector<char> buf(1 << 20);
   int r;
@@ -252,7 +309,7 @@ Volume readVolume(const std::string& path, const ReadOptions& options) {
     v = readDicomSeries(path, options.dicomSeriesUid);
   } else {
     auto io = openHeader(path);
-    if (formatName(io) == "NIfTI") checkNiftiComplete(path);
+    if (formatName(io) == "NIfTI") checkNiftiComplete(path, !options.allowNonFinite);
     v = readVoxels(io, path);
   }
   if (!options.allowNonFinite) checkFinite(v, path);

@@ -155,6 +155,8 @@ private Q_SLOTS:
     QTest::newRow("4D mha") << "4d" << "FormatError" << "4D";
     QTest::newRow("vector mha") << "vector" << "FormatError" << "components";
     QTest::newRow("NaN voxels") << "nan" << "FormatError" << "NaN";
+    QTest::newRow("NaN voxels nii") << "nanNii" << "FormatError" << "NaN";
+    QTest::newRow("Inf voxels nii.gz") << "infNiiGz" << "FormatError" << "NaN or infinite";
     QTest::newRow("huge size") << "huge" << "FormatError" << "";
     QTest::newRow("mhd without data") << "noData" << "FormatError" << "";
   }
@@ -196,6 +198,12 @@ private Q_SLOTS:
     } else if (k == "nan") {
       Volume v = test::makeTestVolume({4, 4, 4}, 1, false);
       v.at(1, 2, 3) = std::nanf("");
+      io::writeVolume(v, p);
+    } else if (k == "nanNii" || k == "infNiiGz") {
+      // ITK's NIfTI reader turns these into 0; the reader must still refuse them.
+      p = path(k == "nanNii" ? "nan.nii" : "inf.nii.gz");
+      Volume v = test::makeTestVolume({4, 4, 4}, 1, false);
+      v.at(3, 0, 2) = k == "nanNii" ? std::nanf("") : INFINITY;
       io::writeVolume(v, p);
     } else if (k == "huge") {
       writeText(p, mhaHead + "NDims = 3\nDimSize = 100000 100000 100000\nElementType = MET_UCHAR\nElementDataFile = LOCAL\n" + std::string(8, '\1'));

@@ -1,0 +1,248 @@
+#include "core/dataset/Dataset.h"
+
+#include "core/base/Error.h"
+#include "core/io/VolumeReader.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <set>
+
+namespace fs = std::filesystem;
+
+namespace splitseg::dataset {
+
+namespace {
+
+nlohmann::json readJson(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw IoError(path, "no such file");
+  std::ifstream f(path);
+  if (!f) throw IoError(path, "cannot open for reading");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(path, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+std::string resolve(const std::string& root, std::string rel) {
+  if (rel.rfind("./", 0) == 0) rel = rel.substr(2);
+  return (fs::path(root) / rel).lexically_normal().string();
+}
+
+// MSD/nnU-Net v1: {"0": "background", "1": "liver"}; nnU-Net v2: {"background": 0, "liver": 1}.
+std::map<int, std::string> parseLabels(const nlohmann::json& j, const std::string& file) {
+  if (!j.is_object() || j.empty()) throw FormatError(file, "\"labels\" is missing or empty");
+  std::map<int, std::string> labels;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    int value;
+    std::string name;
+    if (it.value().is_number_integer()) {
+      value = it.value().get<int>();
+      name = it.key();
+    } else if (it.value().is_string()) {
+      try {
+        std::size_t used = 0;
+        value = std::stoi(it.key(), &used);
+        if (used != it.key().size()) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        throw FormatError(file, "label key \"" + it.key() + "\" is not an integer");
+      }
+      name = it.value().get<std::string>();
+    } else {
+      throw FormatError(file, "label \"" + it.key() + "\" has an unsupported value (regions are not supported)");
+    }
+    if (value < 0 || value > 65535) throw FormatError(file, "label value " + std::to_string(value) + " is out of range");
+    if (labels.count(value)) throw FormatError(file, "label value " + std::to_string(value) + " is declared twice");
+    labels[value] = name;
+  }
+  if (!labels.count(0)) throw FormatError(file, "labels do not declare background (0)");
+  return labels;
+}
+
+std::vector<std::string> parseChannels(const nlohmann::json& j, const std::string& file) {
+  const nlohmann::json* c = nullptr;
+  if (j.contains("channel_names")) c = &j["channel_names"];
+  else if (j.contains("modality")) c = &j["modality"];
+  if (!c) return {"image"};
+  if (!c->is_object() || c->empty()) throw FormatError(file, "channel_names/modality is empty or not an object");
+  std::vector<std::string> names(c->size());
+  for (auto it = c->begin(); it != c->end(); ++it) {
+    std::size_t i;
+    try {
+      i = static_cast<std::size_t>(std::stoul(it.key()));
+    } catch (const std::exception&) {
+      throw FormatError(file, "channel key \"" + it.key() + "\" is not a number");
+    }
+    if (i >= names.size()) throw FormatError(file, "channels are not numbered 0.." + std::to_string(names.size() - 1));
+    names[i] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+  }
+  return names;
+}
+
+void requireFile(const std::string& listedIn, const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw FormatError(listedIn, what + " " + path + " does not exist");
+}
+
+Dataset openNnUnet(const std::string& root, const nlohmann::json& j, const std::string& jsonPath, const std::string& ending) {
+  Dataset d;
+  d.root = root;
+  d.layout = Layout::NnUnetRaw;
+  d.name = j.value("name", fs::path(root).filename().string());
+  d.channelNames = parseChannels(j, jsonPath);
+  d.labels = parseLabels(j.value("labels", nlohmann::json()), jsonPath);
+  const fs::path images = fs::path(root) / "imagesTr", labels = fs::path(root) / "labelsTr";
+  std::set<std::string> ids;
+  for (const auto& e : fs::directory_iterator(images)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > ending.size() + 5 && n.compare(n.size() - ending.size(), ending.size(), ending) == 0) {
+      const std::string stem = n.substr(0, n.size() - ending.size());
+      if (std::regex_match(stem.substr(stem.size() - 5), std::regex("_[0-9]{4}"))) ids.insert(stem.substr(0, stem.size() - 5));
+    }
+  }
+  for (const auto& id : ids) {
+    Case c;
+    c.id = id;
+    for (std::size_t ch = 0; ch < d.channelNames.size(); ++ch) {
+      char suffix[24];
+      std::snprintf(suffix, sizeof suffix, "_%04zu", ch);
+      c.images.push_back((images / (id + suffix + ending)).string());
+      requireFile(jsonPath, c.images.back(), "case " + id + " channel " + std::to_string(ch) + ":");
+    }
+    c.label = (labels / (id + ending)).string();
+    requireFile(jsonPath, c.label, "case " + id + " label:");
+    d.cases.push_back(std::move(c));
+  }
+  if (j.contains("numTraining") && j["numTraining"].is_number_integer() &&
+      j["numTraining"].get<std::size_t>() != d.cases.size())
+    throw FormatError(jsonPath, "numTraining is " + j["numTraining"].dump() + " but imagesTr holds " +
+                                    std::to_string(d.cases.size()) + " cases");
+  return d;
+}
+
+Dataset openMsd(const std::string& root, const nlohmann::json& j, const std::string& jsonPath) {
+  Dataset d;
+  d.root = root;
+  d.layout = Layout::Msd;
+  d.name = j.value("name", fs::path(root).filename().string());
+  d.channelNames = parseChannels(j, jsonPath);
+  if (d.channelNames.size() != 1)
+    throw FormatError(jsonPath, "MSD datasets with " + std::to_string(d.channelNames.size()) +
+                                    " modalities store 4D images, which are not supported; convert to the nnU-Net raw layout");
+  d.labels = parseLabels(j.value("labels", nlohmann::json()), jsonPath);
+  if (!j.contains("training") || !j["training"].is_array()) throw FormatError(jsonPath, "has no \"training\" list");
+  std::size_t n = 0;
+  for (const auto& t : j["training"]) {
+    ++n;
+    if (!t.is_object() || !t.contains("image") || !t.contains("label") || !t["image"].is_string() || !t["label"].is_string())
+      throw FormatError(jsonPath, "training entry " + std::to_string(n) + " lacks an \"image\" or \"label\" path");
+    Case c;
+    c.images = {resolve(root, t["image"].get<std::string>())};
+    c.label = resolve(root, t["label"].get<std::string>());
+    std::string id = fs::path(c.images[0]).filename().string();
+    for (const char* e : {".nii.gz", ".nii", ".nrrd", ".mha", ".mhd", ".nhdr"})
+      if (id.size() > std::strlen(e) && id.compare(id.size() - std::strlen(e), std::strlen(e), e) == 0) {
+        id.resize(id.size() - std::strlen(e));
+        break;
+      }
+    c.id = id;
+    requireFile(jsonPath, c.images[0], "training entry " + std::to_string(n) + " image");
+    requireFile(jsonPath, c.label, "training entry " + std::to_string(n) + " label");
+    d.cases.push_back(std::move(c));
+  }
+  if (j.contains("numTraining") && j["numTraining"].is_number_integer() && j["numTraining"].get<std::size_t>() != n)
+    throw FormatError(jsonPath, "numTraining is " + j["numTraining"].dump() + " but \"training\" lists " +
+                                    std::to_string(n) + " cases");
+  return d;
+}
+
+} // namespace
+
+int Dataset::foregroundClasses() const { return labels.empty() ? 0 : labels.rbegin()->first; }
+
+const char* layoutName(Layout l) {
+  switch (l) {
+    case Layout::Msd: return "MSD";
+    case Layout::NnUnetRaw: return "nnU-Net raw";
+    default: return "image/label pairs";
+  }
+}
+
+Dataset openDataset(const std::string& folder) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) throw IoError(folder, "not a folder");
+  const std::string jsonPath = (fs::path(folder) / "dataset.json").string();
+  const nlohmann::json j = readJson(jsonPath);
+  if (!j.is_object()) throw FormatError(jsonPath, "is not a JSON object");
+  const std::string ending = j.value("file_ending", std::string(".nii.gz"));
+  bool nnunet = false;
+  const fs::path images = fs::path(folder) / "imagesTr";
+  if (fs::is_directory(images, ec))
+    for (const auto& e : fs::directory_iterator(images)) {
+      const std::string n = e.path().filename().string();
+      if (n.size() > ending.size() + 5 && n.compare(n.size() - ending.size() - 5, 5 + ending.size(), "_0000" + ending) == 0) {
+        nnunet = true;
+        break;
+      }
+    }
+  Dataset d = nnunet ? openNnUnet(folder, j, jsonPath, ending) : openMsd(folder, j, jsonPath);
+  if (d.cases.empty()) throw FormatError(jsonPath, "lists no training cases");
+  return d;
+}
+
+Dataset datasetFromPairs(const std::vector<std::pair<std::string, std::string>>& pairs, std::map<int, std::string> labels) {
+  if (pairs.empty()) throw InvalidArgument("no image/label pairs given");
+  if (!labels.count(0)) labels[0] = "background";
+  Dataset d;
+  d.layout = Layout::Pairs;
+  d.name = "pairs";
+  d.channelNames = {"image"};
+  d.labels = std::move(labels);
+  for (const auto& [image, label] : pairs) {
+    for (const auto& p : {image, label}) {
+      std::error_code ec;
+      if (!fs::exists(p, ec)) throw IoError(p, "no such file");
+    }
+    d.cases.push_back({fs::path(image).filename().string(), {image}, label});
+  }
+  return d;
+}
+
+void validateGeometry(const Dataset& d, double tol) {
+  for (const auto& c : d.cases) {
+    const io::ImageHeader label = io::readHeader(c.label);
+    for (const auto& img : c.images) {
+      const io::ImageHeader h = io::readHeader(img);
+      const std::string diff = h.geometry.differenceTo(label.geometry, tol);
+      if (!diff.empty())
+        throw FormatError(c.label, "does not match image " + img + ": " + diff + " (image vs label)");
+    }
+  }
+}
+
+Split splitCases(std::size_t n, double fraction, std::uint64_t seed) {
+  if (!(fraction >= 0 && fraction < 1)) throw InvalidArgument("validation fraction must be within [0, 1)");
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  // Own Fisher-Yates: std::shuffle's sequence differs between standard libraries.
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  std::size_t nVal = static_cast<std::size_t>(std::llround(static_cast<double>(n) * fraction));
+  if (n > 0 && nVal >= n) nVal = n - 1;
+  Split s;
+  s.validation.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(nVal));
+  s.train.assign(order.begin() + static_cast<std::ptrdiff_t>(nVal), order.end());
+  std::sort(s.validation.begin(), s.validation.end());
+  std::sort(s.train.begin(), s.train.end());
+  return s;
+}
+
+} // namespace splitseg::dataset
