@@ -1,0 +1,396 @@
+// SplitSeg's side of the peer benchmarks (tests/bench/run.sh, tests/gpu/run.sh).
+//   export: builds the seed U-Net and a phantom, writes weights + input + eval logits, so the
+//           Python peers run on exactly the same numbers (torch::pickle_save <-> torch.load).
+//   train:  times Trainer::step() as the app runs it (memory meter, loss, Dice, Adam included).
+//   infer:  times Inferer::predict (sliding window) and writes the probabilities for comparison.
+// Everything prints one JSON line, so the scripts never parse human text.
+#include "core/base/Error.h"
+#include "core/data/Phantom.h"
+#include "core/data/SampleSource.h"
+#include "core/engine/Devices.h"
+#include "core/engine/Inferer.h"
+#include "core/engine/Loss.h"
+#include "core/engine/Tensors.h"
+#include "core/engine/Trainer.h"
+#include "core/model/UNet3d.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define SPLITSEG_BENCH_CUDA 1
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+namespace splitseg::bench {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::array<std::int64_t, 3> parseSize(const std::string& s) {
+  std::array<std::int64_t, 3> out{};
+  std::stringstream ss(s);
+  std::string item;
+  int n = 0;
+  while (std::getline(ss, item, ',') && n < 3) out[n++] = std::stoll(item);
+  if (n == 1) out[1] = out[2] = out[0];
+  else if (n != 3) throw std::invalid_argument("size must be N or X,Y,Z: " + s);
+  return out;
+}
+
+// Named tensors as a pickled dict: the one format both torch::pickle_load and torch.load read.
+void saveTensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  c10::Dict<std::string, torch::Tensor> dict;
+  for (const auto& [k, v] : named) dict.insert(k, v.detach().to(torch::kCPU).contiguous());
+  const auto bytes = torch::pickle_save(c10::IValue(dict));
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+std::map<std::string, torch::Tensor> loadTensors(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& e : torch::pickle_load(bytes).toGenericDict()) out[e.key().toStringRef()] = e.value().toTensor();
+  return out;
+}
+
+model::UNet3d makeNet(std::int64_t base) {
+  return model::UNet3d(model::UNet3dOptions().base_channels(base));
+}
+
+void loadWeights(model::UNet3d& net, const std::map<std::string, torch::Tensor>& state) {
+  torch::NoGradGuard noGrad;
+  for (auto& p : net->named_parameters()) {
+    auto it = state.find("param." + p.key());
+    if (it == state.end()) throw std::runtime_error("state lacks parameter " + p.key());
+    p.value().copy_(it->second);
+  }
+}
+
+data::Sample phantomSample(const std::array<std::int64_t, 3>& size, std::uint64_t seed) {
+  data::PhantomOptions po;
+  po.size = size;
+  po.seed = seed;
+  auto ph = data::makePhantom(po);
+  return data::Sample{{ph.image}, ph.label};
+}
+
+// The same sample every step: the peers time the network, not phantom generation.
+class FixedSource final : public data::SampleSource {
+public:
+  explicit FixedSource(data::Sample s) : sample_(std::move(s)) {}
+  data::Sample next(const std::array<std::int64_t, 3>&, std::mt19937_64&) override { return sample_; }
+  std::string describe() const override { return "fixed phantom"; }
+
+private:
+  data::Sample sample_;
+};
+
+// Stand-in for a second device on a CPU-only machine: every tensor crossing the boundary
+// between stage `boundary-1` and `boundary` is copied (forward) and its gradient copied back
+// (backward), which is what a real device transfer costs on top of the stage work.
+class BoundaryNetwork final : public model::StagedNetwork {
+public:
+  BoundaryNetwork(model::UNet3d net, std::size_t boundary) : net_(std::move(net)), boundary_(boundary) {
+    specs_ = net_->stageSpecs();
+    for (std::size_t i = 0; i < specs_.size(); ++i) index_[specs_[i].name] = i;
+  }
+  std::vector<model::StageSpec> stageSpecs() const override { return specs_; }
+  torch::Tensor runStage(std::size_t i, const std::vector<torch::Tensor>& inputs) override {
+    std::vector<torch::Tensor> in = inputs;
+    for (std::size_t j = 0; j < in.size(); ++j) {
+      const auto& name = specs_[i].inputs[j];
+      const bool srcSecond = name != model::kInput && index_.at(name) >= boundary_;
+      if (srcSecond == (i >= boundary_)) continue;
+      in[j] = in[j].clone();
+      if (in[j].requires_grad()) in[j].register_hook([](torch::Tensor g) { return g.clone(); });
+    }
+    return net_->runStage(i, in);
+  }
+  std::shared_ptr<torch::nn::Module> stageModule(std::size_t i) override { return net_->stageModule(i); }
+  torch::nn::Module& root() override { return *net_; }
+  std::int64_t sizeDivisor() const override { return net_->sizeDivisor(); }
+  std::int64_t inChannels() const override { return net_->inChannels(); }
+  std::int64_t outChannels() const override { return net_->outChannels(); }
+  std::string architecture() const override { return net_->architecture(); }
+  std::string optionsJson() const override { return net_->optionsJson(); }
+
+private:
+  model::UNet3d net_;
+  std::size_t boundary_;
+  std::vector<model::StageSpec> specs_;
+  std::map<std::string, std::size_t> index_;
+};
+
+// Caps the CUDA caching allocator at `gib` GiB of device 0, standing in for a smaller card.
+void capCudaMemory(double gib) {
+#ifdef SPLITSEG_BENCH_CUDA
+  if (gib <= 0 || !torch::cuda::is_available()) return;
+  double total = 0;
+  for (const auto& d : engine::detectDevices())
+    if (d.name == "cuda:0") total = static_cast<double>(d.totalBytes);
+  if (total <= 0) return;
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(std::min(1.0, gib * 1073741824.0 / total), 0);
+#else
+  (void)gib;
+#endif
+}
+
+void releaseCuda() {
+#ifdef SPLITSEG_BENCH_CUDA
+  if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+struct Common {
+  std::int64_t base = 16;
+  std::string size = "64";
+  std::uint64_t seed = 1;
+  int threads = 0;
+  std::string state;
+  void add(CLI::App& cmd) {
+    cmd.add_option("--base", base)->capture_default_str();
+    cmd.add_option("--size", size, "N or X,Y,Z")->capture_default_str();
+    cmd.add_option("--seed", seed)->capture_default_str();
+    cmd.add_option("--threads", threads, "intra-op threads (0: LibTorch default)");
+    cmd.add_option("--state", state, "tensor file written by export");
+  }
+  void applyThreads() const {
+    if (threads > 0) torch::set_num_threads(threads);
+  }
+};
+
+void runExport(const Common& c) {
+  c.applyThreads();
+  torch::manual_seed(static_cast<std::uint64_t>(c.seed));
+  auto net = makeNet(c.base);
+  const auto sample = phantomSample(parseSize(c.size), c.seed);
+  auto input = engine::toTensor(sample.channels).unsqueeze(0);                          // (1, 1, D, H, W)
+  auto target = engine::toTensor(sample.label).round().to(torch::kLong).unsqueeze(0);  // (1, D, H, W)
+  std::vector<std::pair<std::string, torch::Tensor>> named{{"input", input}, {"target", target}};
+  for (const auto& p : net->named_parameters()) named.emplace_back("param." + p.key(), p.value());
+  {
+    torch::NoGradGuard noGrad;
+    net->eval();
+    named.emplace_back("logits_eval", net->forward(input));
+  }
+  saveTensors(c.state, named);
+  std::cout << nlohmann::json{{"state", c.state}, {"parameters", net->parameterCount()}}.dump() << "\n";
+}
+
+struct TrainArgs {
+  Common c;
+  int warmup = 2, repeats = 5;
+  std::string placement, precision = "fp32", recompute;
+  int emulateSplit = 0;  // stage index of an emulated device boundary (0: none)
+  bool plain = false;    // hand-written loop without the Trainer (diagnostic)
+  double capGib = 0;     // CUDA memory cap (GiB of cuda:0), 0: none
+  std::string largest;   // "START,STEP,MAX": grow the cube until a step runs out of memory
+};
+
+nlohmann::json trainOnce(const TrainArgs& a) {
+  auto net = makeNet(a.c.base);
+  if (!a.c.state.empty()) loadWeights(net, loadTensors(a.c.state));
+  auto sample = phantomSample(parseSize(a.c.size), a.c.seed);
+  std::vector<double> times;
+  std::map<std::string, std::int64_t> peaks;
+  std::string placementText;
+  if (a.plain) {
+    // What a C++ user writes by hand: no executor, no meter (isolates the engine's own overhead).
+    torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
+    auto input = engine::toTensor(sample.channels).unsqueeze(0);
+    auto target = engine::toTensor(sample.label).round().to(torch::kLong).unsqueeze(0);
+    net->train();
+    for (int i = 0; i < a.warmup + a.repeats; ++i) {
+      const auto t0 = Clock::now();
+      adam.zero_grad(true);
+      auto r = engine::segmentationLoss(net->forward(input), target);
+      r.loss.backward();
+      adam.step();
+      (void)r.loss.item<double>();
+      if (i >= a.warmup) times.push_back(seconds(t0));
+    }
+    placementText = "plain loop (cpu)";
+  } else {
+    std::shared_ptr<model::StagedNetwork> staged;
+    if (a.emulateSplit > 0) staged = std::make_shared<BoundaryNetwork>(net, static_cast<std::size_t>(a.emulateSplit));
+    else staged = net.ptr();
+    auto p = placement::Placement::parse(a.placement, staged->stageNames(), "cpu");
+    engine::TrainerOptions o;
+    o.steps = a.warmup + a.repeats;
+    o.patch = parseSize(a.c.size);
+    o.seed = a.c.seed;
+    engine::ExecutorOptions exec;
+    exec.precision = engine::precisionFromString(a.precision);
+    if (a.recompute == "all") {
+      for (const auto& s : staged->stageNames()) exec.checkpointStages.insert(s);
+    } else if (!a.recompute.empty() && a.recompute != "none") {
+      std::stringstream ss(a.recompute);
+      std::string s;
+      while (std::getline(ss, s, ',')) exec.checkpointStages.insert(s);
+    }
+    engine::Trainer trainer(staged, p, std::make_shared<FixedSource>(sample), o, exec);
+    for (int i = 0; i < a.warmup + a.repeats; ++i) {
+      auto m = trainer.step();
+      if (i < a.warmup) continue;
+      times.push_back(m.seconds);
+      for (const auto& d : m.memory) peaks[d.device] = std::max(peaks[d.device], d.peak);
+    }
+    placementText = p.describe() + (a.emulateSplit > 0 ? " (emulated boundary at stage " +
+                                                             std::to_string(a.emulateSplit) + ")" : "");
+  }
+  return {{"median_step_seconds", median(times)}, {"steps", times}, {"placement", placementText},
+          {"size", parseSize(a.c.size)}, {"base", a.c.base}, {"precision", a.precision},
+          {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()}};
+}
+
+struct InferArgs {
+  Common c;
+  std::string window = "64";
+  double overlap = 0.5;
+  int repeats = 3;
+  std::string out;
+  std::string placement;
+};
+
+nlohmann::json runInfer(const InferArgs& a) {
+  a.c.applyThreads();
+  auto net = makeNet(a.c.base);
+  if (!a.c.state.empty()) loadWeights(net, loadTensors(a.c.state));
+  auto staged = std::shared_ptr<model::StagedNetwork>(net.ptr());
+  engine::SplitExecutor executor(staged, placement::Placement::parse(a.placement, staged->stageNames(), "cpu"));
+  engine::Inferer inferer(executor);
+  auto sample = phantomSample(parseSize(a.c.size), a.c.seed);
+  auto image = engine::toTensor(sample.channels);  // (1, D, H, W)
+  engine::InferOptions o;
+  o.window = parseSize(a.window);
+  o.overlap = a.overlap;
+  {
+    // Warm-up: one window through the same path (allocator, kernels), not a whole run.
+    torch::NoGradGuard noGrad;
+    net->eval();
+    auto w = parseSize(a.window);
+    (void)executor.forward(torch::zeros({1, 1, w[2], w[1], w[0]}));
+  }
+  std::vector<double> times;
+  engine::Prediction pred;
+  for (int i = 0; i < a.repeats; ++i) {
+    const auto t0 = Clock::now();
+    pred = inferer.predict(image, o);
+    times.push_back(seconds(t0));
+  }
+  if (!a.out.empty()) {
+    const auto w = parseSize(a.window);
+    saveTensors(a.out, {{"image", image},
+                        {"probabilities", pred.probabilities},
+                        {"importance", engine::gaussianWindow({w[2], w[1], w[0]}, o.sigmaScale)}});
+  }
+  return {{"median_seconds", median(times)}, {"runs", times}, {"size", parseSize(a.c.size)},
+          {"window", parseSize(a.window)}, {"overlap", a.overlap}, {"threads", torch::get_num_threads()}};
+}
+// One measurement; a step that runs out of memory is a result ({"oom": true}), not a failure.
+nlohmann::json trainOrOom(const TrainArgs& a) {
+  auto oom = [&](const std::string& what) {
+    releaseCuda();
+    return nlohmann::json{{"oom", true}, {"size", parseSize(a.c.size)}, {"precision", a.precision},
+                          {"recompute", a.recompute}, {"placement", a.placement}, {"error", what.substr(0, 300)}};
+  };
+  try {
+    return trainOnce(a);
+  } catch (const OutOfMemoryError& e) {
+    return oom(e.what());
+  } catch (const c10::OutOfMemoryError& e) {  // e.g. while moving the weights onto the device
+    return oom(e.what_without_backtrace());
+  }
+}
+
+nlohmann::json runTrain(const TrainArgs& a) {
+  a.c.applyThreads();
+  capCudaMemory(a.capGib);
+  if (a.largest.empty()) return trainOrOom(a);
+  // Largest cube: grow by STEP from START until a step does not fit (or MAX), in one process
+  // so CUDA start-up is paid once.
+  const auto range = parseSize(a.largest);
+  nlohmann::json tried = nlohmann::json::array();
+  std::int64_t best = 0;
+  for (std::int64_t n = range[0]; n <= range[2]; n += range[1]) {
+    TrainArgs one = a;
+    one.c.size = std::to_string(n);
+    auto r = trainOrOom(one);
+    tried.push_back({{"size", n}, {"oom", r.value("oom", false)}, {"peak_bytes", r.value("peak_bytes", nlohmann::json())},
+                     {"median_step_seconds", r.value("median_step_seconds", 0.0)}});
+    releaseCuda();
+    if (r.value("oom", false)) break;
+    best = n;
+  }
+  return {{"largest", best}, {"tried", tried}, {"cap_gib", a.capGib}, {"precision", a.precision},
+          {"recompute", a.recompute}, {"placement", a.placement}};
+}
+} // namespace
+
+} // namespace splitseg::bench
+
+int main(int argc, char** argv) {
+  using namespace splitseg::bench;
+  CLI::App app{"SplitSeg peer benchmarks (engine side)"};
+  app.require_subcommand(1);
+
+  Common exportArgs;
+  auto* ex = app.add_subcommand("export", "write initial weights, input and eval logits");
+  exportArgs.add(*ex);
+  ex->callback([&] { runExport(exportArgs); });
+
+  TrainArgs train;
+  auto* tr = app.add_subcommand("train", "time training steps");
+  train.c.add(*tr);
+  tr->add_option("--warmup", train.warmup)->capture_default_str();
+  tr->add_option("--repeats", train.repeats)->capture_default_str();
+  tr->add_option("--placement", train.placement, "stage=device pairs");
+  tr->add_option("--precision", train.precision)->capture_default_str();
+  tr->add_option("--recompute", train.recompute, "all, none or a stage list");
+  tr->add_option("--emulate-split", train.emulateSplit, "copy tensors crossing before this stage index");
+  tr->add_flag("--plain", train.plain, "hand-written loop without the Trainer");
+  tr->add_option("--cap-gib", train.capGib, "cap the CUDA allocator at this many GiB of cuda:0");
+  tr->add_option("--largest", train.largest, "START,STEP,MAX: grow the cube until out of memory");
+  tr->callback([&] { std::cout << runTrain(train).dump() << "\n"; });
+
+  InferArgs infer;
+  auto* in = app.add_subcommand("infer", "time sliding-window inference");
+  infer.c.add(*in);
+  in->add_option("--window", infer.window)->capture_default_str();
+  in->add_option("--overlap", infer.overlap)->capture_default_str();
+  in->add_option("--repeats", infer.repeats)->capture_default_str();
+  in->add_option("--placement", infer.placement, "stage=device pairs");
+  in->add_option("--out", infer.out, "write image + probabilities here");
+  in->callback([&] { std::cout << runInfer(infer).dump() << "\n"; });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

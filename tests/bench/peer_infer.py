@@ -1,0 +1,69 @@
+"""MONAI peer of SplitSeg's sliding-window inference (benchmark 2).
+
+Same weights (splitseg-bench export), same volume and SplitSeg's probabilities (splitseg-bench
+infer --out). Runs monai.inferers.sliding_window_inference with window, overlap 0.5, Gaussian
+weighting (sigma 0.125 * window), sw_batch_size 1 as SplitSeg's Inferer, on sigmoid
+probabilities (SplitSeg averages probabilities, not logits). Reports the median time and the
+largest absolute difference, twice: with MONAI's own Gaussian map, and with SplitSeg's map passed
+as roi_weight_map (separates the weighting convention from the network numerics).
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_unet import build_from_state, load_state  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--state", required=True)
+    ap.add_argument("--splitseg", required=True, help="file written by splitseg-bench infer --out")
+    ap.add_argument("--base", type=int, default=16)
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--overlap", type=float, default=0.5)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    from monai import __version__ as monai_version
+    from monai.inferers import sliding_window_inference
+
+    net = build_from_state(load_state(a.state), a.base).eval()
+    ours = load_state(a.splitseg)
+    image = ours["image"].unsqueeze(0)           # (1, 1, D, H, W)
+    reference = ours["probabilities"]            # (1, D, H, W)
+    roi = (a.window,) * 3
+
+    def predictor(x):
+        return torch.sigmoid(net(x))
+
+    def run(weight_map=None):
+        with torch.no_grad():
+            return sliding_window_inference(image, roi, 1, predictor, overlap=a.overlap, mode="gaussian",
+                                            sigma_scale=0.125, roi_weight_map=weight_map)[0]
+
+    with torch.no_grad():  # warm-up: one window, as the SplitSeg side
+        predictor(torch.zeros(1, 1, *roi))
+    times, out = [], None
+    for _ in range(a.repeats):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    diff_monai_map = (out - reference).abs().max().item()
+    same_map = run(ours["importance"].unsqueeze(0).unsqueeze(0))
+    diff_same_map = (same_map - reference).abs().max().item()
+    print(json.dumps({"peer": "monai", "monai": monai_version, "median_seconds": statistics.median(times),
+                      "runs": times, "threads": torch.get_num_threads(),
+                      "max_abs_diff": diff_monai_map, "max_abs_diff_same_weight_map": diff_same_map,
+                      "shape": list(reference.shape)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""Turns tests/bench/run.sh's results (JSON lines) into one table, docs/benchmarks.md and plots.
+
+Goals (issue 6): training step <= 0.9x PyTorch eager; split cost < 10%; inference >= 1.2x MONAI
+throughput with max abs difference <= 1e-4. Hand-written findings live in tests/bench/analysis.md
+and are appended verbatim, so rerunning the benchmarks never loses them.
+"""
+import argparse
+import datetime
+import json
+import platform
+import statistics
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def load(path):
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line:
+            rows.append(json.loads(line))
+    return rows
+
+
+def pooled(rows, kind, key="steps"):
+    """Median over every timed step of every round of one kind (None when it never ran)."""
+    vals = [v for r in rows if r.get("kind") == kind and "error" not in r for v in r.get(key, [])]
+    return statistics.median(vals) if vals else None
+
+
+def first(rows, kind):
+    for r in rows:
+        if r.get("kind") == kind:
+            return r
+    return None
+
+
+def fmt_s(v):
+    return "n/a" if v is None else f"{v:.3f} s"
+
+
+def mib(v):
+    return "n/a" if v is None else f"{v / 2**20:.1f} MiB"
+
+
+def cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def build(rows):
+    """Returns (table rows [(benchmark, splitseg, peer, ratio, goal, verdict)], plot data, planner rows)."""
+    table, plots = [], {}
+    ss, pt = pooled(rows, "train_splitseg"), pooled(rows, "train_pytorch")
+    split, plain = pooled(rows, "train_split"), pooled(rows, "train_plain")
+    tr = first(rows, "train_splitseg") or {}
+    size = "x".join(str(s) for s in tr.get("size", [])) or "?"
+    fdiff = (first(rows, "train_pytorch") or {}).get("forward_max_abs_diff")
+    label = f"training step, base {tr.get('base', '?')}, {size}, {tr.get('threads', '?')} threads"
+    if ss and pt:
+        ratio = ss / pt
+        table.append((label, fmt_s(ss), f"{fmt_s(pt)} (PyTorch eager)", f"{ratio:.2f}x time", "<= 0.9x",
+                      "met" if ratio <= 0.9 else "missed"))
+    else:
+        err = (first(rows, "train_splitseg") or first(rows, "train_pytorch") or {}).get("error", "did not run")
+        table.append((label, fmt_s(ss), fmt_s(pt), "n/a", "<= 0.9x", f"not measured: {err}"))
+    if fdiff is not None:
+        table.append(("  same network check: eval logits max abs diff", f"{fdiff:.2e}", "", "", "~1e-6", ""))
+    if plain and pt:
+        table.append(("  diagnostic: hand-written C++ loop (no Trainer)", fmt_s(plain), fmt_s(pt),
+                      f"{plain / pt:.2f}x time", "", ""))
+    if split and ss:
+        cost = split / ss - 1
+        table.append(("split cost (emulated boundary after enc1, CPU only)", fmt_s(split), f"{fmt_s(ss)} (one device)",
+                      f"{cost * 100:+.1f}%", "< 10%", "met" if cost < 0.10 else "missed"))
+    plots["training"] = {"SplitSeg": ss, "SplitSeg, split": split, "C++ plain loop": plain, "PyTorch eager": pt}
+
+    si, mi = first(rows, "infer_splitseg") or {}, first(rows, "infer_monai") or {}
+    vol = "x".join(str(s) for s in si.get("size", [])) or "?"
+    label = f"sliding window {vol}, window {si.get('window', ['?'])[0]}, overlap {si.get('overlap', '?')}"
+    st, mt = si.get("median_seconds"), mi.get("median_seconds")
+    if st and mt:
+        thr = mt / st
+        diff = mi.get("max_abs_diff")
+        ok = thr >= 1.2 and diff is not None and diff <= 1e-4
+        table.append((label, fmt_s(st), f"{fmt_s(mt)} (MONAI {mi.get('monai', '?')})", f"{thr:.2f}x throughput",
+                      ">= 1.2x", "met" if thr >= 1.2 else "missed"))
+        table.append(("  max abs diff vs MONAI (MONAI's Gaussian map)", f"{diff:.2e}", "", "", "<= 1e-4",
+                      "met" if diff <= 1e-4 else "missed"))
+        same = mi.get("max_abs_diff_same_weight_map")
+        if same is not None:
+            table.append(("  max abs diff, MONAI given SplitSeg's weight map", f"{same:.2e}", "", "", "(diagnostic)",
+                          ""))
+        plots["inference"] = {"SplitSeg": st, "MONAI": mt}
+        _ = ok
+    else:
+        err = mi.get("error") or si.get("error") or "did not run"
+        table.append((label, fmt_s(st), fmt_s(mt), "n/a", ">= 1.2x", f"not measured: {err}"))
+
+    planner = []
+    for r in rows:
+        k = r.get("kind", "")
+        if not k.startswith("plan_predicted:"):
+            continue
+        _, s, rc = k.split(":")
+        m = first(rows, f"plan_measured:{s}:{rc}") or {}
+        pred = None
+        for d in (r.get("plan") or {}).get("devices", []):
+            if d.get("name") == "cpu":
+                pred = d.get("peak")
+        meas = (m.get("peak_bytes") or {}).get("cpu")
+        planner.append((int(s), rc, pred, meas))
+    for s, rc, pred, meas in planner:
+        err = f"{(pred - meas) / meas * 100:+.1f}%" if pred and meas else "n/a"
+        table.append((f"planner, {s}^3, recompute {rc}", f"measured {mib(meas)}", f"predicted {mib(pred)}",
+                      err, "(accuracy)", ""))
+    plots["planner"] = planner
+
+    vl = first(rows, "volume_loading") or {}
+    if "error" in vl or not vl:
+        table.append(("volume loading", "skipped", "", "", "", vl.get("error", "did not run")))
+    else:
+        table.append(("volume loading", fmt_s(vl.get("splitseg_seconds")), fmt_s(vl.get("peer_seconds")),
+                      "", "", vl.get("peer", "")))
+    table.append(("UI stall while training (heartbeat)", "see GUI", "", "", "", "measured by the GUI suite"))
+    return table, plots
+
+
+def render_table(table):
+    head = ("benchmark", "SplitSeg", "peer", "ratio", "goal", "verdict")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in table:
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def print_table(table):
+    widths = [max(len(str(r[i])) for r in table + [("benchmark", "SplitSeg", "peer", "ratio", "goal", "verdict")])
+              for i in range(6)]
+    for row in [("benchmark", "SplitSeg", "peer", "ratio", "goal", "verdict")] + table:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+
+
+def make_plots(plots, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    outdir.mkdir(parents=True, exist_ok=True)
+    made = []
+    for name in ("training", "inference"):
+        data = {k: v for k, v in plots.get(name, {}).items() if v}
+        if not data:
+            continue
+        fig, ax = plt.subplots(figsize=(5.5, 3))
+        ax.barh(list(data), list(data.values()), color=["#2a7" if "SplitSeg" in k else "#888" for k in data])
+        ax.set_xlabel("median seconds (lower is better)")
+        ax.set_title(f"{name}: SplitSeg vs peer")
+        fig.tight_layout()
+        fig.savefig(outdir / f"{name}.png", dpi=100)
+        plt.close(fig)
+        made.append(f"bench/{name}.png")
+    pl = [p for p in plots.get("planner", []) if p[2] and p[3]]
+    if pl:
+        fig, ax = plt.subplots(figsize=(4.5, 4))
+        for rc, marker in (("none", "o"), ("all", "s")):
+            pts = [(m / 2**20, p / 2**20) for s, r, p, m in pl if r == rc]
+            if pts:
+                ax.scatter(*zip(*pts), marker=marker, label=f"recompute {rc}")
+        hi = max(max(p, m) for _, _, p, m in pl) / 2**20 * 1.1
+        ax.plot([0, hi], [0, hi], "k--", lw=0.8, label="exact")
+        ax.set_xlabel("measured peak (MiB)")
+        ax.set_ylabel("predicted peak (MiB)")
+        ax.legend()
+        ax.set_title("planner accuracy (CPU)")
+        fig.tight_layout()
+        fig.savefig(outdir / "planner.png", dpi=100)
+        plt.close(fig)
+        made.append("bench/planner.png")
+    return made
+
+
+def gpu_section(path):
+    p = Path(path)
+    if not p.exists():
+        return ("## GPU (H200)\n\nNot measured yet: run `tests/gpu/run.sh` on the accelerator machine; it writes "
+                "`$OUT/gpu.json` — copy it to `docs/bench/gpu.json` and rerun the benchmarks to fold it in.\n")
+    g = json.loads(p.read_text())
+    lines = [f"## GPU ({g.get('gpu', '?')}, {g.get('date', '?')})", "",
+             "| size | precision | placement | step | measured peak | predicted peak | error |", "|---|---|---|---|---|---|---|"]
+    for r in g.get("runs", []):
+        meas, pred = r.get("measured_peak"), r.get("predicted_peak")
+        err = f"{(pred - meas) / meas * 100:+.1f}%" if meas and pred else "n/a"
+        step = r.get("median_step_seconds")
+        lines.append(f"| {r.get('size')}^3 | {r.get('mode')} | {r.get('placement')} | "
+                     f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | {mib(pred)} | {err} |")
+    if "largest" in g:
+        lines += ["", f"Largest cube that trains within {g.get('fraction_gib', '?')} GiB: " + json.dumps(g["largest"])]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--docs", help="write benchmarks.md and bench/*.png here")
+    ap.add_argument("--gpu", default="")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    rows = load(a.results)
+    table, plots = build(rows)
+    print()
+    print_table(table)
+    if not a.docs:
+        return
+    docs = Path(a.docs)
+    images = make_plots(plots, docs / "bench")
+    try:
+        import torch
+        tv = torch.__version__
+    except ImportError:
+        tv = "?"
+    tr = first(rows, "train_splitseg") or {}
+    md = ["# Benchmarks", "",
+          f"Measured {datetime.date.today().isoformat()} by `./test.sh --bench` (tests/bench/run.sh) on "
+          f"{cpu_model()}, {tr.get('threads', '?')} threads on both sides, torch {tv}. "
+          "Medians over interleaved rounds after warm-up; ratios always against the peer measured in the same run."
+          + (" QUICK MODE: tiny sizes, numbers meaningless." if a.quick else ""), "",
+          render_table(table), ""]
+    md += [f"![{Path(i).stem}]({i})" for i in images]
+    md += ["", gpu_section(a.gpu) if a.gpu else ""]
+    analysis = HERE / "analysis.md"
+    if analysis.exists():
+        md += [analysis.read_text()]
+    (docs / "benchmarks.md").write_text("\n".join(md).rstrip() + "\n")
+    (docs / "bench").mkdir(parents=True, exist_ok=True)
+    (docs / "bench" / "results.jsonl").write_text(Path(a.results).read_text())
+    print(f"\nwrote {docs / 'benchmarks.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Every benchmark against the peers a researcher would use instead (issue 6), one table at the
+# end, docs/benchmarks.md + PNG plots under docs/bench/. Called by ./test.sh --bench.
+# Never fails on speed: a benchmark that cannot run becomes a row saying why.
+#
+# Knobs (environment): SPLITSEG_BENCH_BUILD (build dir, default build/), BENCH_SIZE (training cube,
+# 64), BENCH_BASE (16), BENCH_THREADS (nproc), BENCH_ROUNDS (interleaved SplitSeg/PyTorch rounds, 2),
+# BENCH_REPEATS (timed steps per round, 3), BENCH_VOLUME (inference volume x,y,z, 96,96,96 = 8 windows;
+# 192,192,128 = 75 windows, too slow on 2 cores),
+# BENCH_INFER_REPEATS (2), BENCH_QUICK=1 (tiny sizes: checks the pipeline, numbers meaningless),
+# BENCH_NO_DOCS=1 (print only; leave docs/ alone).
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+BUILD="${SPLITSEG_BENCH_BUILD:-$ROOT/build}"
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+PY="${SPLITSEG_VENV:-$HOME/.local/share/splitseg/venv}/bin/python"
+HERE="$ROOT/tests/bench"
+
+SIZE="${BENCH_SIZE:-64}"; BASE="${BENCH_BASE:-16}"; THREADS="${BENCH_THREADS:-$(nproc)}"
+ROUNDS="${BENCH_ROUNDS:-2}"; REPEATS="${BENCH_REPEATS:-3}"; WARMUP="${BENCH_WARMUP:-1}"
+VOLUME="${BENCH_VOLUME:-96,96,96}"; WINDOW="${BENCH_WINDOW:-64}"; IREPEATS="${BENCH_INFER_REPEATS:-2}"
+PLAN_SIZES="${BENCH_PLAN_SIZES:-32 48 64}"
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  SIZE=32; BASE=4; ROUNDS=1; REPEATS=1; WARMUP=1; VOLUME=48,48,32; WINDOW=32; IREPEATS=1; PLAN_SIZES="16 32"
+fi
+
+# Build only what the benchmarks run (a no-op when test.sh already built everything);
+# SPLITSEG_BENCH_NO_BUILD=1 uses the binaries in $BUILD/bin as they are.
+if [ "${SPLITSEG_BENCH_NO_BUILD:-0}" != 1 ] &&
+   ! cmake --build "$BUILD" --target splitseg-bench splitseg-cli >/dev/null 2>&1; then
+  echo "bench: cannot build splitseg-bench/splitseg-cli in $BUILD (configure it first)" >&2
+  exit 1
+fi
+BENCH="$BUILD/bin/splitseg-bench"; CLI="$BUILD/bin/splitseg-cli"
+
+WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+OUTD="$WORK/results"; mkdir -p "$OUTD"
+# Same thread count on both sides; OpenMP must not spin up more than torch is told to use.
+export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
+log() { echo "bench: $*" >&2; }
+# Appends the command's JSON line (last stdout line) tagged with a kind, or an error record.
+record() {
+  local kind="$1"; shift
+  local out
+  if out="$("$@" 2>"$WORK/err")"; then
+    echo "$out" | "$PY" "$HERE/tag_json.py" kind "$kind" >>"$OUTD/results.jsonl" ||
+      echo "{\"kind\":\"$kind\",\"error\":\"bad output\"}" >>"$OUTD/results.jsonl"
+  else
+    log "$kind failed: $(tail -n 3 "$WORK/err" | tr '\n' ' ')"
+    "$PY" -c "import json,sys; print(json.dumps({'kind':'$kind','error':sys.argv[1]}))" \
+      "$(tail -n 3 "$WORK/err" | tr '\n' ' ')" >>"$OUTD/results.jsonl"
+  fi
+}
+
+log "machine: $(nproc) cores, $THREADS threads; training ${SIZE}^3 base $BASE; volume $VOLUME window $WINDOW"
+STATE="$WORK/state.pt"
+"$BENCH" export --size "$SIZE" --base "$BASE" --state "$STATE" --threads "$THREADS" >/dev/null || {
+  log "export failed"; exit 1; }
+
+# 1. Training step, interleaved rounds so background load hits both sides alike.
+TRAIN=(--size "$SIZE" --base "$BASE" --state "$STATE" --threads "$THREADS" --warmup "$WARMUP" --repeats "$REPEATS")
+for r in $(seq 1 "$ROUNDS"); do
+  log "training round $r/$ROUNDS"
+  record train_splitseg "$BENCH" train "${TRAIN[@]}"
+  record train_pytorch "$PY" "$HERE/peer_train.py" --state "$STATE" --base "$BASE" --threads "$THREADS" \
+    --warmup "$WARMUP" --repeats "$REPEATS"
+  # Split cost: the same net with an emulated device boundary after enc1 (no second device here).
+  record train_split "$BENCH" train "${TRAIN[@]}" --emulate-split 2
+done
+# Diagnostic: the same step as a hand-written C++ loop (no executor, meter or Trainer).
+record train_plain "$BENCH" train "${TRAIN[@]}" --plain
+
+# 2. Sliding-window inference vs MONAI.
+log "inference $VOLUME window $WINDOW"
+INFER_STATE="$WORK/infer_state.pt"
+"$BENCH" export --size "$WINDOW" --base "$BASE" --state "$INFER_STATE" >/dev/null
+record infer_splitseg "$BENCH" infer --size "$VOLUME" --base "$BASE" --state "$INFER_STATE" --threads "$THREADS" \
+  --window "$WINDOW" --overlap 0.5 --repeats "$IREPEATS" --out "$WORK/splitseg_probs.pt"
+if "$PY" -c "import monai" 2>/dev/null; then
+  record infer_monai "$PY" "$HERE/peer_infer.py" --state "$INFER_STATE" --splitseg "$WORK/splitseg_probs.pt" \
+    --base "$BASE" --window "$WINDOW" --threads "$THREADS" --repeats "$IREPEATS"
+else
+  echo '{"kind":"infer_monai","error":"monai not installed (packaging/install-deps.sh --bench)"}' >>"$OUTD/results.jsonl"
+fi
+
+# 3. Planner accuracy: predicted (plan --json) vs measured (Trainer's memory meter) CPU peak.
+for s in $PLAN_SIZES; do
+  for rc in none all; do
+    log "planner ${s}^3 recompute=$rc"
+    record "plan_predicted:$s:$rc" "$CLI" plan --size "$s" --base "$BASE" --checkpoint "$rc" --json
+    record "plan_measured:$s:$rc" "$BENCH" train --size "$s" --base "$BASE" --threads "$THREADS" --warmup 1 \
+      --repeats 1 --recompute "$rc"
+  done
+done
+
+# 4. Volume loading: only where the CLI was built with ITK (info) and a peer reader exists.
+if "$CLI" info --help >/dev/null 2>&1 && "$PY" -c "import SimpleITK" 2>/dev/null; then
+  record volume_loading "$PY" "$HERE/peer_volume.py" --cli "$CLI"
+else
+  echo '{"kind":"volume_loading","error":"skipped: needs splitseg-cli info (ITK build) and SimpleITK in the venv"}' \
+    >>"$OUTD/results.jsonl"
+fi
+
+REPORT_ARGS=(--results "$OUTD/results.jsonl" --gpu "$ROOT/docs/bench/gpu.json")
+[ "${BENCH_NO_DOCS:-0}" = 1 ] || REPORT_ARGS+=(--docs "$ROOT/docs")
+[ "${BENCH_QUICK:-0}" = 1 ] && REPORT_ARGS+=(--quick)
+"$PY" "$HERE/report.py" "${REPORT_ARGS[@]}"
+[ -n "${BENCH_KEEP:-}" ] && cp "$OUTD/results.jsonl" "$BENCH_KEEP"
+exit 0
