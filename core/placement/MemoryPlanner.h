@@ -35,14 +35,23 @@ struct PlannerOptions {
   // The Trainer zeroes gradients with set_to_none, so a stage's weight gradients exist from its
   // backward to the optimizer step, not during forward.
   bool gradientsPersist = false;
-  // Full-size fp32 tensors the loss keeps for backward (sigmoid/softmax probabilities, the
-  // float target, the products Dice sums) and the extra ones alive while its backward runs.
-  int lossSavedTensors = 4;
+  // Logit-sized fp32 tensors of engine::segmentationLoss: kept for backward (probabilities and
+  // the float target), alive at once while it runs (BCE temporaries; the int64 label map of
+  // the Dice metric counts two) and while its backward runs.
+  int lossSavedTensors = 2;
+  int lossForwardTensors = 3;
   int lossBackwardTensors = 3;
-  // oneDNN (CPU convolution) reorders plain NCDHW tensors into blocked layouts around each
-  // convolution: transient copies of about this many input+output sizes.
-  double cpuConvForwardScratch = 0.0;
-  double cpuConvBackwardScratch = 0.0;
+  // CPU convolutions: ATen picks oneDNN or its native im2col kernels by a size heuristic
+  // (mirrored in StepSimulator). oneDNN reorders plain NCDHW tensors into blocked layouts: a
+  // transient of about this many input+output sizes; the native kernels unfold into column
+  // buffers, whose size follows from the layer.
+  double cpuOneDnnForwardScratch = 1.0;
+  double cpuOneDnnBackwardScratch = 1.0;
+  // bf16 backward in oneDNN holds more (calibrated against CpuMemoryCounter on this LibTorch;
+  // consistent with fp32 working copies of input and output gradient next to the reorders).
+  double cpuOneDnnBf16BackwardScratch = 5.0;
+  int cpuThreads = 2;            // ATen's heuristic differs for one thread
+  bool cpuBf16OneDnn = true;     // bf16 convolutions run in oneDNN (CPUs with AVX-512)
 };
 
 struct PlanRequest {

@@ -88,6 +88,8 @@ private:
   void hold(int v) { ref(vals_[v].storage); }
   void drop(int v) { unref(vals_[v].storage); }
 
+  std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const Value& in,
+                                                       const Value& out) const;
   int runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops);
   void layer(int s, const LayerSpec& l, int& x, const std::vector<int>& inputs, bool save,
              std::vector<Op>& ops);
@@ -130,13 +132,14 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       res_.stages[s].flops += 2.0 * macs * (save ? 3 : 1);  // backward: grad input + grad weight
       const int weightCopy = r_.bf16 ? alloc(dev, l.parameters * 2, s) : -1;
       const int y = allocValue(dev, l.outChannels, d, actBytes(), s);
-      const std::int64_t io = bytesOf(vals_[cin]) + bytesOf(vals_[y]);
-      if (!cuda && o_.cpuConvForwardScratch > 0)
-        unref(alloc(dev, static_cast<std::int64_t>(o_.cpuConvForwardScratch * io), s));
       op.inputs = {cin};
       op.output = y;
       op.weightGradBytes = l.parameters * 4;
-      if (!cuda) op.backwardScratch = static_cast<std::int64_t>(o_.cpuConvBackwardScratch * io);
+      if (!cuda) {  // CUDA's cuDNN workspace is part of the device allowance
+        const auto [fwd, bwd] = cpuConvScratch(l, vals_[cin], vals_[y]);
+        if (fwd > 0) unref(alloc(dev, fwd, s));
+        op.backwardScratch = bwd;
+      }
       if (save) {
         ref(vals_[cin].storage);
         op.saved.push_back(vals_[cin].storage);
@@ -227,6 +230,38 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
     }
   }
   ops.push_back(std::move(op));
+}
+
+// Mirrors ATen's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for CPU
+// tensors: small single-sample inputs go to the native kernels, the rest to oneDNN.
+std::pair<std::int64_t, std::int64_t> Simulator::cpuConvScratch(const LayerSpec& l, const Value& in,
+                                                                const Value& out) const {
+  const std::int64_t n = r_.batch;
+  bool onednn;
+  if (in.dtype == 2) {
+    onednn = o_.cpuBf16OneDnn;
+  } else {
+    const bool a = l.stride > 1 || n >= 16 || l.kernel != 1 || o_.cpuThreads > 1;
+    const bool b = l.kernel > 3 || n > 1 || n * in.channels * in.dims[0] * in.dims[1] > 20480;
+    onednn = a && b;
+  }
+  const std::int64_t io = bytesOf(in) + bytesOf(out);
+  if (onednn)
+    return {static_cast<std::int64_t>(o_.cpuOneDnnForwardScratch * io),
+            static_cast<std::int64_t>((in.dtype == 2 ? o_.cpuOneDnnBf16BackwardScratch
+                                                     : o_.cpuOneDnnBackwardScratch) * io)};
+  const std::int64_t k3 = std::int64_t{l.kernel} * l.kernel * l.kernel;
+  if (l.kind == LayerKind::ConvTranspose) {
+    // slow_conv_transpose3d: columns of (out channels x k^3) x input voxels, one sample at a
+    // time, in forward and again in backward (input and weight gradients in turn).
+    const std::int64_t cols = l.outChannels * k3 * voxels(in.dims) * in.dtype;
+    return {cols, cols};
+  }
+  if (l.kernel == 1 && l.stride == 1 && l.padding == 0) return {0, 0};  // columns are the input
+  // slow_conv3d: columns of (in channels x k^3) x output voxels for the whole batch; backward
+  // needs one such buffer at a time (input gradient, then the rebuilt columns for the weight's).
+  const std::int64_t cols = n * l.inChannels * k3 * voxels(out.dims) * in.dtype;
+  return {cols, cols};
 }
 
 int Simulator::runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops) {
@@ -386,6 +421,11 @@ SimResult Simulator::run() {
   const std::int64_t logitBytes = bytesOf(vals_[logits]);
   std::vector<int> lossSaved;
   for (int i = 0; i < o_.lossSavedTensors; ++i) lossSaved.push_back(alloc(headDev, logitBytes, head));
+  {
+    std::vector<int> scratch;
+    for (int i = 0; i < o_.lossForwardTensors; ++i) scratch.push_back(alloc(headDev, logitBytes, head));
+    for (int t : scratch) unref(t);
+  }
   for (int d = 0; d < static_cast<int>(cur_.size()); ++d) res_.devices[d].endOfForward = cur_[d];
   for (const auto& t : st_) {
     if (t.refs <= 0 || t.owner < 0) continue;
