@@ -7,6 +7,11 @@
 #include "ui/placement/TransferOverlay.h"
 #include "ui/session/Session.h"
 
+#include "core/placement/AutoPlacer.h"
+#include "core/placement/LargestVolume.h"
+
+#include <QApplication>
+
 #include <QComboBox>
 #include <QEvent>
 #include <QHBoxLayout>
@@ -36,6 +41,15 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   redo->setDefaultAction(session_->undoStack()->createRedoAction(this, tr("Redo")));
   bar->addWidget(undo);
   bar->addWidget(redo);
+  auto* autoPlace = new QPushButton(tr("Auto-place"), this);
+  autoPlace->setToolTip(tr("Let the memory planner choose the devices: fit first, then the smallest peak, "
+                           "even compute, least traffic (one undo step)"));
+  connect(autoPlace, &QPushButton::clicked, this, &PlacementView::autoPlace);
+  bar->addWidget(autoPlace);
+  auto* largest = new QPushButton(tr("Largest volume"), this);
+  largest->setToolTip(tr("The largest cube whose training step fits with this placement"));
+  connect(largest, &QPushButton::clicked, this, &PlacementView::findLargestVolume);
+  bar->addWidget(largest);
   bar->addStretch(1);
   layout->addLayout(bar);
 
@@ -92,8 +106,8 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
 
   connect(session_, &Session::devicesChanged, this, [this] { rebuildColumns(); placeCards(); refreshNumbers(); });
   connect(session_, &Session::networkChanged, this, [this] { rebuildCards(); placeCards(); refreshNumbers(); });
-  connect(session_, &Session::placementChanged, this, [this] { placeCards(); refreshNumbers(); });
-  connect(session_, &Session::runSettingsChanged, this, &PlacementView::refreshNumbers);
+  connect(session_, &Session::placementChanged, this, [this] { largest_.clear(); placeCards(); refreshNumbers(); });
+  connect(session_, &Session::runSettingsChanged, this, [this] { largest_.clear(); refreshNumbers(); });
   rebuildColumns();
   rebuildCards();
   placeCards();
@@ -173,7 +187,7 @@ void PlacementView::placeCards() {
 
 void PlacementView::refreshNumbers() {
   const auto& settings = session_->runSettings();
-  estimate_ = StageMemoryModel::estimate(session_->stages(), session_->placement(), settings);
+  estimate_ = StageMemoryModel::estimate(*session_);
   for (const auto& s : session_->stages()) {
     auto* card = cards_.value(QString::fromStdString(s.name));
     if (!card) continue;
@@ -186,7 +200,17 @@ void PlacementView::refreshNumbers() {
                          .arg(settings.patch[0]).arg(settings.batch).arg(QString::fromStdString(settings.precision)));
     card->setCheckpointed(settings.checkpointStages.count(s.name) > 0);
   }
-  for (auto* col : columns_) col->setPredicted(estimate_.deviceBytes[col->device()], estimate_.fromPlanner);
+  for (auto* col : columns_) {
+    col->setPredicted(estimate_.deviceBytes[col->device()], estimate_.fromPlanner);
+    if (estimate_.plan)
+      for (const auto& d : estimate_.plan->devices)
+        if (d.name == col->device())
+          col->setToolTip(tr("Peak %1 during %2 of %3\nparameters+optimizer %4, activations %5, received %6")
+                              .arg(QString::fromStdString(formatBytes(double(d.peak))), QString::fromStdString(d.peakPhase),
+                                   QString::fromStdString(d.peakStage), QString::fromStdString(formatBytes(double(d.persistentBytes))),
+                                   QString::fromStdString(formatBytes(double(d.activationBytes))),
+                                   QString::fromStdString(formatBytes(double(d.transferBytes)))));
+  }
   overlay_->setTransfers(estimate_.transfers, cards_);
   std::int64_t traffic = 0;
   for (const auto& t : estimate_.transfers) traffic += t.bytesPerStep;
@@ -197,6 +221,16 @@ void PlacementView::refreshNumbers() {
   for (auto* col : columns_)
     if (col->overCapacity()) over << QString::fromStdString(col->device());
   if (!over.isEmpty()) text += tr("<br><span style='color:#ff6b6b'>Over capacity: %1</span>").arg(over.join(", "));
+  if (estimate_.plan) {
+    const auto& plan = *estimate_.plan;
+    text += plan.fits ? tr("<br>Planner: fits at %1<sup>3</sup> × %2; tightest %3 (peak in %4)")
+                            .arg(settings.patch[0]).arg(settings.batch)
+                            .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage))
+                      : tr("<br><span style='color:#ff6b6b'>Planner: does not fit at %1<sup>3</sup> × %2 — %3 runs out in %4</span>")
+                            .arg(settings.patch[0]).arg(settings.batch)
+                            .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage));
+  }
+  if (!largest_.isEmpty()) text += "<br>" + largest_;
   summary_->setText(text);
 }
 
@@ -258,6 +292,50 @@ void PlacementView::moveStages(const QStringList& stages, const std::string& dev
 }
 
 void PlacementView::addPlanningDevice(std::int64_t bytes) { session_->addPlanningDevice(bytes); }
+
+bool PlacementView::autoPlace() {
+  const auto structure = session_->structure();
+  if (!structure) return false;
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  bool changed = false;
+  try {
+    const placement::MemoryPlanner planner(*structure);
+    const placement::AutoPlacer placer(planner);
+    const auto result = placer.place(StageMemoryModel::request(*session_));
+    const auto before = session_->placement();
+    if (result.placement != before) {
+      session_->undoStack()->push(new MoveStagesCommand(session_, before, result.placement, tr("auto-place")));
+      changed = true;
+    }
+    Q_EMIT session_->message(tr("Auto-place (%1, %2 placements evaluated): %3%4")
+                                 .arg(QString::fromStdString(result.method)).arg(result.evaluated)
+                                 .arg(QString::fromStdString(result.placement.describe()))
+                                 .arg(result.plan.fits ? QString() : tr(" — does not fit anywhere at this size")));
+  } catch (const std::exception& e) {
+    Q_EMIT session_->message(tr("Auto-place failed: %1").arg(e.what()));
+  }
+  QApplication::restoreOverrideCursor();
+  if (changed) Q_EMIT placementEdited();
+  return changed;
+}
+
+void PlacementView::findLargestVolume() {
+  const auto structure = session_->structure();
+  if (!structure) return;
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  try {
+    const placement::MemoryPlanner planner(*structure);
+    const auto r = placement::largestCube(planner, StageMemoryModel::request(*session_), false);
+    largest_ = r.edge > 0 ? tr("Largest cube for this placement: <b>%1<sup>3</sup></b> × %2 (next size runs out on %3 in %4)")
+                                .arg(r.edge).arg(session_->runSettings().batch)
+                                .arg(QString::fromStdString(r.next.limitingDevice), QString::fromStdString(r.next.limitingStage))
+                          : tr("Not even the smallest cube fits with this placement");
+  } catch (const std::exception& e) {
+    largest_ = tr("Largest volume: %1").arg(e.what());
+  }
+  QApplication::restoreOverrideCursor();
+  refreshNumbers();
+}
 
 void PlacementView::askPlanningDevice() {
   bool ok = false;

@@ -38,6 +38,10 @@ public:
   void addPlanningDevice(std::int64_t bytes);
   // Moves stages through the undo stack, as a drop does.
   void moveStages(const QStringList& stages, const std::string& device);
+  // Planner-driven: choose a placement (one undo step; false when nothing changed) and the
+  // largest cube that fits with the current one (shown in the summary).
+  bool autoPlace();
+  void findLargestVolume();
   QSize minimumSizeHint() const override { return {380, 360}; }
 
 Q_SIGNALS:
@@ -73,6 +77,7 @@ private:
   QHash<QString, StageCard*> cards_;
   QSet<QString> selected_;
   PlacementEstimate estimate_;
+  QString largest_;
 };
 
 } // namespace splitseg::ui

@@ -1,11 +1,13 @@
 #pragma once
 // Predicted memory per stage and per device, and the tensors that cross devices each step,
-// for the session's network, placement and run settings. Uses core/placement's planner when
-// it is built in; otherwise an analytic estimate of saved activations (marked "est.").
-#include "core/placement/Placement.h"
+// for the session's network, placement and run settings. Numbers come from core/placement's
+// MemoryPlanner (a tensor-level replay of the step); when the network's structure cannot be
+// extracted, an analytic estimate of saved activations stands in (marked "est.").
+#include "core/placement/MemoryPlanner.h"
 #include "ui/session/Session.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,16 +21,22 @@ struct CrossTransfer {
 };
 
 struct PlacementEstimate {
-  std::map<std::string, std::int64_t> stageBytes;   // parameters + optimizer + saved activations
-  std::map<std::string, std::int64_t> deviceBytes;  // sum of its stages + received tensors
+  std::map<std::string, std::int64_t> stageBytes;   // parameters + gradients + optimizer + saved activations
+  std::map<std::string, std::int64_t> deviceBytes;  // predicted peak of the step on that device
   std::vector<CrossTransfer> transfers;
   bool fromPlanner = false;
+  std::optional<placement::MemoryPlan> plan;        // the planner's full answer
 };
 
 class StageMemoryModel {
 public:
-  static PlacementEstimate estimate(const QVector<StageInfo>& stages, const placement::Placement& placement,
-                                    const RunSettings& settings);
+  static PlacementEstimate estimate(const Session& session);
+  // The planner's request for the session's current state (devices, settings, placement).
+  static placement::PlanRequest request(const Session& session);
+
+private:
+  static void analytic(const Session& session, PlacementEstimate& out);
+  static void transfers(const Session& session, PlacementEstimate& out);
 };
 
 } // namespace splitseg::ui

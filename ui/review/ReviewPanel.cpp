@@ -179,7 +179,8 @@ void ReviewPanel::onFinished(const InferenceResult& r) {
   }
   progress_->setValue(100);
   progress_->setFormat(tr("done in %1 s").arg(r.seconds, 0, 'f', 1));
-  metrics_ = r.metrics;
+  pending_ = r.metrics;
+  hasPending_ = !r.metrics.empty();
   session_->setPrediction(r.labels);  // triggers evaluate(); metrics already computed off-thread
   Q_EMIT inferenceFinished(true);
 }
@@ -189,8 +190,7 @@ void ReviewPanel::evaluate() {
   errors_.reset();
   if (pred && truth && pred->geometry().sameGrid(truth->geometry())) {
     // The worker computed them for its own result; a prediction set otherwise is measured here.
-    bool fresh = !metrics_.empty();
-    if (!fresh) metrics_ = SegmentationMetrics::compute(*pred, *truth);
+    metrics_ = hasPending_ ? pending_ : SegmentationMetrics::compute(*pred, *truth);
     errors_ = std::make_shared<Volume>(SegmentationMetrics::errorMap(*pred, *truth));
   } else {
     metrics_.clear();
@@ -198,7 +198,7 @@ void ReviewPanel::evaluate() {
   refreshTable();
   publishOverlay();
   publishSurfaces();
-  metrics_.clear();  // next prediction recomputes unless the worker supplies them
+  hasPending_ = false;
 }
 
 void ReviewPanel::refreshTable() {

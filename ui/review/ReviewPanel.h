@@ -75,8 +75,13 @@ private:
   QLabel* summary_;
   LabelStyle style_;
   std::vector<LabelMetrics> metrics_;
+  std::vector<LabelMetrics> pending_;  // computed by the worker for the prediction it returns
+  bool hasPending_ = false;
   std::shared_ptr<const Volume> errors_;
   bool running_ = false;
 };
 
 } // namespace splitseg::ui
+
+Q_DECLARE_METATYPE(std::shared_ptr<const splitseg::Volume>)
+Q_DECLARE_METATYPE(splitseg::ui::LabelStyle)

@@ -39,7 +39,13 @@ void Session::setPrediction(std::shared_ptr<const Volume> prediction) {
 void Session::setNetwork(std::shared_ptr<model::StagedNetwork> network) {
   network_ = std::move(network);
   stages_.clear();
+  structure_.reset();
   if (network_) {
+    try {
+      structure_ = std::make_shared<placement::NetworkStructure>(placement::NetworkStructure::fromNetwork(*network_));
+    } catch (const std::exception& e) {
+      Q_EMIT message(tr("Memory planner unavailable for this network: %1").arg(e.what()));
+    }
     const auto specs = network_->stageSpecs();
     for (std::size_t i = 0; i < specs.size(); ++i) {
       StageInfo s;
@@ -99,8 +105,13 @@ void Session::setDevices(const QVector<engine::DeviceInfo>& devices) {
 }
 
 std::string Session::addPlanningDevice(std::int64_t totalBytes) {
+  // Named as the next CUDA device so placements, the planner and the CLI accept it; the
+  // planningOnly flag keeps every run off it.
+  int cuda = 0;
+  for (const auto& x : devices_) cuda += x.name.rfind("cuda:", 0) == 0;
   engine::DeviceInfo d;
-  d.name = "plan:" + std::to_string(planningCount_++);
+  d.name = "cuda:" + std::to_string(cuda);
+  ++planningCount_;
   d.description = "planning-only GPU";
   d.totalBytes = totalBytes;
   d.freeBytes = totalBytes;

@@ -3,6 +3,7 @@
 // and its placement over the devices, the run settings the placement view and the panels
 // share, and the undo stack of placement edits. Views observe it through signals.
 #include "core/engine/Devices.h"
+#include "core/placement/NetworkStructure.h"
 #include "core/placement/Placement.h"
 #include "core/volume/Volume.h"
 #include "ui/session/StageInfo.h"
@@ -50,13 +51,15 @@ public:
   // Builds a U-Net ("unet3d" options JSON) and makes it the session's network.
   void createUNet(int baseChannels, int depth, int inChannels = 1, int outChannels = 1);
   const QVector<StageInfo>& stages() const { return stages_; }
+  // The network's layers as plain numbers for the memory planner (null if not extractable).
+  std::shared_ptr<const placement::NetworkStructure> structure() const { return structure_; }
   std::vector<std::string> stageNames() const;
   const StageInfo* stage(const std::string& name) const;
 
   const QVector<engine::DeviceInfo>& devices() const { return devices_; }
   const engine::DeviceInfo* device(const std::string& name) const;
   void setDevices(const QVector<engine::DeviceInfo>& devices);
-  // A what-if GPU: shown and planned for, never run on. Returns its name ("plan:0", ...).
+  // A what-if GPU: shown and planned for, never run on. Returns its name (the next "cuda:N").
   std::string addPlanningDevice(std::int64_t totalBytes);
   void removePlanningDevice(const std::string& name);
   std::vector<std::string> runnableDevices() const;
@@ -89,6 +92,7 @@ private:
   QString imageSource_, groundTruthSource_;
   std::shared_ptr<model::StagedNetwork> network_;
   QVector<StageInfo> stages_;
+  std::shared_ptr<const placement::NetworkStructure> structure_;
   QVector<engine::DeviceInfo> devices_;
   placement::Placement placement_;
   RunSettings settings_;

@@ -1,0 +1,110 @@
+// Dragging stage cards onto another device column with real mouse events changes the
+// session's Placement; undo and redo walk it back and forth.
+#include "tests/ui/UiTestSupport.h"
+
+#include "ui/placement/DeviceColumn.h"
+#include "ui/placement/PlacementView.h"
+#include "ui/placement/StageCard.h"
+#include "ui/placement/TransferOverlay.h"
+#include "ui/session/Session.h"
+
+#include <QUndoStack>
+
+using namespace splitseg;
+using namespace splitseg::ui;
+
+class PlacementDragDropTest : public QObject {
+  Q_OBJECT
+
+  // Press on the card, move in steps (as a hand does) to the centre of the target column, release.
+  static void drag(StageCard* card, DeviceColumn* target, Qt::KeyboardModifiers mods = {}) {
+    const QPoint start = card->rect().center();
+    const QPoint end = card->mapFromGlobal(target->mapToGlobal(target->rect().center()));
+    QTest::mousePress(card, Qt::LeftButton, mods, start);
+    for (int i = 1; i <= 8; ++i) QTest::mouseMove(card, start + (end - start) * i / 8, 10);
+    QTest::mouseRelease(card, Qt::LeftButton, mods, end);
+    QCoreApplication::processEvents();
+  }
+
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<PlacementView> view_;
+  QString gpu_;
+
+private Q_SLOTS:
+  void initTestCase() { test::installWarningTrap(); }
+  void cleanup() {
+    view_.reset();
+    session_.reset();
+    QVERIFY2(test::warnings().isEmpty(), qPrintable(test::warnings().join("\n")));
+  }
+
+  void init() {
+    session_ = std::make_unique<Session>();
+    // A second device to drag onto: a planning-only GPU, which exists on every machine.
+    session_->createUNet(8, 5);
+    gpu_ = QString::fromStdString(session_->addPlanningDevice(std::int64_t(80) << 30));
+    view_ = std::make_unique<PlacementView>(session_.get());
+    view_->resize(900, 900);
+    view_->show();
+    QVERIFY(QTest::qWaitForWindowExposed(view_.get()));
+  }
+
+  void dragOneCardAndUndo() {
+    auto* card = view_->card("enc0");
+    auto* gpu = view_->column(gpu_);
+    QVERIFY(card && gpu);
+    QCOMPARE(session_->placement().deviceOf("enc0"), std::string("cpu"));
+    drag(card, gpu);
+    QCOMPARE(session_->placement().deviceOf("enc0"), gpu_.toStdString());
+    QCOMPARE(session_->placement().deviceOf("enc1"), std::string("cpu"));
+    QCOMPARE(card->parentWidget()->objectName(), QString("deviceColumn"));
+    QCOMPARE(static_cast<DeviceColumn*>(card->parentWidget())->device(), gpu_.toStdString());
+    // enc0 -> enc1 and the enc0 -> dec0 skip now cross devices.
+    QVERIFY(view_->overlay()->transferCount() >= 2);
+
+    session_->undoStack()->undo();
+    QCOMPARE(session_->placement().deviceOf("enc0"), std::string("cpu"));
+    QCOMPARE(view_->overlay()->transferCount(), 0);
+    session_->undoStack()->redo();
+    QCOMPARE(session_->placement().deviceOf("enc0"), gpu_.toStdString());
+  }
+
+  void dragSeveralSelectedCards() {
+    // Ctrl-click selects dec1 and dec0, then dragging one of them moves both in one undo step.
+    QTest::mouseClick(view_->card("dec1"), Qt::LeftButton, Qt::ControlModifier);
+    QTest::mouseClick(view_->card("dec0"), Qt::LeftButton, Qt::ControlModifier);
+    QCOMPARE(view_->selectedStages(), QStringList({"dec1", "dec0"}));
+    const int before = session_->undoStack()->count();
+    drag(view_->card("dec0"), view_->column(gpu_));
+    QCOMPARE(session_->placement().deviceOf("dec1"), gpu_.toStdString());
+    QCOMPARE(session_->placement().deviceOf("dec0"), gpu_.toStdString());
+    QCOMPARE(session_->undoStack()->count(), before + 1);
+    session_->undoStack()->undo();
+    QCOMPARE(session_->placement().deviceOf("dec1"), std::string("cpu"));
+    QCOMPARE(session_->placement().deviceOf("dec0"), std::string("cpu"));
+  }
+
+  void dropOutsideChangesNothing() {
+    auto* card = view_->card("head");
+    const auto before = session_->placement();
+    QTest::mousePress(card, Qt::LeftButton, {}, card->rect().center());
+    QTest::mouseMove(card, card->rect().center() + QPoint(0, 30), 10);
+    QTest::mouseMove(card, card->mapFromGlobal(view_->mapToGlobal(QPoint(3, 3))), 10);
+    QTest::mouseRelease(card, Qt::LeftButton, {}, card->mapFromGlobal(view_->mapToGlobal(QPoint(3, 3))));
+    QVERIFY(session_->placement() == before);
+  }
+
+  void overCapacityIsMarked() {
+    const auto tinyName = QString::fromStdString(session_->addPlanningDevice(std::int64_t(1) << 20));  // 1 MiB
+    auto* tiny = view_->column(tinyName);
+    QVERIFY(tiny);
+    QVERIFY(!tiny->overCapacity());
+    QTRY_VERIFY(tiny->isVisible() && tiny->width() > 100);  // laid out before the drag
+    drag(view_->card("bottleneck"), tiny);
+    QCOMPARE(session_->placement().deviceOf("bottleneck"), tinyName.toStdString());
+    QVERIFY(view_->column(tinyName)->overCapacity());
+  }
+};
+
+SPLITSEG_UI_TEST_MAIN(PlacementDragDropTest)
+#include "PlacementDragDropTest.moc"

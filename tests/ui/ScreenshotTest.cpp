@@ -1,0 +1,131 @@
+// Screenshots of the workstation as a user sees it, saved under build/screenshots/: the main
+// window with the volume rendered, the placement view, live training charts and the review
+// overlay. Each must show something: a blank (one-colour) image fails the test.
+#include "tests/ui/UiTestSupport.h"
+
+#include "core/data/Phantom.h"
+#include "ui/mainwindow/MainWindow.h"
+#include "ui/placement/PlacementView.h"
+#include "ui/render/VolumeView3d.h"
+#include "ui/review/ReviewPanel.h"
+#include "ui/session/Session.h"
+#include "ui/training/TrainingCharts.h"
+#include "ui/training/TrainingPanel.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QFileInfo>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QUndoStack>
+
+using namespace splitseg;
+using namespace splitseg::ui;
+
+class ScreenshotTest : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<MainWindow> window_;
+  QString dir_ = SPLITSEG_SCREENSHOT_DIR;
+  bool demo_ = false;
+
+  void save(const QImage& image, const QString& name, double minStdDev = 8.0) {
+    QVERIFY(!image.isNull());
+    const QString path = dir_ + "/" + name;
+    QVERIFY2(image.save(path), qPrintable(path));
+    const double sd = test::greyStdDev(image);
+    qInfo("%s: %dx%d, grey std dev %.1f", qPrintable(path), image.width(), image.height(), sd);
+    QVERIFY2(sd > minStdDev, qPrintable(QString("%1 looks blank (std dev %2)").arg(name).arg(sd)));
+  }
+
+  // Software GL renders a shaded volume in about a second: wait for fresh frames.
+  void waitFrames(int frames = 2) {
+    auto* v = window_->volumeView();
+    const int start = v->framesRendered();
+    v->update();
+    QTRY_VERIFY_WITH_TIMEOUT(v->framesRendered() >= start + 1, 30000);
+    QTest::qWait(500 * frames);
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    test::installWarningTrap();
+    QDir().mkpath(dir_);
+    window_ = std::make_unique<MainWindow>();
+    window_->resize(1440, 900);
+    window_->show();
+    QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+    // The real demo CT when the import step has run, else a phantom.
+    const QString demo = qEnvironmentVariable("SPLITSEG_SOURCE_DIR", ".") + "/data/demo/image.nii.gz";
+    const QString bone = qEnvironmentVariable("SPLITSEG_SOURCE_DIR", ".") + "/data/demo/bone.nii.gz";
+    demo_ = QFileInfo::exists(demo) && window_->openVolume(demo, QFileInfo::exists(bone) ? bone : QString());
+    if (!demo_) window_->openPhantom("phantom for screenshots");
+    qInfo("screenshots of %s", demo_ ? "the demo CT" : "a phantom");
+  }
+  void cleanupTestCase() { window_.reset(); }
+  void cleanup() { QVERIFY2(test::warnings().isEmpty(), qPrintable(test::warnings().join("\n"))); }
+
+  void mainWindowWithVolume() {
+    waitFrames(3);
+    const QImage view3d = window_->volumeView()->grabFramebuffer();
+    save(view3d, "volume-3d.png", 5.0);
+    save(window_->grab().toImage(), "main-window.png");
+  }
+
+  void placementView() {
+    window_->tabs()->setCurrentWidget(window_->placementView());
+    auto* s = window_->session();
+    // A what-if split of the seed U-Net: decoder on a 24 GiB planning GPU.
+    const auto gpu = s->addPlanningDevice(std::int64_t(24) << 30);
+    window_->placementView()->moveStages({"dec3", "dec2", "dec1", "dec0", "head"}, gpu);
+    QTest::qWait(300);
+    save(window_->placementView()->grab().toImage(), "placement.png");
+    s->undoStack()->undo();
+    s->removePlanningDevice(gpu);
+  }
+
+  void liveCharts() {
+    auto* s = window_->session();
+    auto* panel = window_->trainingPanel();
+    window_->tabs()->setCurrentWidget(panel);
+    panel->baseBox()->setValue(4);
+    panel->depthBox()->setValue(3);
+    s->createUNet(4, 3);
+    panel->dataBox()->setCurrentIndex(panel->dataBox()->findData("phantom"));
+    panel->patchBox()->setValue(16);
+    panel->batchBox()->setValue(1);
+    panel->stepsBox()->setValue(40);
+    panel->validateBox()->setValue(5);
+    QSignalSpy finished(panel, &TrainingPanel::runFinished);
+    QTest::mouseClick(panel->startButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(300000));
+    QCOMPARE(finished.front().at(1).toString(), QString());
+    QTest::qWait(400);  // one more chart refresh
+    save(panel->grab().toImage(), "training-charts.png");
+    qInfo("longest UI-thread stall during the screenshot run: %.1f ms", panel->lastStallMs());
+  }
+
+  void reviewOverlay() {
+    auto* s = window_->session();
+    window_->tabs()->setCurrentWidget(window_->reviewPanel());
+    const auto truth = s->groundTruth();
+    QVERIFY(truth);
+    // A prediction with known errors: the ground truth shifted by a few voxels, so false
+    // positives and negatives show along one side.
+    Volume pred = *truth;
+    const auto& n = pred.size();
+    for (std::int64_t z = 0; z < n[2]; ++z)
+      for (std::int64_t y = 0; y < n[1]; ++y)
+        for (std::int64_t x = 0; x < n[0]; ++x) pred.at(x, y, z) = x >= 4 ? truth->at(x - 4, y, z) : 0.0f;
+    s->setPrediction(std::make_shared<Volume>(pred));
+    auto* review = window_->reviewPanel();
+    review->displayBox()->setCurrentIndex(review->displayBox()->findData("errors"));
+    waitFrames(3);
+    save(window_->grab().toImage(), "review-overlay.png");
+  }
+};
+
+SPLITSEG_UI_TEST_MAIN(ScreenshotTest)
+#include "ScreenshotTest.moc"

@@ -1,0 +1,134 @@
+// A tiny training started from the Training panel reports progress, fills the charts and
+// finishes; Stop ends a long run within a step; an out-of-memory step is reported naming
+// the stage and device and the panel can train again.
+#include "tests/ui/UiTestSupport.h"
+
+#include "ui/session/Session.h"
+#include "ui/training/DecimatedSeries.h"
+#include "ui/training/TrainingCharts.h"
+#include "ui/training/TrainingPanel.h"
+
+#include <QComboBox>
+#include <QLineSeries>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+
+using namespace splitseg;
+using namespace splitseg::ui;
+
+class TrainingPanelTest : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<TrainingPanel> panel_;
+
+  void configure(int steps, int validateEvery) {
+    panel_->dataBox()->setCurrentIndex(panel_->dataBox()->findData("phantom"));
+    panel_->patchBox()->setValue(16);
+    panel_->batchBox()->setValue(1);
+    panel_->stepsBox()->setValue(steps);
+    panel_->validateBox()->setValue(validateEvery);
+    panel_->budgetBox()->setValue(0);
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    test::installWarningTrap();
+    session_ = std::make_unique<Session>();
+    session_->createUNet(4, 3);
+    panel_ = std::make_unique<TrainingPanel>(session_.get());
+    panel_->resize(520, 820);
+    panel_->show();
+    QVERIFY(QTest::qWaitForWindowExposed(panel_.get()));
+  }
+  void cleanupTestCase() {
+    panel_.reset();
+    session_.reset();
+  }
+  void cleanup() { QVERIFY2(test::warnings().isEmpty(), qPrintable(test::warnings().join("\n"))); }
+
+  void tinyRunFinishes() {
+    configure(6, 3);
+    QSignalSpy steps(panel_.get(), &TrainingPanel::stepDone);
+    QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
+    QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
+    QVERIFY(panel_->running());
+    QVERIFY(session_->busy());
+    QVERIFY(finished.wait(180000));
+    QCOMPARE(finished.front().at(0).toBool(), false);          // not stopped
+    QCOMPARE(finished.front().at(1).toString(), QString());    // no error
+    QCOMPARE(steps.size(), 6);
+    QCOMPARE(steps.back().at(0).toLongLong(), 6);
+    QCOMPARE(panel_->progressBar()->value(), 6);
+    auto* charts = panel_->charts();
+    QCOMPARE(charts->trainLoss().size(), 6);
+    QCOMPARE(charts->trainLoss().shownPoints(), 6);
+    QCOMPARE(charts->valDice().size(), 2);
+    QVERIFY(charts->deviceMemory("cpu"));
+    QCOMPARE(charts->deviceMemory("cpu")->size(), 6);
+    QVERIFY(charts->deviceMemory("cpu")->maxY() > 0);
+    QVERIFY(charts->hostMemory().maxY() > 0);
+    QVERIFY(!session_->busy());
+    qInfo("longest UI-thread stall during the tiny run: %.1f ms", panel_->lastStallMs());
+    QVERIFY2(panel_->lastStallMs() < 500, qPrintable(QString::number(panel_->lastStallMs())));
+  }
+
+  void stopEndsWithinAStep() {
+    configure(100000, 0);
+    QSignalSpy steps(panel_.get(), &TrainingPanel::stepDone);
+    QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
+    QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
+    QVERIFY(steps.wait(120000));
+    QTRY_VERIFY_WITH_TIMEOUT(steps.size() >= 2, 120000);
+    // Pause and resume on the way: the run keeps going afterwards.
+    QTest::mouseClick(panel_->pauseButton(), Qt::LeftButton);
+    QCOMPARE(panel_->pauseButton()->text(), QString("Resume"));
+    QTest::mouseClick(panel_->pauseButton(), Qt::LeftButton);
+    const int atResume = steps.size();
+    QTRY_VERIFY_WITH_TIMEOUT(steps.size() > atResume, 120000);
+    const int atStop = steps.size();
+    QTest::mouseClick(panel_->stopButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(120000));
+    QCOMPARE(finished.front().at(0).toBool(), true);  // stopped
+    // At most the step already running when Stop was pressed completes.
+    QVERIFY2(steps.size() <= atStop + 1, qPrintable(QString("%1 steps after stop").arg(steps.size() - atStop)));
+    qInfo("longest UI-thread stall during the long run: %.1f ms", panel_->lastStallMs());
+  }
+
+  void outOfMemoryIsReportedAndSessionContinues() {
+    configure(3, 0);
+    panel_->budgetBox()->setValue(1);  // 1 MiB of CPU memory: the first stage cannot fit
+    QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
+    QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(120000));
+    const QString error = finished.front().at(1).toString();
+    QVERIFY2(error.contains("cpu"), qPrintable(error));
+    QVERIFY2(error.contains("enc") || error.contains("bottleneck") || error.contains("dec") || error.contains("head"),
+             qPrintable(error));
+    QCOMPARE(panel_->lastError(), error);
+    QVERIFY(!session_->busy());
+    // The session goes on: a run without the budget works.
+    configure(2, 0);
+    finished.clear();
+    QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(120000));
+    QCOMPARE(finished.front().at(1).toString(), QString());
+  }
+
+  void decimationKeepsChartsSmall() {
+    QLineSeries series;
+    DecimatedSeries d(&series, 600);
+    for (int i = 0; i < 100000; ++i) d.append(i, std::sin(i * 0.01) + (i == 54321 ? 10 : 0));
+    d.flush();
+    QVERIFY(d.shownPoints() <= 2400);
+    // The spike survives decimation.
+    double maxY = 0;
+    for (const auto& p : series.points()) maxY = std::max(maxY, p.y());
+    QVERIFY(maxY > 9);
+  }
+};
+
+SPLITSEG_UI_TEST_MAIN(TrainingPanelTest)
+#include "TrainingPanelTest.moc"
