@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -36,6 +37,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// Process CPU time (all threads): far less sensitive than wall time to other jobs on a shared
+// machine, as long as idle OpenMP threads sleep (run.sh sets OMP_WAIT_POLICY=PASSIVE).
+double cpuSeconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
@@ -212,7 +216,7 @@ nlohmann::json trainOnce(const TrainArgs& a) {
   auto net = makeNet(a.c.base);
   if (!a.c.state.empty()) loadWeights(net, loadTensors(a.c.state));
   auto sample = phantomSample(parseSize(a.c.size), a.c.seed);
-  std::vector<double> times;
+  std::vector<double> times, cpuTimes;
   std::map<std::string, std::int64_t> peaks;
   std::string placementText;
   if (a.plain) {
@@ -223,19 +227,23 @@ nlohmann::json trainOnce(const TrainArgs& a) {
     net->train();
     for (int i = 0; i < a.warmup + a.repeats; ++i) {
       const auto t0 = Clock::now();
+      const double c0 = cpuSeconds();
       adam.zero_grad(true);
       auto r = engine::segmentationLoss(net->forward(input), target);
       r.loss.backward();
       adam.step();
       (void)r.loss.item<double>();
-      if (i >= a.warmup) times.push_back(seconds(t0));
+      if (i >= a.warmup) {
+        times.push_back(seconds(t0));
+        cpuTimes.push_back(cpuSeconds() - c0);
+      }
     }
     placementText = "plain loop (cpu)";
   } else {
     std::shared_ptr<model::StagedNetwork> staged;
     if (a.emulateSplit > 0) staged = std::make_shared<BoundaryNetwork>(net, static_cast<std::size_t>(a.emulateSplit));
     else staged = net.ptr();
-    auto p = placement::Placement::parse(a.placement, staged->stageNames(), "cpu");
+    auto p = placement::Placement::parse(a.placement, staged->stageNames(), engine::runnableDeviceNames().front());
     engine::TrainerOptions o;
     o.steps = a.warmup + a.repeats;
     o.patch = parseSize(a.c.size);
@@ -251,15 +259,18 @@ nlohmann::json trainOnce(const TrainArgs& a) {
     }
     engine::Trainer trainer(staged, p, std::make_shared<FixedSource>(sample), o, exec);
     for (int i = 0; i < a.warmup + a.repeats; ++i) {
+      const double c0 = cpuSeconds();
       auto m = trainer.step();
       if (i < a.warmup) continue;
       times.push_back(m.seconds);
+      cpuTimes.push_back(cpuSeconds() - c0);
       for (const auto& d : m.memory) peaks[d.device] = std::max(peaks[d.device], d.peak);
     }
     placementText = p.describe() + (a.emulateSplit > 0 ? " (emulated boundary at stage " +
                                                              std::to_string(a.emulateSplit) + ")" : "");
   }
-  return {{"median_step_seconds", median(times)}, {"steps", times}, {"placement", placementText},
+  return {{"median_step_seconds", median(times)}, {"steps", times}, {"cpu_steps", cpuTimes},
+          {"median_step_cpu_seconds", median(cpuTimes)}, {"placement", placementText},
           {"size", parseSize(a.c.size)}, {"base", a.c.base}, {"precision", a.precision},
           {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()}};
 }
@@ -278,7 +289,7 @@ nlohmann::json runInfer(const InferArgs& a) {
   auto net = makeNet(a.c.base);
   if (!a.c.state.empty()) loadWeights(net, loadTensors(a.c.state));
   auto staged = std::shared_ptr<model::StagedNetwork>(net.ptr());
-  engine::SplitExecutor executor(staged, placement::Placement::parse(a.placement, staged->stageNames(), "cpu"));
+  engine::SplitExecutor executor(staged, placement::Placement::parse(a.placement, staged->stageNames(), engine::runnableDeviceNames().front()));
   engine::Inferer inferer(executor);
   auto sample = phantomSample(parseSize(a.c.size), a.c.seed);
   auto image = engine::toTensor(sample.channels);  // (1, D, H, W)
@@ -292,12 +303,14 @@ nlohmann::json runInfer(const InferArgs& a) {
     auto w = parseSize(a.window);
     (void)executor.forward(torch::zeros({1, 1, w[2], w[1], w[0]}));
   }
-  std::vector<double> times;
+  std::vector<double> times, cpuTimes;
   engine::Prediction pred;
   for (int i = 0; i < a.repeats; ++i) {
     const auto t0 = Clock::now();
+    const double c0 = cpuSeconds();
     pred = inferer.predict(image, o);
     times.push_back(seconds(t0));
+    cpuTimes.push_back(cpuSeconds() - c0);
   }
   if (!a.out.empty()) {
     const auto w = parseSize(a.window);
@@ -305,7 +318,7 @@ nlohmann::json runInfer(const InferArgs& a) {
                         {"probabilities", pred.probabilities},
                         {"importance", engine::gaussianWindow({w[2], w[1], w[0]}, o.sigmaScale)}});
   }
-  return {{"median_seconds", median(times)}, {"runs", times}, {"size", parseSize(a.c.size)},
+  return {{"median_seconds", median(times)}, {"runs", times}, {"cpu_runs", cpuTimes}, {"size", parseSize(a.c.size)},
           {"window", parseSize(a.window)}, {"overlap", a.overlap}, {"threads", torch::get_num_threads()}};
 }
 // One measurement; a step that runs out of memory is a result ({"oom": true}), not a failure.

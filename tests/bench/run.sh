@@ -36,7 +36,9 @@ BENCH="$BUILD/bin/splitseg-bench"; CLI="$BUILD/bin/splitseg-cli"
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
 OUTD="$WORK/results"; mkdir -p "$OUTD"
 # Same thread count on both sides; OpenMP must not spin up more than torch is told to use.
-export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
+# Idle OpenMP threads sleep instead of spinning, so process CPU time (reported beside wall time)
+# counts work, not waiting: on a shared 2-core machine wall time swings by 2-3x between rounds.
+export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 log() { echo "bench: $*" >&2; }
 # Appends the command's JSON line (last stdout line) tagged with a kind, or an error record.
 record() {
