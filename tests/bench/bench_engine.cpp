@@ -10,6 +10,7 @@
 #include "core/engine/Devices.h"
 #include "core/engine/Inferer.h"
 #include "core/engine/Loss.h"
+#include "core/engine/MemoryMeter.h"
 #include "core/engine/Tensors.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
@@ -208,6 +209,7 @@ struct TrainArgs {
   std::string placement, precision = "fp32", recompute;
   int emulateSplit = 0;  // stage index of an emulated device boundary (0: none)
   bool plain = false;    // hand-written loop without the Trainer (diagnostic)
+  bool plainMeter = false;  // the plain loop under the Trainer's CPU memory meter (diagnostic)
   double capGib = 0;     // CUDA memory cap (GiB of cuda:0), 0: none
   std::string largest;   // "START,STEP,MAX": grow the cube until a step runs out of memory
 };
@@ -225,7 +227,10 @@ nlohmann::json trainOnce(const TrainArgs& a) {
     auto input = engine::toTensor(sample.channels).unsqueeze(0);
     auto target = engine::toTensor(sample.label).round().to(torch::kLong).unsqueeze(0);
     net->train();
+    engine::CpuMemoryCounter counter;
     for (int i = 0; i < a.warmup + a.repeats; ++i) {
+      std::unique_ptr<engine::CpuMemoryScope> scope;
+      if (a.plainMeter) scope = std::make_unique<engine::CpuMemoryScope>(counter);
       const auto t0 = Clock::now();
       const double c0 = cpuSeconds();
       adam.zero_grad(true);
@@ -238,7 +243,7 @@ nlohmann::json trainOnce(const TrainArgs& a) {
         cpuTimes.push_back(cpuSeconds() - c0);
       }
     }
-    placementText = "plain loop (cpu)";
+    placementText = a.plainMeter ? "plain loop + CPU memory meter (cpu)" : "plain loop (cpu)";
   } else {
     std::shared_ptr<model::StagedNetwork> staged;
     if (a.emulateSplit > 0) staged = std::make_shared<BoundaryNetwork>(net, static_cast<std::size_t>(a.emulateSplit));
@@ -383,6 +388,7 @@ int main(int argc, char** argv) {
   tr->add_option("--recompute", train.recompute, "all, none or a stage list");
   tr->add_option("--emulate-split", train.emulateSplit, "copy tensors crossing before this stage index");
   tr->add_flag("--plain", train.plain, "hand-written loop without the Trainer");
+  tr->add_flag("--plain-meter", train.plainMeter, "with --plain: run each step under the CPU memory meter");
   tr->add_option("--cap-gib", train.capGib, "cap the CUDA allocator at this many GiB of cuda:0");
   tr->add_option("--largest", train.largest, "START,STEP,MAX: grow the cube until out of memory");
   tr->callback([&] { std::cout << runTrain(train).dump() << "\n"; });

@@ -83,6 +83,10 @@ def build(rows):
                       f"{plain / pt:.2f}x time", "", ""))
     if plainc and ptc:
         table.append(("  diagnostic, CPU time", fmt_s(plainc), fmt_s(ptc), f"{plainc / ptc:.2f}x time", "", ""))
+    meterc = pooled(rows, "train_plain_meter", "cpu_steps")
+    if meterc and plainc:
+        table.append(("  diagnostic: C++ loop under the CPU memory meter, CPU time", fmt_s(meterc), fmt_s(plainc),
+                      f"{(meterc / plainc - 1) * 100:+.1f}% vs loop", "", ""))
     if split and ss:
         cost = split / ss - 1
         table.append(("split cost (emulated boundary after enc1, CPU only)", fmt_s(split), f"{fmt_s(ss)} (one device)",

@@ -71,6 +71,8 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 # Diagnostic: the same step as a hand-written C++ loop (no executor, meter or Trainer).
 record train_plain "$BENCH" train "${TRAIN[@]}" --plain
+# ... and the same loop under the Trainer's CPU memory meter (is the meter the Trainer's overhead?).
+record train_plain_meter "$BENCH" train "${TRAIN[@]}" --plain --plain-meter
 
 # 2. Sliding-window inference vs MONAI.
 log "inference $VOLUME window $WINDOW"
