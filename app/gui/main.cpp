@@ -1,6 +1,7 @@
 // splitseg: the workstation. Opens the volume given on the command line, else the demo CT
 // written by the import step (data/demo/image.nii.gz + bone.nii.gz), else a phantom.
 #include "ui/mainwindow/MainWindow.h"
+#include "ui/mainwindow/VolumeLoader.h"
 #include "ui/render/VtkOpenGLWidget.h"
 
 #include <QApplication>
@@ -10,20 +11,6 @@
 #include <QSurfaceFormat>
 #include <QTimer>
 
-namespace {
-
-// The repository root: next to the build folder (build/bin/splitseg), or the working directory.
-QString findDemo(const QString& name) {
-  const QStringList roots = {QDir::currentPath(), QCoreApplication::applicationDirPath() + "/../..",
-                             QCoreApplication::applicationDirPath() + "/..", QStringLiteral(SPLITSEG_SOURCE_DIR)};
-  for (const auto& root : roots) {
-    const QString p = QDir::cleanPath(root + "/data/demo/" + name);
-    if (QFileInfo::exists(p)) return p;
-  }
-  return {};
-}
-
-} // namespace
 
 int main(int argc, char** argv) {
   // VTK's OpenGL2 backend needs a 3.2 core context; it must be the default before any widget.
@@ -58,9 +45,13 @@ int main(int argc, char** argv) {
     if (!window.openVolume(args.front(), parser.value(labelOpt)))
       window.openPhantom(window.statusText() + QObject::tr(" — showing a phantom"));
   } else {
-    const QString demo = findDemo("image.nii.gz");
-    if (demo.isEmpty() || !window.openVolume(demo, findDemo("bone.nii.gz")))
-      window.openPhantom(QObject::tr("Demo CT not found (data/demo/image.nii.gz; run ./run.sh to import it) — showing a synthetic phantom"));
+    using splitseg::ui::VolumeLoader;
+    const QString demo = VolumeLoader::findDemo("image.nii.gz", SPLITSEG_SOURCE_DIR);
+    const QString inv3 = VolumeLoader::findInVesaliusSample();
+    // The imported NIfTI demo; else Debian's InVesalius project read directly; else a phantom.
+    if (!(!demo.isEmpty() && window.openVolume(demo, VolumeLoader::findDemo("bone.nii.gz", SPLITSEG_SOURCE_DIR))) &&
+        !(!inv3.isEmpty() && window.openVolume(inv3)))
+      window.openPhantom(QObject::tr("Demo CT not found (run `splitseg-cli import-invesalius` or ./run.sh to import it) — showing a synthetic phantom"));
   }
 
   if (parser.isSet(screenshotOpt)) {

@@ -5,6 +5,7 @@
 
 #include "core/data/Phantom.h"
 #include "ui/mainwindow/MainWindow.h"
+#include "ui/mainwindow/VolumeLoader.h"
 #include "ui/placement/PlacementView.h"
 #include "ui/render/VolumeView3d.h"
 #include "ui/review/ReviewPanel.h"
@@ -58,9 +59,11 @@ private Q_SLOTS:
     window_->show();
     QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
     // The real demo CT when the import step has run, else a phantom.
-    const QString demo = qEnvironmentVariable("SPLITSEG_SOURCE_DIR", ".") + "/data/demo/image.nii.gz";
-    const QString bone = qEnvironmentVariable("SPLITSEG_SOURCE_DIR", ".") + "/data/demo/bone.nii.gz";
-    demo_ = QFileInfo::exists(demo) && window_->openVolume(demo, QFileInfo::exists(bone) ? bone : QString());
+    const QString src = qEnvironmentVariable("SPLITSEG_SOURCE_DIR", ".");
+    const QString demo = VolumeLoader::findDemo("image.nii.gz", src), bone = VolumeLoader::findDemo("bone.nii.gz", src);
+    demo_ = !demo.isEmpty() && window_->openVolume(demo, bone);
+    if (!demo_ && !VolumeLoader::findInVesaliusSample().isEmpty())
+      demo_ = window_->openVolume(VolumeLoader::findInVesaliusSample());
     if (!demo_) window_->openPhantom("phantom for screenshots");
     qInfo("screenshots of %s", demo_ ? "the demo CT" : "a phantom");
   }

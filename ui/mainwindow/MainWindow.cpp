@@ -175,7 +175,7 @@ void MainWindow::chooseAndOpen(bool folder) {
   const QString dir = settings.value("lastDir").toString();
   const QString path = folder ? QFileDialog::getExistingDirectory(this, tr("Open DICOM folder"), dir)
                               : QFileDialog::getOpenFileName(this, tr("Open volume"), dir,
-                                                             tr("Volumes (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"));
+                                                             tr("Volumes (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd *.inv3);;All files (*)"));
   if (path.isEmpty()) return;
   settings.setValue("lastDir", QFileInfo(path).absolutePath());
   openVolume(path);
@@ -201,6 +201,8 @@ bool MainWindow::openVolume(const QString& path, const QString& labelPath) {
     return false;
   }
   session_->setImage(result.volume, path);
+  if (result.label && result.label->geometry().sameGrid(result.volume->geometry(), 1e-3))
+    session_->setGroundTruth(result.label, path + tr(" (bone mask)"));
   addRecent(path);
   showStatus(tr("Opened %1").arg(QFileInfo(path).fileName()));
   if (!labelPath.isEmpty()) loadLabel(labelPath);
@@ -240,6 +242,7 @@ bool MainWindow::openDataset(const QString& path) {
     showStatus(tr("Could not open dataset %1: %2").arg(path, ds.error), true);
     return false;
   }
+  session_->setDatasetFolder(path);
   datasetCases_ = ds.images;
   datasetLabels_ = ds.labels;
   QStringList names;

@@ -1,5 +1,6 @@
 #include "ui/mainwindow/VolumeLoader.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -10,6 +11,7 @@
 #include <exception>
 
 #ifdef SPLITSEG_HAVE_IO
+#include "core/io/InVesalius.h"
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
 #endif
@@ -24,6 +26,30 @@ bool VolumeLoader::canReadFiles() {
 #endif
 }
 
+QString VolumeLoader::findDemo(const QString& name, const QString& sourceDir) {
+  QStringList dirs;
+  QStringList roots = {QDir::currentPath(), QCoreApplication::applicationDirPath() + "/../..",
+                       QCoreApplication::applicationDirPath() + "/.."};
+  if (!sourceDir.isEmpty()) roots << sourceDir;
+  for (const auto& root : roots) dirs << root + "/data/demo";
+  if (qEnvironmentVariableIsSet("SPLITSEG_DATA_DIR")) dirs << qEnvironmentVariable("SPLITSEG_DATA_DIR") + "/cranium";
+  if (qEnvironmentVariableIsSet("XDG_DATA_HOME")) dirs << qEnvironmentVariable("XDG_DATA_HOME") + "/splitseg/demo/cranium";
+  dirs << QDir::homePath() + "/.local/share/splitseg/demo/cranium";
+  for (const auto& dir : dirs) {
+    const QString p = QDir::cleanPath(dir + "/" + name);
+    if (QFileInfo::exists(p)) return p;
+  }
+  return {};
+}
+
+QString VolumeLoader::findInVesaliusSample() {
+#ifdef SPLITSEG_HAVE_IO
+  return QString::fromStdString(io::findInVesaliusSample());
+#else
+  return {};
+#endif
+}
+
 VolumeLoader::Result VolumeLoader::load(const QString& path) {
   Result r;
   if (!QFileInfo::exists(path)) {
@@ -32,7 +58,17 @@ VolumeLoader::Result VolumeLoader::load(const QString& path) {
   }
 #ifdef SPLITSEG_HAVE_IO
   try {
-    r.volume = std::make_shared<Volume>(io::readVolume(path.toStdString()));
+    if (path.endsWith(".inv3", Qt::CaseInsensitive)) {
+      auto project = io::readInVesalius(path.toStdString());
+      r.volume = std::make_shared<Volume>(std::move(project.image));
+      // Bone is the mask thresholded highest (as the CLI's import does).
+      const io::InVesaliusMask* bone = nullptr;
+      for (const auto& m : project.masks)
+        if (!bone || m.thresholdLow > bone->thresholdLow) bone = &m;
+      if (bone) r.label = std::make_shared<Volume>(bone->mask);
+    } else {
+      r.volume = std::make_shared<Volume>(io::readVolume(path.toStdString()));
+    }
   } catch (const std::exception& e) {
     r.error = QString::fromStdString(e.what());
   }

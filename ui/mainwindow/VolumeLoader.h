@@ -14,6 +14,7 @@ class VolumeLoader {
 public:
   struct Result {
     std::shared_ptr<Volume> volume;  // null on failure
+    std::shared_ptr<Volume> label;   // an InVesalius project's bone mask (highest threshold)
     QString error;
   };
   struct Dataset {
@@ -27,6 +28,12 @@ public:
   // MSD (dataset.json "training" list) or nnU-Net raw (imagesTr/*_0000.* + labelsTr/*).
   static Dataset listDataset(const QString& folder);
   static bool canReadFiles();
+  // The demo case's file (image.nii.gz, bone.nii.gz): data/demo under the working directory,
+  // next to build/bin, or under sourceDir; then where `splitseg-cli import-invesalius` writes
+  // ($SPLITSEG_DATA_DIR/cranium, $XDG_DATA_HOME or ~/.local/share /splitseg/demo/cranium).
+  static QString findDemo(const QString& name, const QString& sourceDir = {});
+  // Debian's invesalius-examples head CT (Cranium.inv3), read directly when not imported yet.
+  static QString findInVesaliusSample();
 };
 
 } // namespace splitseg::ui

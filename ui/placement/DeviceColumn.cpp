@@ -12,7 +12,8 @@ namespace splitseg::ui {
 
 DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : QFrame(parent), info_(device) {
   setObjectName("deviceColumn");
-  setMinimumWidth(170);
+  setMinimumWidth(165);
+  setMaximumWidth(230);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(8, 8, 8, 8);
   layout->setSpacing(6);

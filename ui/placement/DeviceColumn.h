@@ -25,7 +25,7 @@ public:
   void setPredicted(std::int64_t bytes, bool fromPlanner);
   bool overCapacity() const { return over_; }
   void setDropHighlight(bool on);
-  QSize sizeHint() const override { return {210, 420}; }
+  QSize sizeHint() const override { return {200, 420}; }
 
 Q_SIGNALS:
   void removeRequested(const QString& device);

@@ -89,8 +89,9 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   board_ = new QWidget(scroll_);
   board_->installEventFilter(this);
   columnsLayout_ = new QHBoxLayout(board_);
-  columnsLayout_->setSpacing(70);  // room for the transfer curves between columns
+  columnsLayout_->setSpacing(56);  // room for the transfer curves between columns
   columnsLayout_->setContentsMargins(6, 6, 6, 6);
+  columnsLayout_->setAlignment(Qt::AlignLeft);
   scroll_->setWidget(board_);
   layout->addWidget(scroll_, 1);
   overlay_ = new TransferOverlay(board_);
@@ -136,7 +137,12 @@ void PlacementView::setSelection(const QStringList& stages) {
 void PlacementView::rebuildColumns() {
   // Cards survive column rebuilds: park them on the board first.
   for (auto* c : cards_) c->setParent(board_);
-  for (auto* c : columns_) c->deleteLater();
+  for (auto* c : columns_) {
+    // Out of the layout now, not when deleteLater runs, so the new columns start at the left.
+    columnsLayout_->removeWidget(c);
+    c->hide();
+    c->deleteLater();
+  }
   columns_.clear();
   for (const auto& d : session_->devices()) {
     auto* col = new DeviceColumn(d, board_);

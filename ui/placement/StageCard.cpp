@@ -13,7 +13,7 @@ StageCard::StageCard(const QString& stage, QWidget* parent) : QFrame(parent), st
   setObjectName("stageCard");
   setFrameShape(QFrame::StyledPanel);
   setCursor(Qt::OpenHandCursor);
-  setMinimumSize(150, 50);
+  setMinimumSize(140, 50);
   setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(8, 4, 6, 4);
@@ -30,7 +30,7 @@ StageCard::StageCard(const QString& stage, QWidget* parent) : QFrame(parent), st
   top->addWidget(checkpoint_);
   layout->addLayout(top);
   details_ = new QLabel(this);
-  details_->setStyleSheet("color: #9aa4b2; font-size: 11px;");
+  details_->setStyleSheet("color: #9aa4b2; font-size: 10px;");
   layout->addWidget(details_);
   for (auto* l : {title_, details_}) l->setAttribute(Qt::WA_TransparentForMouseEvents);
   refreshStyle();

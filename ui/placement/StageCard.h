@@ -20,7 +20,7 @@ public:
   void setSelected(bool selected);
   bool isSelected() const { return selected_; }
   void setCheckpointed(bool on);
-  QSize sizeHint() const override { return {190, 58}; }
+  QSize sizeHint() const override { return {170, 56}; }
 
 Q_SIGNALS:
   // modifiers decide between select-only and toggle (Ctrl).

@@ -51,7 +51,9 @@ void TransferOverlay::paintEvent(QPaintEvent*) {
     p.drawPolygon(QPolygonF({pb, pb + QPointF(dir * 9, -5), pb + QPointF(dir * 9, 5)}));
     // Label, staggered so neighbouring labels do not sit on each other.
     const QString label = QString("%1 MB").arg(double(t.bytesPerStep) / 1e6, 0, 'f', t.bytesPerStep < 1e7 ? 1 : 0);
-    const QPointF mid = path.pointAtPercent(0.5 + 0.08 * ((n++ % 3) - 1));
+    // Near the sending card: the sources sit at different heights, so labels do not pile up
+    // where the curves converge.
+    const QPointF mid = path.pointAtPercent(t.skip ? 0.2 : 0.5 + 0.08 * ((n++ % 3) - 1));
     const QRectF box(mid.x() - 34, mid.y() - 9, 68, 18);
     p.setBrush(QColor(20, 22, 28, 230));
     p.setPen(QPen(c, 1));

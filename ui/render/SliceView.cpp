@@ -2,6 +2,7 @@
 
 #include "ui/render/ViewState.h"
 
+#include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QWheelEvent>
@@ -50,6 +51,14 @@ void SliceView::axes(int& col, int& row, int& slice) const {
   }
 }
 
+bool SliceView::flipped(int axis, bool vertical) const {
+  // Shown as radiologists expect in LPS: patient left on the right, posterior down (axial),
+  // superior up. An axis whose direction cosine points the other way is drawn reversed.
+  const bool negative = volume_ && volume_->geometry().direction[static_cast<std::size_t>(axis * 4)] < 0;
+  const bool superiorUp = vertical && axis == 2;  // z grows upwards on screen
+  return negative != superiorUp;
+}
+
 std::int64_t SliceView::sliceIndex() const {
   int c, r, s;
   axes(c, r, s);
@@ -85,13 +94,13 @@ QImage SliceView::renderSlice() const {
   const std::int64_t si = std::clamp<std::int64_t>(sliceIndex(), 0, size[s] - 1);
   const bool overlay = overlay_ && overlay_->geometry().size == volume_->size();
   const double a = style_.opacity;
+  const bool fc = flipped(c, false), fr = flipped(r, true);
   for (int y = 0; y < rows; ++y) {
-    // Axial: row 0 is anterior (y = 0) at the top. Coronal/sagittal: superior (z max) at the top.
-    const std::int64_t rv = (r == 2) ? rows - 1 - y : y;
+    const std::int64_t rv = fr ? rows - 1 - y : y;
     auto* line = reinterpret_cast<QRgb*>(img.scanLine(y));
     for (int x = 0; x < cols; ++x) {
       std::array<std::int64_t, 3> v{};
-      v[c] = x; v[r] = rv; v[s] = si;
+      v[c] = fc ? cols - 1 - x : x; v[r] = rv; v[s] = si;
       const auto idx = volume_->index(v[0], v[1], v[2]);
       const int g = static_cast<int>(std::clamp((volume_->data()[idx] - lo) * scale, 0.0, 255.0));
       int R = g, G = g, B = g;
@@ -128,8 +137,9 @@ void SliceView::paintEvent(QPaintEvent*) {
   axes(c, r, s);
   const auto& size = volume_->size();
   const auto& cur = state_->cursor();
-  const double fx = (cur[c] + 0.5) / size[c];
-  const double fy = (r == 2) ? 1.0 - (cur[r] + 0.5) / size[r] : (cur[r] + 0.5) / size[r];
+  double fx = (cur[c] + 0.5) / size[c], fy = (cur[r] + 0.5) / size[r];
+  if (flipped(c, false)) fx = 1.0 - fx;
+  if (flipped(r, true)) fy = 1.0 - fy;
   const QPointF cp(target.left() + fx * target.width(), target.top() + fy * target.height());
   p.setPen(QPen(QColor(80, 220, 120, 170), 1));
   p.drawLine(QPointF(target.left(), cp.y()), QPointF(target.right(), cp.y()));
@@ -151,9 +161,10 @@ bool SliceView::voxelAt(const QPointF& pos, std::array<std::int64_t, 3>& voxel) 
   int c, r, s;
   axes(c, r, s);
   const auto& size = volume_->size();
-  const double fx = (pos.x() - target.left()) / target.width();
+  double fx = (pos.x() - target.left()) / target.width();
   double fy = (pos.y() - target.top()) / target.height();
-  if (r == 2) fy = 1.0 - fy;
+  if (flipped(c, false)) fx = 1.0 - fx;
+  if (flipped(r, true)) fy = 1.0 - fy;
   voxel = state_->cursor();
   voxel[c] = std::clamp<std::int64_t>(static_cast<std::int64_t>(fx * size[c]), 0, size[c] - 1);
   voxel[r] = std::clamp<std::int64_t>(static_cast<std::int64_t>(fy * size[r]), 0, size[r] - 1);
@@ -211,5 +222,15 @@ void SliceView::scroll(int delta) {
 }
 
 void SliceView::wheelEvent(QWheelEvent* e) { scroll(e->angleDelta().y() > 0 ? 1 : -1); }
+
+void SliceView::keyPressEvent(QKeyEvent* e) {
+  switch (e->key()) {
+    case Qt::Key_Up: case Qt::Key_Right: scroll(1); break;
+    case Qt::Key_Down: case Qt::Key_Left: scroll(-1); break;
+    case Qt::Key_PageUp: scroll(10); break;
+    case Qt::Key_PageDown: scroll(-10); break;
+    default: QWidget::keyPressEvent(e);
+  }
+}
 
 } // namespace splitseg::ui

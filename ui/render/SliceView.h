@@ -44,6 +44,7 @@ protected:
   void mouseMoveEvent(QMouseEvent* e) override;
   void mouseReleaseEvent(QMouseEvent* e) override;
   void wheelEvent(QWheelEvent* e) override;
+  void keyPressEvent(QKeyEvent* e) override;
   void leaveEvent(QEvent*) override;
 
 private:
@@ -51,6 +52,7 @@ private:
   QRectF imageRect() const;  // where the slice lands in widget coordinates (aspect kept)
   // In-plane axes (columns, rows) and the slice axis, as volume axis indices.
   void axes(int& col, int& row, int& slice) const;
+  bool flipped(int axis, bool vertical) const;
   void scroll(int delta);
 
   SliceOrientation orientation_;

@@ -6,6 +6,7 @@
 #include <vtkDiscreteFlyingEdges3D.h>
 #include <vtkFloatArray.h>
 #include <vtkImageData.h>
+#include <vtkMatrix4x4.h>
 #include <vtkPiecewiseFunction.h>
 #include <vtkPointData.h>
 #include <vtkPolyDataMapper.h>
@@ -29,8 +30,9 @@ vtkSmartPointer<vtkImageData> toImageData(const Volume& volume, bool asLabels) {
   const auto& g = volume.geometry();
   img->SetDimensions(static_cast<int>(g.size[0]), static_cast<int>(g.size[1]), static_cast<int>(g.size[2]));
   img->SetSpacing(g.spacing.data());
-  img->SetOrigin(g.origin.data());
-  img->SetDirectionMatrix(g.direction.data());
+  // Origin and direction go into the actor's matrix (patientMatrix): VTK 9.1's volume mappers
+  // do not all honour an image's direction matrix.
+  img->SetOrigin(0, 0, 0);
   const auto n = static_cast<vtkIdType>(volume.voxelCount());
   if (asLabels) {
     auto arr = vtkSmartPointer<vtkUnsignedCharArray>::New();
@@ -47,6 +49,15 @@ vtkSmartPointer<vtkImageData> toImageData(const Volume& volume, bool asLabels) {
     img->GetPointData()->SetScalars(arr);
   }
   return img;
+}
+
+vtkSmartPointer<vtkMatrix4x4> patientMatrix(const Geometry& g) {
+  auto m = vtkSmartPointer<vtkMatrix4x4>::New();
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 3; ++c) m->SetElement(r, c, g.direction[static_cast<std::size_t>(r * 3 + c)]);
+    m->SetElement(r, 3, g.origin[static_cast<std::size_t>(r)]);
+  }
+  return m;
 }
 
 VolumeView3d::VolumeView3d(QWidget* parent) : VtkOpenGLWidget(parent) {
@@ -78,6 +89,7 @@ void VolumeView3d::setVolume(std::shared_ptr<const Volume> volume) {
   actor_ = vtkSmartPointer<vtkVolume>::New();
   actor_->SetMapper(mapper);
   actor_->SetProperty(vtkSmartPointer<vtkVolumeProperty>::New());
+  actor_->SetUserMatrix(patientMatrix(volume_->geometry()));
   applyPreset();
   renderer()->AddVolume(actor_);
   resetCamera();
@@ -154,6 +166,7 @@ void VolumeView3d::setLabelSurfaces(std::shared_ptr<const Volume> labels, const 
     mapper->ScalarVisibilityOff();
     auto actor = vtkSmartPointer<vtkActor>::New();
     actor->SetMapper(mapper);
+    actor->SetUserMatrix(patientMatrix(labels->geometry()));
     const QColor c = style.color(label);
     actor->GetProperty()->SetColor(c.redF(), c.greenF(), c.blueF());
     actor->GetProperty()->SetOpacity(std::clamp(style.opacity * 1.6, 0.2, 1.0));

@@ -13,6 +13,7 @@
 class vtkVolume;
 class vtkActor;
 class vtkImageData;
+class vtkMatrix4x4;
 
 namespace splitseg::ui {
 
@@ -44,7 +45,9 @@ private:
   std::pair<float, float> range_{0.f, 1.f};
 };
 
-// Copies a Volume (x fastest, same as VTK) into image data with its spacing and origin.
+// Copies a Volume (x fastest, same as VTK) into image data with its spacing; origin and
+// direction are applied by patientMatrix on the actor.
 vtkSmartPointer<vtkImageData> toImageData(const Volume& volume, bool asLabels);
+vtkSmartPointer<vtkMatrix4x4> patientMatrix(const Geometry& geometry);
 
 } // namespace splitseg::ui

@@ -85,7 +85,10 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   display_->addItem(tr("Prediction"), "prediction");
   display_->addItem(tr("Errors vs ground truth"), "errors");
   display_->addItem(tr("Ground truth"), "truth");
-  connect(display_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ReviewPanel::publishOverlay);
+  connect(display_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
+    publishOverlay();
+    publishSurfaces();
+  });
   disp->addRow(tr("Overlay"), display_);
   opacity_ = new QSlider(Qt::Horizontal, this);
   opacity_->setRange(0, 100);
@@ -257,7 +260,10 @@ void ReviewPanel::publishOverlay() {
 }
 
 void ReviewPanel::publishSurfaces() {
-  const auto labels = session_->prediction() ? session_->prediction() : session_->groundTruth();
+  // Ground truth gets surfaces only when asked for: by default the 3D view shows the volume
+  // rendering of the image (a bone label would just cover the rendered bone).
+  const bool truth = display_->currentData().toString() == "truth";
+  const auto labels = truth ? session_->groundTruth() : session_->prediction();
   Q_EMIT surfacesChanged(surfaces_->isChecked() ? labels : nullptr, style_);
 }
 

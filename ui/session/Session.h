@@ -42,6 +42,9 @@ public:
   std::shared_ptr<const Volume> groundTruth() const { return groundTruth_; }
   const QString& groundTruthSource() const { return groundTruthSource_; }
   void setGroundTruth(std::shared_ptr<const Volume> label, const QString& source);
+  // The dataset folder the data panel opened ("" when none); training can use all its cases.
+  const QString& datasetFolder() const { return datasetFolder_; }
+  void setDatasetFolder(const QString& folder) { datasetFolder_ = folder; Q_EMIT datasetChanged(); }
   std::shared_ptr<const Volume> prediction() const { return prediction_; }
   void setPrediction(std::shared_ptr<const Volume> prediction);
 
@@ -80,6 +83,7 @@ Q_SIGNALS:
   void imageChanged();
   void groundTruthChanged();
   void predictionChanged();
+  void datasetChanged();
   void networkChanged();
   void devicesChanged();
   void placementChanged();
@@ -89,7 +93,7 @@ Q_SIGNALS:
 
 private:
   std::shared_ptr<const Volume> image_, groundTruth_, prediction_;
-  QString imageSource_, groundTruthSource_;
+  QString imageSource_, groundTruthSource_, datasetFolder_;
   std::shared_ptr<model::StagedNetwork> network_;
   QVector<StageInfo> stages_;
   std::shared_ptr<const placement::NetworkStructure> structure_;

@@ -22,14 +22,20 @@ QChartView* makeView(QChart* chart, QWidget* parent) {
   chart->setAnimationOptions(QChart::NoAnimation);  // animations cost UI time on every update
   auto* view = new QChartView(chart, parent);
   view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(150);
+  view->setMinimumHeight(170);
   return view;
 }
 
 QValueAxis* axis(QChart* chart, Qt::Alignment where, const QString& title) {
   auto* a = new QValueAxis(chart);
   a->setTitleText(title);
-  a->setLabelFormat("%g");
+  a->setLabelFormat("%.3g");
+  a->setTickCount(5);
+  QFont f = a->labelsFont();
+  f.setPointSizeF(7.5);
+  a->setLabelsFont(f);
+  f.setPointSizeF(8);
+  a->setTitleFont(f);
   chart->addAxis(a, where);
   return a;
 }

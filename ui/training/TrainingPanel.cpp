@@ -8,6 +8,10 @@
 #include "ui/training/TrainingWorker.h"
 #include "ui/training/VolumeSampleSource.h"
 
+#ifdef SPLITSEG_HAVE_DATASET
+#include "core/dataset/DatasetSource.h"
+#endif
+
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -62,6 +66,9 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   data_ = new QComboBox(this);
   data_->addItem(tr("Open volume + label"), "volume");
   data_->addItem(tr("Synthetic phantoms"), "phantom");
+#ifdef SPLITSEG_HAVE_DATASET
+  data_->addItem(tr("Open dataset (all cases)"), "dataset");
+#endif
   base_ = spin(this, 2, 64, 32, 2);
   depth_ = spin(this, 2, 6, 5);
   applyNet_ = new QPushButton(tr("Apply"), this);
@@ -138,6 +145,9 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   error_->hide();
   stallLabel_ = new QLabel(this);
   stallLabel_->setStyleSheet("color: #9aa4b2; font-size: 11px;");
+  // Text that changes every step must not change the panel's size hint: a wider dock would
+  // shrink the 3D view and force a (slow, software-GL) re-render on the UI thread.
+  for (auto* l : {status_, error_, stallLabel_}) l->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   layout->addWidget(status_);
   layout->addWidget(error_);
   layout->addWidget(stallLabel_);
@@ -211,11 +221,20 @@ void TrainingPanel::startRun() {
   c.network = net;
   c.placement = session_->placement();
   const bool binary = net->outChannels() == 1;
-  if (data_->currentData().toString() == "volume" && session_->image() && session_->groundTruth()) {
+  const QString dataKind = data_->currentData().toString();
+#ifdef SPLITSEG_HAVE_DATASET
+  if (dataKind == "dataset" && !session_->datasetFolder().isEmpty()) {
+    const std::string folder = session_->datasetFolder().toStdString();
+    c.makeSource = [folder] {
+      return std::make_shared<dataset::DatasetSource>(dataset::openDataset(folder), dataset::DatasetSourceOptions{});
+    };
+  } else
+#endif
+  if (dataKind == "volume" && session_->image() && session_->groundTruth()) {
     c.source = std::make_shared<VolumeSampleSource>(session_->image(), session_->groundTruth(), binary);
   } else {
-    if (data_->currentData().toString() == "volume")
-      status_->setText(tr("No label loaded for the open volume: training on synthetic phantoms"));
+    if (dataKind != "phantom")
+      status_->setText(tr("No %1 open: training on synthetic phantoms").arg(dataKind == "dataset" ? tr("dataset") : tr("labelled volume")));
     c.source = std::make_shared<data::PhantomSource>(binary ? 1 : static_cast<int>(net->outChannels() - 1));
   }
   // The U-Net halves the size depth-1 times: round the patch up to a multiple of that.

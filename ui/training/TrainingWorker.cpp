@@ -36,7 +36,9 @@ void TrainingWorker::run(const TrainingConfig& c) {
     engine::ExecutorOptions exec;
     exec.precision = engine::precisionFromString(c.precision);
     exec.checkpointStages = c.checkpointStages;
-    engine::Trainer trainer(c.network, c.placement, c.source, o, exec);
+    auto source = c.makeSource ? c.makeSource() : c.source;
+    Q_EMIT message(tr("Training on %1").arg(QString::fromStdString(source->describe())));
+    engine::Trainer trainer(c.network, c.placement, source, o, exec);
     Q_EMIT started(o.totalSteps());
     trainer.run(&sink, &token_);
     c.network->root().eval();

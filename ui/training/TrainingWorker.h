@@ -11,6 +11,7 @@
 #include <QObject>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -22,6 +23,8 @@ struct TrainingConfig {
   std::shared_ptr<model::StagedNetwork> network;
   placement::Placement placement;
   std::shared_ptr<data::SampleSource> source;
+  // Built on the worker thread when set (reading a dataset takes a while): replaces `source`.
+  std::function<std::shared_ptr<data::SampleSource>()> makeSource;
   std::array<std::int64_t, 3> patch{32, 32, 32};
   int batch = 1;
   std::int64_t steps = 100;
