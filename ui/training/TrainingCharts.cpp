@@ -18,11 +18,21 @@ constexpr double kMiB = 1024.0 * 1024.0;
 QChartView* makeView(QChart* chart, QWidget* parent) {
   chart->setTheme(QChart::ChartThemeDark);
   chart->setMargins(QMargins(2, 2, 2, 2));
-  chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->legend()->setAlignment(Qt::AlignTop);
+  QFont lf = chart->legend()->font();
+  lf.setPointSizeF(7.5);
+  chart->legend()->setFont(lf);
+  QFont tf = chart->titleFont();
+  tf.setPointSizeF(9);
+  chart->setTitleFont(tf);
   chart->setAnimationOptions(QChart::NoAnimation);  // animations cost UI time on every update
   auto* view = new QChartView(chart, parent);
   view->setRenderHint(QPainter::Antialiasing);
   view->setMinimumHeight(170);
+  // Axis labels change width as data arrives; the charts must not resize the dock (and with
+  // it the 3D view, whose software-GL re-render would stall the UI thread).
+  view->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
+  view->setMinimumWidth(220);
   return view;
 }
 
@@ -58,7 +68,7 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
 
   auto* loss = new QChart;
   loss->setTitle(tr("Loss and Dice per step"));
-  lossX_ = axis(loss, Qt::AlignBottom, tr("step"));
+  lossX_ = axis(loss, Qt::AlignBottom, QString());
   lossY_ = axis(loss, Qt::AlignLeft, tr("loss"));
   diceY_ = axis(loss, Qt::AlignRight, tr("Dice"));
   diceY_->setRange(0, 1);
@@ -70,8 +80,8 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   layout->addWidget(lossView_, 3);
 
   auto* mem = new QChart;
-  mem->setTitle(tr("Device memory (peak per step)"));
-  memX_ = axis(mem, Qt::AlignBottom, tr("seconds"));
+  mem->setTitle(tr("Device memory, peak per step (MiB over seconds)"));
+  memX_ = axis(mem, Qt::AlignBottom, QString());
   memY_ = axis(mem, Qt::AlignLeft, tr("MiB"));
   sum_ = line(mem, tr("all devices"), QColor(220, 220, 220), memX_, memY_, Qt::DotLine);
   memView_ = makeView(mem, this);
@@ -82,8 +92,8 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   layout->addWidget(showTotals_);
 
   auto* host = new QChart;
-  host->setTitle(tr("Host memory (process RSS)"));
-  hostX_ = axis(host, Qt::AlignBottom, tr("seconds"));
+  host->setTitle(tr("Host memory, process RSS (MiB over seconds)"));
+  hostX_ = axis(host, Qt::AlignBottom, QString());
   hostY_ = axis(host, Qt::AlignLeft, tr("MiB"));
   host_ = line(host, tr("RSS"), QColor(200, 130, 230), hostX_, hostY_);
   host->legend()->hide();
