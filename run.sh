@@ -10,5 +10,5 @@ if [ "${1:-}" != "--cli" ] && [ -x build/bin/splitseg ]; then
   exec build/bin/splitseg "${@}"
 fi
 echo "SplitSeg demo: training a small U-Net split over two device entries on a synthetic phantom"
-exec build/bin/splitseg-cli train --synthetic 32 --base 8 --steps 40 \
-  --placement "enc0=cpu,bottleneck=cpu" --progress bar
+exec build/bin/splitseg-cli train --synthetic 32 --base 8 --norm instance --lr 1e-2 --steps 40 \
+  --validate-every 20 --placement "enc0=cpu,bottleneck=cpu" --progress bar

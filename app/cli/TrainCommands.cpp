@@ -5,6 +5,10 @@
 #include "core/engine/Devices.h"
 #include "core/engine/Trainer.h"
 
+#ifdef SPLITSEG_WITH_ITK
+#include "core/dataset/DatasetSource.h"
+#endif
+
 #include <iostream>
 #include <sstream>
 
@@ -14,6 +18,12 @@ namespace {
 struct TrainArgs {
   NetworkArgs net;
   std::string synthetic;
+  std::string dataset;
+  std::string image;
+  std::string label;
+  std::string patch = "64";
+  std::string intensity = "ct-soft-tissue";
+  std::string spacing;
   std::int64_t steps = 100;
   int epochs = 0;
   std::int64_t stepsPerEpoch = 50;
@@ -46,10 +56,38 @@ std::set<std::string> parseStageList(const std::string& text, const std::vector<
 }
 
 void runTrain(const TrainArgs& a) {
-  if (a.synthetic.empty())
-    throw InvalidArgument("give training data: --synthetic SIZE (datasets: --dataset DIR or --image/--label)");
-  const auto patch = parseSize(a.synthetic);
-  auto network = model::UNet3d(a.net.options());
+  std::shared_ptr<data::SampleSource> source;
+  std::string preprocessing = "{}";
+  std::array<std::int64_t, 3> patch{};
+  NetworkArgs netArgs = a.net;
+  if (a.synthetic.empty() && a.dataset.empty() && (a.image.empty() || a.label.empty()))
+    throw InvalidArgument("give training data: --synthetic SIZE, --dataset DIR, or --image FILE --label FILE");
+  if (!a.synthetic.empty()) {
+    patch = parseSize(a.synthetic);
+    source = std::make_shared<data::PhantomSource>(a.net.classes);
+  } else {
+#ifdef SPLITSEG_WITH_ITK
+    auto ds = a.dataset.empty() ? dataset::datasetFromPairs({{a.image, a.label}}) : dataset::openDataset(a.dataset);
+    dataset::DatasetSourceOptions so;
+    so.preprocessing.intensity = intensityPreset(a.intensity);
+    if (!a.spacing.empty()) {
+      std::stringstream ss(a.spacing);
+      std::string part;
+      for (int i = 0; i < 3 && std::getline(ss, part, ','); ++i) so.preprocessing.targetSpacing[i] = std::stod(part);
+    }
+    if (ds.cases.size() < 2) so.validationFraction = 0.0;  // a single case trains on itself
+    auto dsrc = std::make_shared<dataset::DatasetSource>(ds, so);
+    preprocessing = dsrc->preprocessingJson();
+    netArgs.inChannels = dsrc->channelCount();
+    netArgs.classes = dsrc->foregroundClasses();
+    source = dsrc;
+    patch = parseSize(a.patch);
+#else
+    throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
+#endif
+  }
+  torch::manual_seed(a.seed);  // --seed fixes the initial weights too
+  auto network = model::UNet3d(netArgs.options());
   std::shared_ptr<model::StagedNetwork> net = network.ptr();
   const auto devices = engine::runnableDeviceNames();
   auto placement = placement::Placement::parse(a.placement, net->stageNames(), devices.front());
@@ -62,6 +100,7 @@ void runTrain(const TrainArgs& a) {
   o.learningRate = a.lr;
   o.seed = a.seed;
   o.patch = patch;
+  o.preprocessingJson = preprocessing;
   o.checkpointPath = a.save;
   o.checkpointEvery = a.checkpointEvery;
   o.validateEvery = a.validateEvery;
@@ -70,7 +109,6 @@ void runTrain(const TrainArgs& a) {
   exec.precision = engine::precisionFromString(a.precision);
   exec.checkpointStages = parseStageList(a.recompute, net->stageNames());
 
-  auto source = std::make_shared<data::PhantomSource>(a.net.classes);
   engine::Trainer trainer(net, placement, source, o, exec);
   if (!a.resume.empty()) trainer.loadCheckpoint(a.resume);
   CliMetrics metrics(a.progress);
@@ -86,6 +124,13 @@ void addTrainCommands(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "train the split U-Net");
   a->net.add(*cmd);
   cmd->add_option("--synthetic", a->synthetic, "train on synthetic phantoms of this size (N or X,Y,Z)");
+  cmd->add_option("--dataset", a->dataset, "dataset folder: MSD (dataset.json) or nnU-Net raw layout");
+  cmd->add_option("--image", a->image, "training image (with --label)");
+  cmd->add_option("--label", a->label, "training label map (with --image)");
+  cmd->add_option("--patch", a->patch, "patch size N or X,Y,Z for --dataset/--image")->capture_default_str();
+  cmd->add_option("--intensity", a->intensity, "intensity preset (ct-soft-tissue, ct-bone, ct-lung, ct-brain, ct-full, mr-zscore, none)")
+      ->capture_default_str();
+  cmd->add_option("--spacing", a->spacing, "resample to this spacing in mm (X,Y,Z)");
   cmd->add_option("--steps", a->steps, "optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", a->epochs, "epochs (overrides --steps)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--steps-per-epoch", a->stepsPerEpoch, "steps per epoch")->capture_default_str();

@@ -28,18 +28,16 @@ std::int64_t roundUp(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * 
 } // namespace
 
 torch::Tensor gaussianWindow(const std::array<std::int64_t, 3>& w, double sigmaScale) {
-  torch::Tensor map = torch::ones({1}, torch::kFloat);
+  // The same map as MONAI's sliding_window_inference (1.6): centred at (w-1)/2, not
+  // normalised, floored at 1e-3 so window borders still count a little.
   std::vector<torch::Tensor> axes;
   for (int a = 0; a < 3; ++a) {
-    auto x = torch::arange(w[a], torch::kFloat);
-    const double centre = static_cast<double>(w[a] / 2), sigma = w[a] * sigmaScale;
-    axes.push_back(torch::exp(-(x - centre).pow(2) / (2.0 * sigma * sigma)));
+    auto x = torch::arange(w[a], torch::kFloat) - static_cast<double>(w[a] - 1) / 2.0;
+    const double sigma = w[a] * sigmaScale;
+    axes.push_back(torch::exp(-x.pow(2) / (2.0 * sigma * sigma)));
   }
   auto g = axes[0].view({-1, 1, 1}) * axes[1].view({1, -1, 1}) * axes[2].view({1, 1, -1});
-  g = g / g.max();
-  // No zero weights: every voxel of a window contributes a little (as nnU-Net/MONAI).
-  const auto floor = g.masked_select(g > 0).min();
-  return torch::clamp_min(g, floor.item<float>());
+  return torch::clamp_min(g, std::max(g.min().item<float>(), 1e-3f));
 }
 
 torch::Tensor Inferer::runPadded(const torch::Tensor& batch) {
@@ -60,7 +58,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
     throw InvalidArgument("image has " + std::to_string(imageIn.size(0)) + " channels, the network expects " +
                           std::to_string(executor_.network().inChannels()));
   if (!torch::isfinite(imageIn).all().item<bool>()) throw InvalidArgument("image contains NaN or infinite values");
-  torch::NoGradGuard noGrad;
+  c10::InferenceMode inferenceMode;  // no autograd bookkeeping at all
   auto& net = executor_.network().root();
   const bool wasTraining = net.is_training();
   net.eval();
@@ -79,13 +77,19 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   }
 
   // Window given as x, y, z; tensors are (D=z, H=y, W=x). Smaller volumes are padded up to it.
-  const std::array<std::int64_t, 3> win{o.window[2], o.window[1], o.window[0]};
+  const std::array<std::int64_t, 3> requested{o.window[2], o.window[1], o.window[0]};
   const auto div = executor_.network().sizeDivisor();
-  for (auto w : win)
+  for (auto w : requested)
     if (w % div != 0)
       throw InvalidArgument("window size " + std::to_string(w) + " must be a multiple of " + std::to_string(div));
+  // A window larger than the volume shrinks to it (rounded up to the divisor): a volume that
+  // fits one window is then predicted exactly as the whole-volume path does.
+  std::array<std::int64_t, 3> win;
   std::array<std::int64_t, 3> padded;
-  for (int a = 0; a < 3; ++a) padded[a] = std::max(size[a], win[a]);
+  for (int a = 0; a < 3; ++a) {
+    win[a] = std::min(requested[a], roundUp(size[a], div));
+    padded[a] = std::max(size[a], win[a]);
+  }
   torch::Tensor x = image;
   if (padded != size)
     x = torch::constant_pad_nd(image, {0, padded[2] - size[2], 0, padded[1] - size[1], 0, padded[0] - size[0]}, 0.0);

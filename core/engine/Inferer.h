@@ -34,7 +34,7 @@ private:
   SplitExecutor& executor_;
 };
 
-// Gaussian importance map for a window (D, H, W), max 1, floor > 0.
+// Gaussian importance map for a window (D, H, W), as MONAI's (floor 1e-3).
 torch::Tensor gaussianWindow(const std::array<std::int64_t, 3>& windowZyx, double sigmaScale);
 
 } // namespace splitseg::engine

@@ -2,6 +2,9 @@
 // step beyond the CPU budget fails cleanly without touching model or optimizer.
 #include "core/base/Error.h"
 #include "core/engine/Trainer.h"
+#include "core/model/UNet3d.h"
+
+#include <fstream>
 
 #include <QtTest>
 #include <filesystem>
@@ -47,8 +50,13 @@ class TestTrainer : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void diceRisesAbove08() {
-    auto net = tinyNet();
+    // Instance norm makes this tiny net converge for any seed tried (0-3, 42) within 60 steps;
+    // without it some initialisations stall (measured with splitseg-cli train --seed N).
+    torch::manual_seed(42);
+    std::shared_ptr<model::StagedNetwork> net =
+        model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4).norm(model::Norm::Instance)).ptr();
     auto o = options(60);
+    o.learningRate = 1e-2;
     engine::Trainer trainer(net, plan(*net), std::make_shared<data::PhantomSource>(), o);
     Recorder rec;
     trainer.run(&rec);
