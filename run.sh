@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./packaging/install-deps.sh
+# ccache across checkouts (CI builds a fresh clone): relative paths, PCH-friendly.
+export CCACHE_BASEDIR="$PWD" CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
 cmake --preset default >/dev/null
 cmake --build --preset default
 if [ "${1:-}" != "--cli" ] && [ -x build/bin/splitseg ]; then

@@ -11,6 +11,9 @@ for a in "$@"; do
 done
 deps_args=(); [ "$bench" = 1 ] && deps_args+=(--bench)
 ./packaging/install-deps.sh "${deps_args[@]}"
+# ccache across checkouts (CI builds a fresh clone): relative paths, PCH-friendly.
+export CCACHE_BASEDIR="$PWD" CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
 cmake --preset default >/dev/null
 cmake --build --preset default
 export QT_QPA_PLATFORM=xcb

@@ -4,6 +4,7 @@
 #include "core/base/Units.h"
 #include "core/engine/Devices.h"
 #include "core/engine/Trainer.h"
+#include "core/placement/AutoPlacer.h"
 
 #ifdef SPLITSEG_WITH_ITK
 #include "core/dataset/DatasetSource.h"
@@ -17,6 +18,8 @@ namespace splitseg::cli {
 namespace {
 struct TrainArgs {
   NetworkArgs net;
+  std::string arch = "unet3d";
+  std::string archOptions;
   std::string synthetic;
   std::string dataset;
   std::string image;
@@ -55,6 +58,29 @@ std::set<std::string> parseStageList(const std::string& text, const std::vector<
   return out;
 }
 
+// After an out-of-memory step: what the planner would do instead on these devices.
+std::string planSuggestion(model::StagedNetwork& net, const engine::TrainerOptions& o,
+                           const engine::ExecutorOptions& exec) {
+  try {
+    placement::PlanRequest req;
+    req.size = {o.patch[2], o.patch[1], o.patch[0]};
+    req.batch = o.batch;
+    req.precision = exec.precision == engine::Precision::BF16 ? placement::Precision::BF16 : placement::Precision::FP32;
+    req.checkpoint = exec.checkpointStages;
+    for (const auto& d : engine::detectDevices()) {
+      placement::DeviceSpec spec{d.name, d.name == "cpu" && o.cpuBudgetBytes > 0 ? o.cpuBudgetBytes : d.totalBytes};
+      req.devices.push_back(spec);
+    }
+    placement::MemoryPlanner planner(placement::NetworkStructure::fromNetwork(net));
+    auto best = placement::AutoPlacer(planner).place(req);
+    if (best.plan.fits) return "the planner suggests --placement " + best.placement.toInline();
+    return "no placement of this network fits these devices at this size (limit: stage " + best.plan.limitingStage +
+           " on " + best.plan.limitingDevice + "); try --precision bf16, --recompute all or a smaller patch";
+  } catch (const std::exception& e) {
+    return std::string("(no plan: ") + e.what() + ")";
+  }
+}
+
 void runTrain(const TrainArgs& a) {
   std::shared_ptr<data::SampleSource> source;
   std::string preprocessing = "{}";
@@ -87,8 +113,7 @@ void runTrain(const TrainArgs& a) {
 #endif
   }
   torch::manual_seed(a.seed);  // --seed fixes the initial weights too
-  auto network = model::UNet3d(netArgs.options());
-  std::shared_ptr<model::StagedNetwork> net = network.ptr();
+  std::shared_ptr<model::StagedNetwork> net = makeNetwork(a.arch, a.archOptions, netArgs);
   const auto devices = engine::runnableDeviceNames();
   auto placement = placement::Placement::parse(a.placement, net->stageNames(), devices.front());
 
@@ -113,9 +138,16 @@ void runTrain(const TrainArgs& a) {
   if (!a.resume.empty()) trainer.loadCheckpoint(a.resume);
   CliMetrics metrics(a.progress);
   if (a.progress == "bar")
-    std::cerr << "U-Net base " << a.net.base << " depth " << a.net.depth << " (" << net->parameterCount()
+    std::cerr << net->architecture() << " " << net->optionsJson() << " (" << net->parameterCount()
               << " parameters) on " << placement.describe() << "\n";
-  trainer.run(&metrics);
+  try {
+    trainer.run(&metrics);
+  } catch (const OutOfMemoryError& e) {
+    // Model, optimizer and the last checkpoint are intact; say what would fit.
+    throw OutOfMemoryError(e.device(), e.stage(),
+                           std::string("step ") + std::to_string(trainer.stepsDone() + 1) + " abandoned; " +
+                               planSuggestion(*net, o, exec));
+  }
 }
 } // namespace
 
@@ -123,6 +155,8 @@ void addTrainCommands(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "train the split U-Net");
   a->net.add(*cmd);
+  cmd->add_option("--arch", a->arch, "network architecture (splitseg-cli plugins lists them)")->capture_default_str();
+  cmd->add_option("--arch-options", a->archOptions, "architecture options: JSON object or file (overrides --base/--depth/--norm)");
   cmd->add_option("--synthetic", a->synthetic, "train on synthetic phantoms of this size (N or X,Y,Z)");
   cmd->add_option("--dataset", a->dataset, "dataset folder: MSD (dataset.json) or nnU-Net raw layout");
   cmd->add_option("--image", a->image, "training image (with --label)");

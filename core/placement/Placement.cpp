@@ -145,6 +145,12 @@ void Placement::checkDevices(const std::vector<std::string>& available) const {
   }
 }
 
+std::string Placement::toInline() const {
+  std::string out;
+  for (const auto& s : order_) out += (out.empty() ? "" : ",") + s + "=" + map_.at(s);
+  return out;
+}
+
 std::string Placement::describe() const {
   std::string out;
   std::size_t i = 0;

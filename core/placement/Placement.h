@@ -29,7 +29,9 @@ public:
   std::vector<std::string> devices() const;
   // Throws DeviceError when a stage's device is not among `available`.
   void checkDevices(const std::vector<std::string>& available) const;
-  std::string describe() const;  // "enc0..enc2 cuda:0 | bottleneck..head cpu"
+  std::string describe() const;
+  // "enc0=cpu,enc1=cuda:0,..." — what --placement accepts.
+  std::string toInline() const;  // "enc0..enc2 cuda:0 | bottleneck..head cpu"
 
   bool operator==(const Placement& o) const { return order_ == o.order_ && map_ == o.map_; }
   bool operator!=(const Placement& o) const { return !(*this == o); }
