@@ -62,6 +62,13 @@ DataPanel::DataPanel(Session* session, ViewState* viewState, QWidget* parent)
     viewState_->setWindowLevel(wl.x(), wl.y());
   });
   form->addRow(tr("Window/level"), windowPreset_);
+  // Shows the preset in use, or none after a drag or for a non-CT window.
+  connect(viewState_, &ViewState::windowLevelChanged, this, [this] {
+    int match = -1;
+    for (int i = 0; i < windowPreset_->count(); ++i)
+      if (windowPreset_->itemData(i).toPointF() == QPointF(viewState_->window(), viewState_->level())) match = i;
+    windowPreset_->setCurrentIndex(match);
+  });
   volumePreset_ = new QComboBox(display);
   for (const auto& p : TransferFunctionPreset::loadAll()) volumePreset_->addItem(p.name);
   connect(volumePreset_, qOverload<int>(&QComboBox::activated), this, &DataPanel::volumePresetChosen);

@@ -264,11 +264,19 @@ void MainWindow::showVolume() {
   const bool ct = r.first < -500 && r.second > 300;
   const auto presets = TransferFunctionPreset::loadAll();
   const QString wanted = ct ? QSettings().value("volumePreset", "CT Bone").toString() : QString("Generic (relative range)");
+  bool applied = false;
   for (int i = 0; i < presets.size(); ++i)
-    if (presets[i].name == wanted) {
+    if (presets[i].name == wanted && presets[i].relative == !ct) {
+      applied = true;
       view3d_->setPreset(presets[i]);
       data_->volumePresetBox()->setCurrentIndex(i);
     }
+  if (!applied)
+    for (int i = 0; i < presets.size(); ++i)
+      if (presets[i].name == (ct ? "CT Bone" : "Generic (relative range)")) {
+        view3d_->setPreset(presets[i]);
+        data_->volumePresetBox()->setCurrentIndex(i);
+      }
   if (ct) viewState_->setWindowLevel(400, 40);
   else viewState_->setWindowLevel(std::max(1e-3f, r.second - r.first), (r.first + r.second) / 2.0);
   // Slice views dropped their overlay with the old volume; the review panel publishes again.
@@ -309,7 +317,8 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   QSettings settings;
   settings.setValue("window/geometry", saveGeometry());
   settings.setValue("window/state", saveState());
-  settings.setValue("volumePreset", view3d_->preset().name);
+  // Only CT presets are remembered: a relative one (phantom, MR) would not suit the next CT.
+  if (!view3d_->preset().relative) settings.setValue("volumePreset", view3d_->preset().name);
   QMainWindow::closeEvent(e);
 }
 

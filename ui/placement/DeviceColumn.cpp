@@ -40,7 +40,7 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
   memory_->setStyleSheet("font-size: 11px;");
   layout->addWidget(memory_);
   // Room for the capacity bar painted below the memory text.
-  layout->addSpacing(12);
+  layout->addSpacing(16);
   cards_ = new QVBoxLayout;
   cards_->setSpacing(6);
   layout->addLayout(cards_);
@@ -80,7 +80,7 @@ void DeviceColumn::paintEvent(QPaintEvent* e) {
   QFrame::paintEvent(e);
   // Capacity bar under the memory text: fill = predicted / total.
   QPainter p(this);
-  const QRect bar(10, memory_->geometry().bottom() + 3, width() - 20, 7);
+  const QRect bar(10, memory_->geometry().bottom() + 6, width() - 20, 7);
   p.setPen(Qt::NoPen);
   p.setBrush(QColor(50, 56, 66));
   p.drawRoundedRect(bar, 3, 3);

@@ -31,7 +31,7 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   layout->setContentsMargins(4, 4, 4, 4);
 
   auto* bar = new QHBoxLayout;
-  auto* add = new QPushButton(tr("Add planning GPU…"), this);
+  auto* add = new QPushButton(tr("Add GPU…"), this);
   add->setToolTip(tr("Add a what-if GPU of a chosen memory size; it is planned for but never run on"));
   connect(add, &QPushButton::clicked, this, &PlacementView::askPlanningDevice);
   bar->addWidget(add);
@@ -46,7 +46,7 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
                            "even compute, least traffic (one undo step)"));
   connect(autoPlace, &QPushButton::clicked, this, &PlacementView::autoPlace);
   bar->addWidget(autoPlace);
-  auto* largest = new QPushButton(tr("Largest volume"), this);
+  auto* largest = new QPushButton(tr("Largest cube"), this);
   largest->setToolTip(tr("The largest cube whose training step fits with this placement"));
   connect(largest, &QPushButton::clicked, this, &PlacementView::findLargestVolume);
   bar->addWidget(largest);
