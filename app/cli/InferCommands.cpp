@@ -35,6 +35,19 @@ struct InferArgs {
   std::uint64_t seed = 1;
 };
 
+// Runs the inferer with the window options of the command line; returns seconds taken.
+double timedPredict(const InferArgs& a, engine::Inferer& inferer, const torch::Tensor& image,
+                    engine::Prediction& prediction) {
+  engine::InferOptions o;
+  if (!a.window.empty()) o.window = parseSize(a.window);
+  o.overlap = a.overlap;
+  o.batch = a.batch;
+  CliProgress progress(a.progress);
+  const auto t0 = std::chrono::steady_clock::now();
+  prediction = inferer.predict(image, o, &progress);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 #ifdef SPLITSEG_WITH_ITK
 // A real volume: preprocess exactly as the checkpoint's training did, predict, and write the
 // labels back in the source geometry (so it overlays in Slicer / ITK-SNAP).
@@ -44,14 +57,8 @@ void inferVolume(const InferArgs& a, engine::Inferer& inferer, const std::string
   const Volume source = io::readVolume(a.image);
   const Preprocessing pre = Preprocessing::fromJson(preprocessingJson);
   const Volume input = pre.applyToImage(source);
-  engine::InferOptions o;
-  if (!a.window.empty()) o.window = parseSize(a.window);
-  o.overlap = a.overlap;
-  o.batch = a.batch;
-  CliProgress progress(a.progress);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto pred = inferer.predict(engine::toTensor(input).unsqueeze(0), o, &progress);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  engine::Prediction pred;
+  const double seconds = timedPredict(a, inferer, engine::toTensor(input).unsqueeze(0), pred);
   Volume labels = engine::toVolume(pred.labels.to(torch::kFloat), input.geometry());
   labels = pre.restore(labels, source.geometry(), Interpolation::Nearest);
   labels.setPixelType("uint8");
@@ -85,14 +92,8 @@ void runInfer(const InferArgs& a) {
   po.seed = a.seed;
   po.foregroundClasses = net->outChannels() == 1 ? 1 : static_cast<int>(net->outChannels() - 1);
   auto phantom = data::makePhantom(po);
-  engine::InferOptions o;
-  if (!a.window.empty()) o.window = parseSize(a.window);
-  o.overlap = a.overlap;
-  o.batch = a.batch;
-  CliProgress progress(a.progress);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto pred = inferer.predict(engine::toTensor(phantom.image).unsqueeze(0), o, &progress);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  engine::Prediction pred;
+  const double seconds = timedPredict(a, inferer, engine::toTensor(phantom.image).unsqueeze(0), pred);
   auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
                                    po.foregroundClasses);
   nlohmann::json out{{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
