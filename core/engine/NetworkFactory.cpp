@@ -1,16 +1,13 @@
 #include "core/engine/NetworkFactory.h"
-#include "core/base/Error.h"
-#include "core/model/UNet3d.h"
+#include "core/plugin/PluginRegistry.h"
 
 namespace splitseg::engine {
 
+// Every architecture (the built-in unet3d included) comes from the plugin registry, so
+// checkpoints of plugin networks load like the U-Net's.
 std::shared_ptr<model::StagedNetwork> createNetwork(const std::string& architecture,
                                                     const std::string& optionsJson) {
-  if (architecture == "unet3d") {
-    auto net = model::UNet3d(model::UNet3dOptions::fromJson(optionsJson));
-    return net.ptr();
-  }
-  throw InvalidArgument("unknown architecture '" + architecture + "'");
+  return plugin::PluginRegistry::instance().create(architecture, optionsJson);
 }
 
 } // namespace splitseg::engine
