@@ -10,8 +10,13 @@ export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
 cmake --preset default >/dev/null
 cmake --build --preset default
 if [ "${1:-}" != "--cli" ] && [ -x build/bin/splitseg ]; then
-  exec build/bin/splitseg "${@}"
+  if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+    exec build/bin/splitseg "${@}"
+  fi
+  echo "run.sh: no display (DISPLAY unset); run it under a desktop or xvfb-run, or use ./run.sh --cli." >&2
+  echo "run.sh: running the terminal demo instead." >&2
 fi
+[ "${1:-}" = "--cli" ] && shift
 echo "SplitSeg demo: training a small U-Net split over two device entries on a synthetic phantom"
 exec build/bin/splitseg-cli train --synthetic 32 --base 8 --norm instance --lr 1e-2 --steps 40 \
   --validate-every 20 --placement "enc0=cpu,bottleneck=cpu" --progress bar
