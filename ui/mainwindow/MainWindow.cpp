@@ -1,4 +1,5 @@
 #include "ui/mainwindow/MainWindow.h"
+#include "ui/mainwindow/SessionFile.h"
 
 #include "core/base/Units.h"
 #include "core/data/Phantom.h"
@@ -128,6 +129,21 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   file->addAction(tr("&Save segmentation…"), QKeySequence::Save, this, &MainWindow::saveSegmentation);
   file->addSeparator();
+  file->addAction(tr("Open sess&ion…"), QKeySequence(tr("Ctrl+Shift+S")), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), QSettings().value("lastDir").toString(),
+                                                      tr("SplitSeg sessions (*.splitseg);;All files (*)"));
+    if (path.isEmpty()) return;
+    const QStringList warnings = openSessionFile(path);
+    if (!warnings.isEmpty()) QMessageBox::warning(this, tr("Session opened with problems"), warnings.join("\n"));
+  });
+  file->addAction(tr("Save session &as…"), QKeySequence(tr("Ctrl+Alt+S")), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Save session"), QSettings().value("lastDir").toString(),
+                                                tr("SplitSeg sessions (*.splitseg)"));
+    if (path.isEmpty()) return;
+    if (!path.endsWith(".splitseg")) path += ".splitseg";
+    saveSessionFile(path);
+  });
+  file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   auto* edit = menuBar()->addMenu(tr("&Edit"));
@@ -190,6 +206,33 @@ void MainWindow::chooseLabel() {
 void MainWindow::chooseDataset() {
   const QString path = QFileDialog::getExistingDirectory(this, tr("Open dataset folder"), QSettings().value("lastDir").toString());
   if (!path.isEmpty()) openDataset(path);
+}
+
+bool MainWindow::saveSessionFile(const QString& path) {
+  try {
+    session::saveSession(captureSession(*this), path.toStdString());
+  } catch (const std::exception& e) {
+    showStatus(tr("Could not save session: %1").arg(e.what()), true);
+    return false;
+  }
+  showStatus(tr("Session saved to %1").arg(path));
+  return true;
+}
+
+QStringList MainWindow::openSessionFile(const QString& path) {
+  session::LoadResult loaded;
+  try {
+    loaded = session::loadSession(path.toStdString());
+  } catch (const std::exception& e) {
+    showStatus(tr("Could not open session: %1").arg(e.what()), true);
+    return {tr("could not open session: %1").arg(e.what())};
+  }
+  const QStringList warnings = applySession(*this, loaded);
+  showStatus(warnings.isEmpty() ? tr("Session %1 opened").arg(QFileInfo(path).fileName())
+                                : tr("Session %1 opened with %2 problem(s): %3")
+                                      .arg(QFileInfo(path).fileName()).arg(warnings.size()).arg(warnings.front()),
+             !warnings.isEmpty());
+  return warnings;
 }
 
 bool MainWindow::openVolume(const QString& path, const QString& labelPath) {

@@ -35,6 +35,10 @@ public:
   void openPhantom(const QString& why);
   // Opens a dataset folder (dataset.json or nnU-Net raw) and its first case.
   bool openDataset(const QString& path);
+  // File > Save/Open Session (.splitseg). Open returns the warnings (missing files, ...);
+  // both report failures in the status bar and return false / an error line.
+  bool saveSessionFile(const QString& path);
+  QStringList openSessionFile(const QString& path);
 
   Session* session() const { return session_; }
   ViewState* viewState() const { return viewState_; }

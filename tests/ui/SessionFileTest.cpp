@@ -1,0 +1,109 @@
+// File > Save/Open Session: a session saved from one window reopens in a fresh one with the
+// same image, label, network, placement and run settings; a missing file is a warning and the
+// rest still opens.
+#include "tests/ui/UiTestSupport.h"
+
+#include "core/data/Phantom.h"
+#include "core/io/VolumeWriter.h"
+#include "core/model/StagedNetwork.h"
+#include "ui/mainwindow/MainWindow.h"
+#include "ui/session/Session.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+
+using namespace splitseg;
+using namespace splitseg::ui;
+
+class SessionFileTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString image_, label_;
+
+private Q_SLOTS:
+  void initTestCase() {
+    test::installWarningTrap();
+    data::PhantomOptions o;
+    o.size = {32, 32, 16};
+    o.spacing = {1.2, 1.2, 2.5};
+    const auto p = data::makePhantom(o);
+    image_ = dir_.path() + "/image.nii.gz";
+    label_ = dir_.path() + "/label.nii.gz";
+    io::writeVolume(p.image, image_.toStdString());
+    io::writeVolume(p.label, label_.toStdString());
+  }
+
+  void roundTrip() {
+    const QString path = dir_.path() + "/work.splitseg";
+    std::string placement;
+    {
+      MainWindow a;
+      a.resize(900, 600);
+      QVERIFY(a.openVolume(image_, label_));
+      a.session()->createUNet(8, 4);
+      auto p = a.session()->placement();
+      QCOMPARE(p.stages().size(), std::size_t(8));
+      auto run = a.session()->runSettings();
+      run.patch = {48, 48, 32};
+      run.batch = 2;
+      run.precision = "bf16";
+      run.checkpointStages = {"enc0", "dec0"};
+      a.session()->setRunSettings(run);
+      placement = a.session()->placement().toJson();
+      QVERIFY(a.saveSessionFile(path));
+    }
+    QVERIFY(QFile::exists(path));
+    MainWindow b;
+    b.resize(900, 600);
+    const QStringList warnings = b.openSessionFile(path);
+    QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
+    QCOMPARE(b.session()->imageSource(), image_);
+    QCOMPARE(b.session()->groundTruthSource(), label_);
+    QVERIFY(b.session()->groundTruth());
+    QCOMPARE(b.session()->network()->stageSpecs().size(), std::size_t(8));  // depth 4, not the default 5
+    QCOMPARE(b.session()->placement().toJson(), placement);
+    const auto& run = b.session()->runSettings();
+    QCOMPARE(run.patch, (std::array<std::int64_t, 3>{48, 48, 32}));
+    QCOMPARE(run.batch, 2);
+    QCOMPARE(QString::fromStdString(run.precision), QString("bf16"));
+    QCOMPARE(run.checkpointStages, (std::set<std::string>{"enc0", "dec0"}));
+  }
+
+  void missingFileIsAWarning() {
+    QTemporaryDir other;
+    const QString moved = other.path() + "/image.nii.gz";
+    QVERIFY(QFile::copy(image_, moved));
+    const QString path = other.path() + "/moved.splitseg";
+    {
+      MainWindow a;
+      QVERIFY(a.openVolume(moved));
+      auto run = a.session()->runSettings();
+      run.batch = 3;
+      a.session()->setRunSettings(run);
+      QVERIFY(a.saveSessionFile(path));
+    }
+    QVERIFY(QFile::remove(moved));
+    MainWindow b;
+    const QStringList warnings = b.openSessionFile(path);
+    QVERIFY(!warnings.isEmpty());
+    QVERIFY2(warnings.join(" ").contains("image.nii.gz"), qPrintable(warnings.join("; ")));
+    QCOMPARE(b.session()->runSettings().batch, 3);  // the rest of the session still opened
+    test::warnings().clear();  // the status bar reported the missing file on purpose
+  }
+
+  void notASession() {
+    const QString bogus = dir_.path() + "/bogus.splitseg";
+    QFile f(bogus);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{ this is not json");
+    f.close();
+    MainWindow w;
+    const QStringList warnings = w.openSessionFile(bogus);
+    QCOMPARE(warnings.size(), 1);
+    QVERIFY2(warnings.front().contains("bogus.splitseg"), qPrintable(warnings.front()));
+    test::warnings().clear();
+  }
+};
+
+QTEST_MAIN(SessionFileTest)
+#include "SessionFileTest.moc"
