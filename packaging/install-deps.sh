@@ -25,7 +25,7 @@ log() { printf '[install-deps] %s\n' "$*"; }
 
 core_pkgs=(build-essential cmake ninja-build ccache git pkg-config
            nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev)
-gui_pkgs=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev libqt6svg6-dev
+gui_pkgs=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-svg-dev
           libvtk9-dev libinsighttoolkit5-dev libgdcm-dev libgdcm-tools
           xvfb xauth libgl1-mesa-dri invesalius-examples dpkg-dev file)
 
