@@ -1,6 +1,7 @@
 // splitseg-cli: the headless front end of the SplitSeg engine.
 #include "app/cli/Commands.h"
 #include "core/base/Error.h"
+#include "core/engine/HostCachingAllocator.h"
 
 #include <c10/util/Exception.h>
 
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   splitseg::cli::addVolumeCommands(app);
 #endif
   try {
+    // Reuses freed CPU tensor memory between steps and windows (SPLITSEG_HOST_CACHE=off disables).
+    splitseg::engine::installHostCachingAllocatorFromEnvironment();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

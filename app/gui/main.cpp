@@ -1,5 +1,6 @@
 // splitseg: the workstation. Opens the volume given on the command line, else the demo CT
 // written by the import step (data/demo/image.nii.gz + bone.nii.gz), else a phantom.
+#include "core/engine/HostCachingAllocator.h"
 #include "ui/mainwindow/MainWindow.h"
 #include "ui/mainwindow/VolumeLoader.h"
 #include "ui/render/VtkOpenGLWidget.h"
@@ -17,6 +18,12 @@ int main(int argc, char** argv) {
   QSurfaceFormat::setDefaultFormat(splitseg::ui::VtkOpenGLWidget::defaultFormat());
   QApplication::setAttribute(Qt::AA_ShareOpenGLContexts);
   QApplication app(argc, argv);
+  try {
+    // Reuses freed CPU tensor memory between steps and windows (SPLITSEG_HOST_CACHE=off disables).
+    splitseg::engine::installHostCachingAllocatorFromEnvironment();
+  } catch (const std::exception& e) {
+    qWarning("%s: the host memory cache stays off", e.what());
+  }
   QApplication::setOrganizationName("SplitSeg");
   QApplication::setApplicationName("SplitSeg");
   QApplication::setApplicationVersion(SPLITSEG_VERSION);

@@ -8,6 +8,7 @@
 #include "core/data/Phantom.h"
 #include "core/data/SampleSource.h"
 #include "core/engine/Devices.h"
+#include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Inferer.h"
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
@@ -35,6 +36,13 @@
 namespace splitseg::bench {
 
 namespace {
+// Whether the CPU caching allocator served this run, and how often it reused a block.
+nlohmann::json hostCacheJson() {
+  const auto* cache = engine::hostCachingAllocator();
+  if (!cache) return {{"enabled", false}};
+  const auto s = cache->stats();
+  return {{"enabled", s.limit > 0}, {"hits", s.hits}, {"misses", s.misses}, {"cached_bytes", s.cached}};
+}
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -277,7 +285,8 @@ nlohmann::json trainOnce(const TrainArgs& a) {
   return {{"median_step_seconds", median(times)}, {"steps", times}, {"cpu_steps", cpuTimes},
           {"median_step_cpu_seconds", median(cpuTimes)}, {"placement", placementText},
           {"size", parseSize(a.c.size)}, {"base", a.c.base}, {"precision", a.precision},
-          {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()}};
+          {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()},
+          {"host_cache", hostCacheJson()}};
 }
 
 struct InferArgs {
@@ -324,7 +333,8 @@ nlohmann::json runInfer(const InferArgs& a) {
                         {"importance", engine::gaussianWindow({w[2], w[1], w[0]}, o.sigmaScale)}});
   }
   return {{"median_seconds", median(times)}, {"runs", times}, {"cpu_runs", cpuTimes}, {"size", parseSize(a.c.size)},
-          {"window", parseSize(a.window)}, {"overlap", a.overlap}, {"threads", torch::get_num_threads()}};
+          {"window", parseSize(a.window)}, {"overlap", a.overlap}, {"threads", torch::get_num_threads()},
+          {"host_cache", hostCacheJson()}};
 }
 // One measurement; a step that runs out of memory is a result ({"oom": true}), not a failure.
 nlohmann::json trainOrOom(const TrainArgs& a) {
@@ -404,6 +414,8 @@ int main(int argc, char** argv) {
   in->callback([&] { std::cout << runInfer(infer).dump() << "\n"; });
 
   try {
+    // As splitseg-cli does; run.sh times SPLITSEG_HOST_CACHE=off as a diagnostic row.
+    splitseg::engine::installHostCachingAllocatorFromEnvironment();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -1,0 +1,160 @@
+// The host caching allocator: freed large blocks come back, memory reporting (and so the CPU
+// counter, budgets and planner measurements) sees exactly what LibTorch's allocator reports, the
+// limit holds, and training gives bit-identical results with and without reuse.
+#include "core/engine/HostCachingAllocator.h"
+#include "core/engine/Loss.h"
+#include "core/engine/MemoryMeter.h"
+#include "core/engine/SplitExecutor.h"
+#include "core/model/UNet3d.h"
+
+#include <QtTest>
+#include <c10/core/CPUAllocator.h>
+#include <torch/torch.h>
+
+using namespace splitseg;
+using engine::HostCachingAllocator;
+
+namespace {
+constexpr std::int64_t MiB = std::int64_t{1} << 20;
+torch::Tensor floats(std::int64_t bytes) { return torch::empty({bytes / 4}, torch::kFloat); }
+
+std::vector<float> trainLosses(int steps) {
+  torch::manual_seed(3);
+  model::UNet3d net(model::UNet3dOptions().base_channels(4).depth(3));
+  net->train();
+  engine::SplitExecutor ex(net.ptr(), placement::Placement::uniform(net->stageNames(), "cpu"));
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-2));
+  std::vector<float> losses;
+  for (int i = 0; i < steps; ++i) {
+    auto x = torch::randn({1, 1, 32, 32, 32});
+    auto y = (x > 0.3).to(torch::kLong).squeeze(1);
+    adam.zero_grad();
+    auto loss = engine::segmentationLoss(ex.forward(x), y).loss;
+    loss.backward();
+    adam.step();
+    losses.push_back(loss.item<float>());
+  }
+  return losses;
+}
+} // namespace
+
+class HostCacheTest : public QObject {
+  Q_OBJECT
+  HostCachingAllocator* cache_ = nullptr;
+
+private Q_SLOTS:
+  void initTestCase() {
+    at::set_num_threads(2);
+    cache_ = engine::installHostCachingAllocator(256 * MiB);
+    QVERIFY(cache_ != nullptr);
+    QCOMPARE(static_cast<void*>(c10::GetCPUAllocator()), static_cast<void*>(cache_));
+    // Installing again only changes the limit.
+    QCOMPARE(engine::installHostCachingAllocator(256 * MiB), cache_);
+  }
+  void init() {
+    cache_->setLimit(256 * MiB);
+    cache_->emptyCache();
+  }
+
+  void freedLargeBlockIsReused() {
+    void* first = nullptr;
+    {
+      auto t = floats(4 * MiB);
+      first = t.data_ptr();
+      QVERIFY(reinterpret_cast<std::uintptr_t>(first) % 64 == 0);
+      QCOMPARE(cache_->stats().inUse, 4 * MiB);
+    }
+    QCOMPARE(cache_->stats().cached, 4 * MiB);
+    const auto hits = cache_->stats().hits;
+    auto again = floats(4 * MiB);
+    QCOMPARE(again.data_ptr(), first);
+    QCOMPARE(cache_->stats().hits, hits + 1);
+    QCOMPARE(cache_->stats().cached, std::int64_t{0});
+  }
+
+  void muchLargerBlockIsNotWasted() {
+    void* big = nullptr;
+    {
+      auto t = floats(16 * MiB);
+      big = t.data_ptr();
+    }
+    auto small = floats(2 * MiB);  // would waste 14 MiB of the cached block
+    QVERIFY(small.data_ptr() != big);
+    QCOMPARE(cache_->stats().cached, 16 * MiB);
+  }
+
+  void smallBlocksAreNotCached() {
+    { auto t = floats(64 * 1024); }
+    QCOMPARE(cache_->stats().cached, std::int64_t{0});
+  }
+
+  void limitIsKeptAndCacheEmpties() {
+    cache_->setLimit(8 * MiB);
+    {
+      auto a = floats(4 * MiB), b = floats(4 * MiB), c = floats(4 * MiB);
+    }
+    QVERIFY(cache_->stats().cached <= 8 * MiB);
+    QVERIFY(cache_->stats().cached > 0);
+    cache_->emptyCache();
+    QCOMPARE(cache_->stats().cached, std::int64_t{0});
+    cache_->setLimit(0);  // keeps nothing
+    { auto t = floats(4 * MiB); }
+    QCOMPARE(cache_->stats().cached, std::int64_t{0});
+  }
+
+  void reportsLikeLibTorch_data() {
+    QTest::addColumn<qint64>("bytes");
+    QTest::addColumn<bool>("warmCache");
+    QTest::newRow("small") << qint64(4096) << false;
+    QTest::newRow("large, fresh memory") << qint64(12 * MiB + 4) << false;
+    QTest::newRow("large, from the cache") << qint64(12 * MiB + 4) << true;
+  }
+  void reportsLikeLibTorch() {
+    QFETCH(qint64, bytes);
+    QFETCH(bool, warmCache);
+    if (warmCache) { auto t = floats(bytes); }
+    engine::CpuMemoryCounter counter;
+    auto before = floats(8 * MiB);  // allocated outside the scope: its free must not be counted
+    {
+      engine::CpuMemoryScope scope(counter);
+      {
+        auto t = floats(bytes);
+        QCOMPARE(counter.allocated(), bytes / 4 * 4);  // requested bytes, not block capacity
+      }
+      QCOMPARE(counter.allocated(), std::int64_t{0});
+      before = torch::Tensor();
+      QCOMPARE(counter.allocated(), std::int64_t{0});
+    }
+    QCOMPARE(counter.peak(), bytes / 4 * 4);
+  }
+
+  void budgetStillTrips() {
+    engine::CpuMemoryCounter counter;
+    counter.setBudget(MiB);
+    engine::CpuMemoryScope scope(counter);
+    auto t = floats(4 * MiB);
+    QVERIFY(counter.exceeded());
+  }
+
+  void rawInterfaceWorks() {
+    void* p = cache_->raw_allocate(MiB);
+    QVERIFY(p != nullptr);
+    static_cast<char*>(p)[MiB - 1] = 1;
+    cache_->raw_deallocate(p);
+    QCOMPARE(cache_->stats().cached, MiB);
+  }
+
+  void trainingIsBitIdenticalWithReuse() {
+    cache_->setLimit(0);
+    const auto fresh = trainLosses(4);
+    cache_->setLimit(512 * MiB);
+    const auto hits = cache_->stats().hits;
+    const auto reused = trainLosses(4);
+    QVERIFY2(cache_->stats().hits > hits + 20, "a training step should reuse its blocks");
+    QCOMPARE(reused.size(), fresh.size());
+    for (std::size_t i = 0; i < fresh.size(); ++i) QCOMPARE(reused[i], fresh[i]);
+  }
+};
+
+QTEST_GUILESS_MAIN(HostCacheTest)
+#include "test_host_cache.moc"
