@@ -47,9 +47,11 @@ struct PlannerOptions {
   // buffers, whose size follows from the layer.
   double cpuOneDnnForwardScratch = 1.0;
   double cpuOneDnnBackwardScratch = 1.0;
-  // bf16 backward in oneDNN holds more (calibrated against CpuMemoryCounter on this LibTorch;
-  // consistent with fp32 working copies of input and output gradient next to the reorders).
-  double cpuOneDnnBf16BackwardScratch = 5.0;
+  // bf16 convolutions in oneDNN work on channel-blocked layouts: channels are padded up to
+  // this block, so layers with few channels (small base, the 1-channel head) cost far more
+  // than their tensors. StepSimulator::bf16OneDnnScratch holds the per-kernel model, measured
+  // with CpuMemoryCounter on this LibTorch (AVX-512 bf16 CPU).
+  int cpuBf16ChannelBlock = 16;
   int cpuThreads = 2;            // ATen's heuristic differs for one thread
   bool cpuBf16OneDnn = true;     // bf16 convolutions run in oneDNN (CPUs with AVX-512)
 };

@@ -90,6 +90,8 @@ private:
 
   std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const Value& in,
                                                        const Value& out) const;
+  std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, const Value& in,
+                                                          const Value& out) const;
   int runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops);
   void layer(int s, const LayerSpec& l, int& x, const std::vector<int>& inputs, bool save,
              std::vector<Op>& ops);
@@ -113,6 +115,15 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
                       std::vector<Op>& ops) {
   const int dev = r_.stageDevice[s];
   const bool cuda = r_.deviceIsCuda[dev];
+  if (l.kind == LayerKind::MaxPool && r_.bf16 && !cuda && vals_[x].dtype == 2) {
+    // CPU autocast runs max_pool3d in fp32: it pools (and saves) an fp32 copy of its input,
+    // and the dropout after it runs in fp32 too, until the next convolution casts back.
+    const Value b = vals_[x];
+    const int f = allocValue(dev, b.channels, b.dims, 4, s);
+    ops.push_back({OpKind::Cast, s, {x}, f, {}});
+    drop(x);
+    x = f;
+  }
   const Value in = vals_[x];
   Op op{OpKind::Conv, s, {x}, -1, {}};
   switch (l.kind) {
@@ -246,10 +257,10 @@ std::pair<std::int64_t, std::int64_t> Simulator::cpuConvScratch(const LayerSpec&
     onednn = a && b;
   }
   const std::int64_t io = bytesOf(in) + bytesOf(out);
+  if (onednn && in.dtype == 2) return bf16OneDnnScratch(l, in, out);
   if (onednn)
     return {static_cast<std::int64_t>(o_.cpuOneDnnForwardScratch * io),
-            static_cast<std::int64_t>((in.dtype == 2 ? o_.cpuOneDnnBf16BackwardScratch
-                                                     : o_.cpuOneDnnBackwardScratch) * io)};
+            static_cast<std::int64_t>(o_.cpuOneDnnBackwardScratch * io)};
   const std::int64_t k3 = std::int64_t{l.kernel} * l.kernel * l.kernel;
   if (l.kind == LayerKind::ConvTranspose) {
     // slow_conv_transpose3d: columns of (out channels x k^3) x input voxels, one sample at a
@@ -262,6 +273,34 @@ std::pair<std::int64_t, std::int64_t> Simulator::cpuConvScratch(const LayerSpec&
   // needs one such buffer at a time (input gradient, then the rebuilt columns for the weight's).
   const std::int64_t cols = n * l.inChannels * k3 * voxels(out.dims) * in.dtype;
   return {cols, cols};
+}
+
+// bf16 oneDNN convolutions on CPU, per kernel family, from CpuMemoryCounter traces of single
+// layers (forward: transient above the output; backward: above the input gradient). oneDNN
+// reorders plain tensors into layouts blocked by 16 channels, so the buffers follow the padded
+// channel counts ci, co, not the tensors: a 4-channel layer costs as much as a 16-channel one.
+//  - 3x3x3 convolution: forward keeps a blocked output (and a blocked input once ci >= 16);
+//    backward holds blocked gradients and inputs, ~0.9x the padded input+output with few input
+//    channels (a different kernel), ~3.15x from 16 input channels on.
+//  - 1x1x1 convolution (the head): forward adds an fp32 accumulator of 4 padded output rows;
+//    backward peaks at ~10 bytes per padded input channel (input gradient included).
+//  - 2x2x2 stride-2 transposed convolution: forward twice the (unpadded) output; backward one,
+//    three or ~10.5 padded inputs as the input and output channels reach a block.
+// Agrees with the measured layers within ~10% (16^3..48^3, 1-128 channels).
+std::pair<std::int64_t, std::int64_t> Simulator::bf16OneDnnScratch(const LayerSpec& l, const Value& in,
+                                                                   const Value& out) const {
+  const std::int64_t block = std::max(1, o_.cpuBf16ChannelBlock);
+  const auto pad = [block](std::int64_t c) { return (c + block - 1) / block * block; };
+  const std::int64_t vin = r_.batch * voxels(in.dims), vout = r_.batch * voxels(out.dims);
+  const std::int64_t ci = pad(l.inChannels), co = pad(l.outChannels);
+  const bool fewIn = l.inChannels < block, fewOut = l.outChannels < block;
+  const auto bytes = [](double b) { return static_cast<std::int64_t>(b); };
+  if (l.kind == LayerKind::ConvTranspose)
+    return {2 * bytesOf(out), bytes((fewIn ? 1.0 : fewOut ? 3.0 : 10.5) * 2.0 * ci * vin)};
+  if (l.kernel == 1)
+    return {(8 * co + 2 * (ci + co)) * vout, (10 * ci + 2 * co) * vin - bytesOf(in)};
+  return {(fewIn ? 0 : 2 * ci * vin) + 2 * co * vout,
+          bytes((fewIn ? 0.9 : 3.15) * 2.0 * static_cast<double>(ci * vin + co * vout))};
 }
 
 int Simulator::runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops) {

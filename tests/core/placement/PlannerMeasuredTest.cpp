@@ -37,6 +37,13 @@ private Q_SLOTS:
     QTest::newRow("b8 d3 32^3 bf16") << 8 << 3 << 32 << 1 << "bf16" << "";
     QTest::newRow("b8 d3 48^3 bf16") << 8 << 3 << 48 << 1 << "bf16" << "";
     QTest::newRow("b4 d4 48^3 bf16 ckpt all") << 4 << 4 << 48 << 1 << "bf16" << "all";
+    QTest::newRow("b8 d3 48^3 bf16 ckpt all") << 8 << 3 << 48 << 1 << "bf16" << "all";
+    QTest::newRow("b8 d3 48^3 bf16 ckpt dec0") << 8 << 3 << 48 << 1 << "bf16" << "dec0";
+    // Base 16: channels fill oneDNN's 16-channel blocks (base 4 and 8 are padded up to them).
+    QTest::newRow("b16 d3 32^3 bf16") << 16 << 3 << 32 << 1 << "bf16" << "";
+    // Depth 5 with the seed's dropout (0.5/0.5/0.3/0.3 after each pool).
+    QTest::newRow("b4 d5 48^3") << 4 << 5 << 48 << 1 << "fp32" << "";
+    QTest::newRow("b4 d5 32^3 bf16") << 4 << 5 << 32 << 1 << "bf16" << "";
   }
 
   void predictionMatchesMeasurement() {
@@ -92,10 +99,6 @@ private Q_SLOTS:
     qInfo("%-22s predicted %9.2f MiB  measured %9.2f MiB  error %+5.1f%%  (peak at %s %s)",
           QTest::currentDataTag(), predicted / (1 << 20), measured / (1 << 20), 100 * error,
           plan.devices[0].peakStage.c_str(), plan.devices[0].peakPhase.c_str());
-    if (precision == "bf16" && checkpoint == "all")
-      QEXPECT_FAIL("", "bf16 + checkpointing on CPU measures ~35% above the plan: an unmodelled "
-                       "oneDNN/autocast cost in the recomputation (fp32 checkpointing and plain bf16 agree)",
-                   Continue);
     QVERIFY2(std::abs(error) <= 0.10, "prediction off by more than 10%");
   }
 };
