@@ -35,7 +35,7 @@ void runBench(const BenchArgs& a) {
   o.batch = a.batch;
   o.patch = parseSize(a.size);
   engine::ExecutorOptions exec;
-  exec.precision = engine::precisionFromString(a.precision);
+  exec.setPrecisionText(a.precision, net->stageNames());
   engine::Trainer trainer(net, placement, std::make_shared<data::PhantomSource>(a.net.classes), o, exec);
   std::vector<double> times;
   std::map<std::string, std::int64_t> peaks;
@@ -68,7 +68,7 @@ void addBenchCommands(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "warm-up steps")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "timed steps")->capture_default_str();
   cmd->add_option("--placement", a->placement, "stage=device pairs or a JSON file");
-  cmd->add_option("--precision", a->precision, "fp32|bf16")->capture_default_str();
+  cmd->add_option("--precision", a->precision, "fp32|bf16, or P:stage,stage (as train)")->capture_default_str();
   cmd->add_flag("--json", a->json, "print JSON");
   cmd->callback([a] { runBench(*a); });
 }

@@ -86,12 +86,12 @@ std::string cube(const std::array<std::int64_t, 3>& s) {
 
 void printPlan(const MemoryPlan& p, std::ostream& os) {
   char line[512];
-  std::snprintf(line, sizeof line, "%-11s %-7s %11s %11s %11s %11s %11s %11s %9s\n", "stage", "device",
-                "params", "w+g+opt", "activations", "transfers", "bwd peak", "bwd extra", "TFLOP");
+  std::snprintf(line, sizeof line, "%-11s %-7s %-4s %11s %11s %11s %11s %11s %11s %9s\n", "stage", "device",
+                "prec", "params", "w+g+opt", "activations", "transfers", "bwd peak", "bwd extra", "TFLOP");
   os << line;
   for (const auto& s : p.stages) {
-    std::snprintf(line, sizeof line, "%-11s %-7s %11lld %11s %11s %11s %11s %11s %9.2f\n",
-                  (s.name + (s.checkpointed ? "*" : "")).c_str(), s.device.c_str(),
+    std::snprintf(line, sizeof line, "%-11s %-7s %-4s %11lld %11s %11s %11s %11s %11s %9.2f\n",
+                  (s.name + (s.checkpointed ? "*" : "")).c_str(), s.device.c_str(), toString(s.precision).c_str(),
                   static_cast<long long>(s.parameters),
                   fmt(s.parameterBytes + s.gradientBytes + s.optimizerBytes).c_str(),
                   fmt(s.activationBytes).c_str(), fmt(s.transferBytes).c_str(), fmt(s.backwardPeak).c_str(),
@@ -133,7 +133,9 @@ void runPlan(const PlanArgs& a) {
   PlanRequest req;
   req.size = parseSize(a.size);
   req.batch = a.batch;
-  req.precision = precisionFromString(a.precision);
+  const auto precisions = StagePrecisions::parse(a.precision, names);
+  req.precision = precisions.fallback;
+  req.stagePrecision = precisions.stages;
   req.adam = a.optimizer == "adam";
   if (a.optimizer != "adam" && a.optimizer != "sgd") throw InvalidArgument("--optimizer must be adam or sgd");
   req.devices = parseDevices(a.devices);
@@ -149,7 +151,7 @@ void runPlan(const PlanArgs& a) {
   std::ostream& os = std::cout;
   const std::string header = "U-Net base " + std::to_string(a.base) + " depth " + std::to_string(a.depth) +
                              " (" + std::to_string(planner.network().parameters()) + " parameters), input " +
-                             cube(req.size) + " x batch " + std::to_string(a.batch) + ", " + a.precision +
+                             cube(req.size) + " x batch " + std::to_string(a.batch) + ", " + precisions.toString(names) +
                              ", " + a.optimizer + (req.checkpoint.empty() ? "" : ", checkpointing");
   std::string method;
   if (a.autoPlace) {
@@ -198,7 +200,10 @@ void addPlanCommands(CLI::App& app) {
   cmd->add_option("--in-channels", args->inChannels)->capture_default_str();
   cmd->add_option("--out-channels", args->outChannels)->capture_default_str();
   cmd->add_option("--norm", args->norm, "none | instance | batch")->capture_default_str();
-  cmd->add_option("--precision", args->precision, "fp32 | bf16")->capture_default_str();
+  cmd->add_option("--precision", args->precision,
+                  "fp32 | bf16 (every stage) | P:stage,stage (those stages in P, the others in the other: "
+                  "bf16:enc0,dec0, fp32:head)")
+      ->capture_default_str();
   cmd->add_option("--devices", args->devices, "Planning-only devices: cuda:0=16GiB,cuda:1=16GiB (default: the devices present)");
   auto* pl = cmd->add_option("--placement", args->placement, "stage=device pairs, JSON text or file");
   auto* au = cmd->add_flag("--auto", args->autoPlace, "Choose the placement automatically");

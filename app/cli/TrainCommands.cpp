@@ -65,7 +65,9 @@ std::string planSuggestion(model::StagedNetwork& net, const engine::TrainerOptio
     placement::PlanRequest req;
     req.size = {o.patch[2], o.patch[1], o.patch[0]};
     req.batch = o.batch;
-    req.precision = exec.precision == engine::Precision::BF16 ? placement::Precision::BF16 : placement::Precision::FP32;
+    const auto precisions = placement::StagePrecisions::parse(exec.precisionText());
+    req.precision = precisions.fallback;
+    req.stagePrecision = precisions.stages;
     req.checkpoint = exec.checkpointStages;
     for (const auto& d : engine::detectDevices()) {
       placement::DeviceSpec spec{d.name, d.name == "cpu" && o.cpuBudgetBytes > 0 ? o.cpuBudgetBytes : d.totalBytes};
@@ -131,7 +133,7 @@ void runTrain(const TrainArgs& a) {
   o.validateEvery = a.validateEvery;
   if (!a.cpuBudget.empty()) o.cpuBudgetBytes = parseBytes(a.cpuBudget);
   engine::ExecutorOptions exec;
-  exec.precision = engine::precisionFromString(a.precision);
+  exec.setPrecisionText(a.precision, net->stageNames());
   exec.checkpointStages = parseStageList(a.recompute, net->stageNames());
 
   engine::Trainer trainer(net, placement, source, o, exec);
@@ -173,7 +175,10 @@ void addTrainCommands(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
   cmd->add_option("--placement", a->placement,
                   "stage=device pairs (enc0=cuda:0,dec0=cpu; unnamed stages go to the first device) or a JSON file");
-  cmd->add_option("--precision", a->precision, "fp32|bf16")->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  "fp32 | bf16 (every stage) | P:stage,stage (those stages in P, the others in the other: "
+                  "bf16:enc0,dec0, fp32:head)")
+      ->capture_default_str();
   cmd->add_option("--recompute", a->recompute, "activation checkpointing: all or a stage list (enc0,dec0)");
   cmd->add_option("--save", a->save, "checkpoint file to write");
   cmd->add_option("--checkpoint-every", a->checkpointEvery, "write the checkpoint every N steps");

@@ -1,6 +1,7 @@
 #include "core/engine/SplitExecutor.h"
 #include "core/base/Error.h"
 #include "core/engine/StageCheckpoint.h"
+#include "core/placement/MemoryPlanner.h"
 
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
@@ -14,6 +15,34 @@ Precision precisionFromString(const std::string& s) {
   if (s == "fp32") return Precision::FP32;
   if (s == "bf16") return Precision::BF16;
   throw InvalidArgument("unknown precision '" + s + "' (fp32, bf16)");
+}
+
+Precision ExecutorOptions::precisionOf(const std::string& stage) const {
+  const auto it = stagePrecision.find(stage);
+  return it == stagePrecision.end() ? precision : it->second;
+}
+
+namespace {
+placement::Precision toPlanner(Precision p) {
+  return p == Precision::BF16 ? placement::Precision::BF16 : placement::Precision::FP32;
+}
+Precision fromPlanner(placement::Precision p) {
+  return p == placement::Precision::BF16 ? Precision::BF16 : Precision::FP32;
+}
+} // namespace
+
+std::string ExecutorOptions::precisionText() const {
+  placement::StagePrecisions sp;
+  sp.fallback = toPlanner(precision);
+  for (const auto& [stage, p] : stagePrecision) sp.stages[stage] = toPlanner(p);
+  return sp.toString();
+}
+
+void ExecutorOptions::setPrecisionText(const std::string& text, const std::vector<std::string>& stages) {
+  const auto sp = placement::StagePrecisions::parse(text, stages);
+  precision = fromPlanner(sp.fallback);
+  stagePrecision.clear();
+  for (const auto& [stage, p] : sp.stages) stagePrecision[stage] = fromPlanner(p);
 }
 
 namespace {
@@ -94,9 +123,13 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     const torch::Device& device = stageDevices_[i];
     currentStage_ = spec.name;
     std::vector<torch::Tensor> inputs;
+    const bool bf16 = options_.precisionOf(spec.name) == Precision::BF16;
     for (const auto& name : spec.inputs) {
       const torch::Tensor& src = name == model::kInput ? networkInput : outputs.at(index.at(name));
-      inputs.push_back(moveTo(src, device));
+      torch::Tensor in = moveTo(src, device);
+      // Outside autocast a bf16 activation would meet fp32 weights: cast it up.
+      if (!bf16 && in.scalar_type() == torch::kBFloat16) in = in.to(torch::kFloat);
+      inputs.push_back(in);
     }
     for (const auto& name : spec.inputs) {
       if (lastUse.at(name) != i) continue;
@@ -104,7 +137,7 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
       else outputs[index.at(name)] = torch::Tensor();
     }
     try {
-      AutocastScope autocast(options_.precision == Precision::BF16, device.type());
+      AutocastScope autocast(bf16, device.type());
       if (options_.checkpointStages.count(spec.name) && torch::GradMode::is_enabled()) {
         auto stage = [this, i](const std::vector<torch::Tensor>& in) { return network_->runStage(i, in); };
         outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters());
@@ -115,6 +148,7 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
       throw OutOfMemoryError(device.str(), spec.name, "CUDA allocator: " + std::string(e.what_without_backtrace()));
     }
     if (afterStage_) afterStage_(spec.name, device);
+    if (outputObserver_) outputObserver_(spec.name, outputs[i]);
     if (backwardHook_ && outputs[i].requires_grad()) {
       auto hook = backwardHook_;
       const std::string name = spec.name;

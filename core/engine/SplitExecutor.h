@@ -8,8 +8,10 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
+#include <vector>
 #include <string>
 
 namespace splitseg::engine {
@@ -19,9 +21,16 @@ std::string toString(Precision p);
 Precision precisionFromString(const std::string& s);
 
 struct ExecutorOptions {
-  Precision precision = Precision::FP32;
+  Precision precision = Precision::FP32;          // stages not in stagePrecision
+  std::map<std::string, Precision> stagePrecision;  // per-stage overrides (bf16 autocast or fp32)
   // Stages run without keeping internal activations; recomputed in backward.
   std::set<std::string> checkpointStages;
+
+  Precision precisionOf(const std::string& stage) const;
+  // As placement::StagePrecisions text: "fp32", "bf16", "bf16:enc0,dec0", "fp32:head".
+  std::string precisionText() const;
+  // Parses that text (throws InvalidArgument, one line; unknown stages of `stages` refused).
+  void setPrecisionText(const std::string& text, const std::vector<std::string>& stages = {});
 };
 
 class SplitExecutor {
@@ -35,7 +44,8 @@ public:
   void setOptions(const ExecutorOptions& options) { options_ = options; }
   const ExecutorOptions& options() const { return options_; }
 
-  // input on any device; returns the head's output (fp32) on the head's device.
+  // input on any device; returns the head's output (fp32) on the head's device. A bf16 stage
+  // runs under autocast; an fp32 stage gets bf16 inputs (from a bf16 stage) cast up first.
   torch::Tensor forward(const torch::Tensor& input);
 
   torch::Device inputDevice() const;
@@ -52,6 +62,9 @@ public:
   // backward begins (names the stage in out-of-memory errors raised in backward).
   using BackwardCallback = std::function<void(const std::string& stage)>;
   void setBackwardHook(BackwardCallback callback) { backwardHook_ = std::move(callback); }
+  // Sees each stage's output as it is produced (dtype and device checks in tests, diagnostics).
+  using OutputObserver = std::function<void(const std::string& stage, const torch::Tensor& output)>;
+  void setOutputObserver(OutputObserver observer) { outputObserver_ = std::move(observer); }
 
 private:
   torch::Tensor moveTo(const torch::Tensor& t, const torch::Device& d) const;
@@ -64,6 +77,7 @@ private:
   std::string currentStage_;
   StageCallback afterStage_;
   BackwardCallback backwardHook_;
+  OutputObserver outputObserver_;
 };
 
 } // namespace splitseg::engine

@@ -234,7 +234,7 @@ void Trainer::saveCheckpoint(const std::string& path) const {
                       {"architecture", network_->architecture()},
                       {"options", nlohmann::json::parse(network_->optionsJson())},
                       {"placement", nlohmann::json::parse(executor_.placement().toJson())},
-                      {"precision", toString(executor_.options().precision)},
+                      {"precision", executor_.options().precisionText()},
                       {"step", step_},
                       {"learning_rate", options_.learningRate},
                       {"patch", options_.patch},

@@ -22,7 +22,7 @@ struct CheckpointInfo {
   std::string architecture;
   std::string optionsJson;
   std::string placementJson;
-  std::string precision;
+  std::string precision;  // ExecutorOptions::precisionText ("fp32", "bf16", "bf16:enc0,dec0")
   std::int64_t step = 0;
   std::string preprocessingJson;
   std::string sampleRng;

@@ -16,6 +16,50 @@ Precision precisionFromString(const std::string& s) {
   throw InvalidArgument("unknown precision '" + s + "' (fp32, bf16)");
 }
 
+Precision StagePrecisions::of(const std::string& stage) const {
+  const auto it = stages.find(stage);
+  return it == stages.end() ? fallback : it->second;
+}
+
+std::string StagePrecisions::toString(const std::vector<std::string>& order) const {
+  std::vector<std::string> names = order;
+  for (const auto& [name, p] : stages)
+    if (std::find(order.begin(), order.end(), name) == order.end()) names.push_back(name);
+  std::string listed;
+  for (const auto& name : names)
+    if (stages.count(name) && stages.at(name) != fallback) listed += (listed.empty() ? "" : ",") + name;
+  if (listed.empty()) return placement::toString(fallback);
+  const Precision other = fallback == Precision::FP32 ? Precision::BF16 : Precision::FP32;
+  return placement::toString(other) + ":" + listed;
+}
+
+StagePrecisions StagePrecisions::parse(const std::string& text, const std::vector<std::string>& stageNames) {
+  StagePrecisions sp;
+  const auto colon = text.find(':');
+  const Precision p = precisionFromString(text.substr(0, colon));
+  if (colon == std::string::npos) {
+    sp.fallback = p;
+    return sp;
+  }
+  sp.fallback = p == Precision::FP32 ? Precision::BF16 : Precision::FP32;
+  std::string rest = text.substr(colon + 1);
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    const auto comma = rest.find(',', start);
+    const std::string name = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty()) throw InvalidArgument("precision '" + text + "': empty stage name (write P or P:stage,stage)");
+    if (!stageNames.empty() && std::find(stageNames.begin(), stageNames.end(), name) == stageNames.end()) {
+      std::string known;
+      for (const auto& n : stageNames) known += (known.empty() ? "" : ", ") + n;
+      throw InvalidArgument("precision '" + text + "': unknown stage '" + name + "' (stages: " + known + ")");
+    }
+    sp.stages[name] = p;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return sp;
+}
+
 std::int64_t MemoryPlan::maxPeak() const {
   std::int64_t m = 0;
   for (const auto& d : devices) m = std::max(m, d.peak);
@@ -33,6 +77,7 @@ std::string MemoryPlan::toJson() const {
   j["size"] = size;
   j["batch"] = batch;
   j["precision"] = toString(precision);
+  j["stage_precision"] = precisionText;
   j["fits"] = fits;
   j["limiting_device"] = limitingDevice;
   j["limiting_stage"] = limitingStage;
@@ -44,7 +89,8 @@ std::string MemoryPlan::toJson() const {
                   {"optimizer_bytes", s.optimizerBytes}, {"activation_bytes", s.activationBytes},
                   {"transfer_bytes", s.transferBytes}, {"output_bytes", s.outputBytes},
                   {"backward_peak", s.backwardPeak}, {"backward_transient", s.backwardTransient},
-                  {"flops", s.flops}, {"checkpointed", s.checkpointed}});
+                  {"flops", s.flops}, {"checkpointed", s.checkpointed},
+                  {"precision", toString(s.precision)}});
   auto& dv = j["devices"] = nlohmann::ordered_json::array();
   for (const auto& d : devices)
     dv.push_back({{"name", d.name}, {"capacity", d.capacity}, {"allowance", d.allowance},
@@ -79,6 +125,9 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   if (placement.stages() != names) throw InvalidArgument("planner: placement is for another network");
   for (const auto& c : req.checkpoint)
     if (network_.indexOf(c) < 0) throw InvalidArgument("planner: cannot checkpoint unknown stage '" + c + "'");
+  for (const auto& [c, p] : req.stagePrecision)
+    if (network_.indexOf(c) < 0) throw InvalidArgument("planner: precision given for unknown stage '" + c + "'");
+  const StagePrecisions precisions{req.precision, req.stagePrecision};
 
   std::vector<std::string> deviceNames;
   for (const auto& d : req.devices) deviceNames.push_back(canonicalDevice(d.name));
@@ -87,7 +136,6 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   sr.options = &options_;
   sr.size = req.size;
   sr.batch = req.batch;
-  sr.bf16 = req.precision == Precision::BF16;
   sr.adam = req.adam;
   for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
   for (const auto& s : network_.stages) {
@@ -97,6 +145,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       throw DeviceError("planner: stage " + s.name + " is placed on " + dev + ", which is not among the devices planned for");
     sr.stageDevice.push_back(static_cast<int>(it - deviceNames.begin()));
     sr.checkpointed.push_back(req.checkpoint.count(s.name) ? 1 : 0);
+    sr.bf16.push_back(precisions.of(s.name) == Precision::BF16 ? 1 : 0);
   }
   const detail::SimResult sim = detail::simulateStep(sr);
 
@@ -104,6 +153,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   plan.size = req.size;
   plan.batch = req.batch;
   plan.precision = req.precision;
+  plan.precisionText = precisions.toString(names);
   plan.bytesMoved = sim.bytesMoved;
   const std::int64_t optimizerPerParam = req.adam ? 8 : 0;
   for (std::size_t i = 0; i < network_.stages.size(); ++i) {
@@ -120,6 +170,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     s.outputBytes = ss.outputBytes;
     s.flops = ss.flops;
     s.checkpointed = sr.checkpointed[i];
+    s.precision = sr.bf16[i] ? Precision::BF16 : Precision::FP32;
     const std::int64_t allowance = allowanceFor(req.devices[sr.stageDevice[i]]);
     s.backwardPeak = ss.backwardPeak + allowance;
     s.backwardTransient = ss.backwardTransient;

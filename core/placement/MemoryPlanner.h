@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,21 @@ namespace splitseg::placement {
 enum class Precision { FP32, BF16 };
 std::string toString(Precision p);
 Precision precisionFromString(const std::string& s);  // "fp32" | "bf16"
+
+// Precision per stage: a default plus the stages that differ from it. As text (CLI --precision,
+// sessions, checkpoints): "fp32" or "bf16" for every stage, or "P:stage,stage" for the listed
+// stages in P and every other stage in the other precision ("bf16:enc0,dec0", "fp32:head").
+struct StagePrecisions {
+  Precision fallback = Precision::FP32;
+  std::map<std::string, Precision> stages;  // overrides of fallback
+  Precision of(const std::string& stage) const;
+  // Shortest text: overrides equal to the fallback are dropped; stages listed in `order`
+  // (the network's) when given, else alphabetically.
+  std::string toString(const std::vector<std::string>& order = {}) const;
+  // Throws InvalidArgument (one line) for an unknown precision or, when stageNames is not
+  // empty, a stage the network does not have.
+  static StagePrecisions parse(const std::string& text, const std::vector<std::string>& stageNames = {});
+};
 
 struct DeviceSpec {
   std::string name;             // "cpu", "cuda:0"
@@ -49,7 +65,7 @@ struct PlannerOptions {
   double cpuOneDnnBackwardScratch = 1.0;
   // bf16 convolutions in oneDNN work on channel-blocked layouts: channels are padded up to
   // this block, so layers with few channels (small base, the 1-channel head) cost far more
-  // than their tensors. StepSimulator::bf16OneDnnScratch holds the per-kernel model, measured
+  // than their tensors. CpuConvScratch.cpp holds the per-kernel model, measured
   // with CpuMemoryCounter on this LibTorch (AVX-512 bf16 CPU).
   int cpuBf16ChannelBlock = 16;
   int cpuThreads = 2;            // ATen's heuristic differs for one thread
@@ -59,7 +75,8 @@ struct PlannerOptions {
 struct PlanRequest {
   std::array<std::int64_t, 3> size{128, 128, 128};  // D, H, W of the network input
   int batch = 1;
-  Precision precision = Precision::FP32;
+  Precision precision = Precision::FP32;              // stages not in stagePrecision
+  std::map<std::string, Precision> stagePrecision;     // per-stage overrides
   std::set<std::string> checkpoint;  // stages run without keeping activations (recomputed)
   bool adam = true;                  // Adam keeps two moments per parameter
   Placement placement;               // empty: every stage on devices[0]
@@ -80,6 +97,7 @@ struct StagePlan {
   std::int64_t backwardTransient = 0;  // that peak above the memory held when its backward began
   double flops = 0;                  // forward + backward (+ recompute when checkpointed)
   bool checkpointed = false;
+  Precision precision = Precision::FP32;
 };
 
 struct DevicePlan {
@@ -101,7 +119,8 @@ struct DevicePlan {
 struct MemoryPlan {
   std::array<std::int64_t, 3> size{};
   int batch = 1;
-  Precision precision = Precision::FP32;
+  Precision precision = Precision::FP32;  // the default; StagePlan::precision per stage
+  std::string precisionText;              // StagePrecisions text ("fp32", "bf16:enc0,dec0")
   std::vector<StagePlan> stages;
   std::vector<DevicePlan> devices;   // devices that run at least one stage
   std::int64_t bytesMoved = 0;       // between devices, forward activations + backward gradients

@@ -1,5 +1,6 @@
 #include "core/placement/StepSimulator.h"
 #include "core/base/Error.h"
+#include "core/placement/CpuConvScratch.h"
 
 #include <algorithm>
 #include <map>
@@ -54,7 +55,8 @@ public:
 private:
   std::int64_t voxels(const Dims& d) const { return d[0] * d[1] * d[2]; }
   std::int64_t bytesOf(const Value& v) const { return r_.batch * v.channels * voxels(v.dims) * v.dtype; }
-  int actBytes() const { return r_.bf16 ? 2 : 4; }
+  bool bf16(int stage) const { return r_.bf16.at(stage) != 0; }
+  int actBytes(int stage) const { return bf16(stage) ? 2 : 4; }
 
   int alloc(int dev, std::int64_t bytes, int owner, bool transfer = false) {
     st_.push_back({dev, bytes, 1, owner, transfer});
@@ -88,10 +90,6 @@ private:
   void hold(int v) { ref(vals_[v].storage); }
   void drop(int v) { unref(vals_[v].storage); }
 
-  std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const Value& in,
-                                                       const Value& out) const;
-  std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, const Value& in,
-                                                          const Value& out) const;
   int runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops);
   void layer(int s, const LayerSpec& l, int& x, const std::vector<int>& inputs, bool save,
              std::vector<Op>& ops);
@@ -115,7 +113,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
                       std::vector<Op>& ops) {
   const int dev = r_.stageDevice[s];
   const bool cuda = r_.deviceIsCuda[dev];
-  if (l.kind == LayerKind::MaxPool && r_.bf16 && !cuda && vals_[x].dtype == 2) {
+  if (l.kind == LayerKind::MaxPool && bf16(s) && !cuda && vals_[x].dtype == 2) {
     // CPU autocast runs max_pool3d in fp32: it pools (and saves) an fp32 copy of its input,
     // and the dropout after it runs in fp32 too, until the next convolution casts back.
     const Value b = vals_[x];
@@ -130,7 +128,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
     case LayerKind::Conv:
     case LayerKind::ConvTranspose: {
       int cin = x;
-      if (r_.bf16 && in.dtype == 4) {  // autocast casts the fp32 input; the conv keeps the copy
+      if (bf16(s) && in.dtype == 4) {  // autocast casts the fp32 input; the conv keeps the copy
         cin = allocValue(dev, in.channels, in.dims, 2, s);
         ops.push_back({OpKind::Cast, s, {x}, cin, {}});
       }
@@ -141,13 +139,14 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       const std::int64_t macs = l.kernel * l.kernel * l.kernel * l.inChannels * l.outChannels *
                                 voxels(l.kind == LayerKind::Conv ? d : in.dims) * r_.batch;
       res_.stages[s].flops += 2.0 * macs * (save ? 3 : 1);  // backward: grad input + grad weight
-      const int weightCopy = r_.bf16 ? alloc(dev, l.parameters * 2, s) : -1;
-      const int y = allocValue(dev, l.outChannels, d, actBytes(), s);
+      const int weightCopy = bf16(s) ? alloc(dev, l.parameters * 2, s) : -1;
+      const int y = allocValue(dev, l.outChannels, d, actBytes(s), s);
       op.inputs = {cin};
       op.output = y;
       op.weightGradBytes = l.parameters * 4;
       if (!cuda) {  // CUDA's cuDNN workspace is part of the device allowance
-        const auto [fwd, bwd] = cpuConvScratch(l, vals_[cin], vals_[y]);
+        const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype}; };
+        const auto [fwd, bwd] = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_);
         if (fwd > 0) unref(alloc(dev, fwd, s));
         op.backwardScratch = bwd;
       }
@@ -241,66 +240,6 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
     }
   }
   ops.push_back(std::move(op));
-}
-
-// Mirrors ATen's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for CPU
-// tensors: small single-sample inputs go to the native kernels, the rest to oneDNN.
-std::pair<std::int64_t, std::int64_t> Simulator::cpuConvScratch(const LayerSpec& l, const Value& in,
-                                                                const Value& out) const {
-  const std::int64_t n = r_.batch;
-  bool onednn;
-  if (in.dtype == 2) {
-    onednn = o_.cpuBf16OneDnn;
-  } else {
-    const bool a = l.stride > 1 || n >= 16 || l.kernel != 1 || o_.cpuThreads > 1;
-    const bool b = l.kernel > 3 || n > 1 || n * in.channels * in.dims[0] * in.dims[1] > 20480;
-    onednn = a && b;
-  }
-  const std::int64_t io = bytesOf(in) + bytesOf(out);
-  if (onednn && in.dtype == 2) return bf16OneDnnScratch(l, in, out);
-  if (onednn)
-    return {static_cast<std::int64_t>(o_.cpuOneDnnForwardScratch * io),
-            static_cast<std::int64_t>(o_.cpuOneDnnBackwardScratch * io)};
-  const std::int64_t k3 = std::int64_t{l.kernel} * l.kernel * l.kernel;
-  if (l.kind == LayerKind::ConvTranspose) {
-    // slow_conv_transpose3d: columns of (out channels x k^3) x input voxels, one sample at a
-    // time, in forward and again in backward (input and weight gradients in turn).
-    const std::int64_t cols = l.outChannels * k3 * voxels(in.dims) * in.dtype;
-    return {cols, cols};
-  }
-  if (l.kernel == 1 && l.stride == 1 && l.padding == 0) return {0, 0};  // columns are the input
-  // slow_conv3d: columns of (in channels x k^3) x output voxels for the whole batch; backward
-  // needs one such buffer at a time (input gradient, then the rebuilt columns for the weight's).
-  const std::int64_t cols = n * l.inChannels * k3 * voxels(out.dims) * in.dtype;
-  return {cols, cols};
-}
-
-// bf16 oneDNN convolutions on CPU, per kernel family, from CpuMemoryCounter traces of single
-// layers (forward: transient above the output; backward: above the input gradient). oneDNN
-// reorders plain tensors into layouts blocked by 16 channels, so the buffers follow the padded
-// channel counts ci, co, not the tensors: a 4-channel layer costs as much as a 16-channel one.
-//  - 3x3x3 convolution: forward keeps a blocked output (and a blocked input once ci >= 16);
-//    backward holds blocked gradients and inputs, ~0.9x the padded input+output with few input
-//    channels (a different kernel), ~3.15x from 16 input channels on.
-//  - 1x1x1 convolution (the head): forward adds an fp32 accumulator of 4 padded output rows;
-//    backward peaks at ~10 bytes per padded input channel (input gradient included).
-//  - 2x2x2 stride-2 transposed convolution: forward twice the (unpadded) output; backward one,
-//    three or ~10.5 padded inputs as the input and output channels reach a block.
-// Agrees with the measured layers within ~10% (16^3..48^3, 1-128 channels).
-std::pair<std::int64_t, std::int64_t> Simulator::bf16OneDnnScratch(const LayerSpec& l, const Value& in,
-                                                                   const Value& out) const {
-  const std::int64_t block = std::max(1, o_.cpuBf16ChannelBlock);
-  const auto pad = [block](std::int64_t c) { return (c + block - 1) / block * block; };
-  const std::int64_t vin = r_.batch * voxels(in.dims), vout = r_.batch * voxels(out.dims);
-  const std::int64_t ci = pad(l.inChannels), co = pad(l.outChannels);
-  const bool fewIn = l.inChannels < block, fewOut = l.outChannels < block;
-  const auto bytes = [](double b) { return static_cast<std::int64_t>(b); };
-  if (l.kind == LayerKind::ConvTranspose)
-    return {2 * bytesOf(out), bytes((fewIn ? 1.0 : fewOut ? 3.0 : 10.5) * 2.0 * ci * vin)};
-  if (l.kernel == 1)
-    return {(8 * co + 2 * (ci + co)) * vout, (10 * ci + 2 * co) * vin - bytesOf(in)};
-  return {(fewIn ? 0 : 2 * ci * vin) + 2 * co * vout,
-          bytes((fewIn ? 0.9 : 3.15) * 2.0 * static_cast<double>(ci * vin + co * vout))};
 }
 
 int Simulator::runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops) {
@@ -425,6 +364,15 @@ SimResult Simulator::run() {
       } else {
         hold(v);
         local.push_back(v);
+      }
+      const int last = local.back();
+      if (!bf16(s) && vals_[last].dtype == 2) {
+        // An fp32 stage after a bf16 one: the executor casts the input up before the stage.
+        const Value b = vals_[last];
+        const int f = newValue(alloc(dev, bytesOf(b) * 2, s), b.channels, b.dims, 4, b.requiresGrad);
+        ops.push_back({OpKind::Cast, s, {last}, f, {}});
+        drop(last);
+        local.back() = f;
       }
     }
     int y;

@@ -18,7 +18,7 @@ struct SimRequest {
   const PlannerOptions* options = nullptr;
   std::array<std::int64_t, 3> size{};
   int batch = 1;
-  bool bf16 = false;
+  std::vector<char> bf16;          // per stage: runs under bf16 autocast
   bool adam = true;
   std::vector<char> checkpointed;  // per stage
   std::vector<int> stageDevice;    // per stage: index into deviceIsCuda

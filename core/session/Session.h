@@ -37,7 +37,7 @@ struct TrainingSettings {
   double learningRate = 1e-3;
   std::uint64_t seed = 0;
   std::array<std::int64_t, 3> patch{64, 64, 64};  // x,y,z
-  std::string precision = "fp32";                  // fp32 | bf16
+  std::string precision = "fp32";                  // as --precision: fp32, bf16, bf16:enc0,dec0
   std::vector<std::string> recompute;              // stages with activation checkpointing
   std::string intensity = "ct-soft-tissue";        // intensity preset
   std::array<double, 3> spacing{0, 0, 0};          // target spacing mm (0: keep)

@@ -6,6 +6,8 @@
 
 #include <QtTest>
 
+#include <algorithm>
+
 using namespace splitseg;
 using namespace splitseg::placement;
 
@@ -200,6 +202,82 @@ private Q_SLOTS:
     QVERIFY(!got.exact);
     QVERIFY(got.method.find("heuristic") != std::string::npos);
     QVERIFY(got.plan.fits);
+  }
+
+  // One stage in bf16 halves what that stage keeps for backward; stages that do not read its
+  // output plan exactly as before (a reader in fp32 casts the bf16 tensor up and keeps the copy).
+  // Not so at 8^3 in the bottleneck: its bf16 weight copies, kept for backward, outweigh the
+  // activations saved, and the plan says so.
+  void oneBf16StageLowersOnlyItsActivations_data() {
+    QTest::addColumn<QString>("stage");
+    QTest::addColumn<QString>("device");
+    QTest::newRow("enc1 cpu") << "enc1" << "cpu";
+    QTest::newRow("enc2 cpu") << "enc2" << "cpu";
+    QTest::newRow("dec0 cpu") << "dec0" << "cpu";
+    QTest::newRow("enc0 cuda") << "enc0" << "cuda:0";
+    QTest::newRow("dec1 cuda") << "dec1" << "cuda:0";
+  }
+  void oneBf16StageLowersOnlyItsActivations() {
+    QFETCH(QString, stage);
+    QFETCH(QString, device);
+    const MemoryPlanner planner = smallPlanner(4, 8);
+    auto r = request(64, {{device.toStdString(), 64 * GiB}});
+    const MemoryPlan fp32 = planner.plan(r);
+    r.stagePrecision[stage.toStdString()] = Precision::BF16;
+    const MemoryPlan mixed = planner.plan(r);
+    QCOMPARE(QString::fromStdString(mixed.precisionText), "bf16:" + stage);
+    for (std::size_t i = 0; i < mixed.stages.size(); ++i) {
+      const auto& before = fp32.stages[i];
+      const auto& after = mixed.stages[i];
+      const auto& inputs = planner.network().stages[i].inputs;
+      const bool reads = std::find(inputs.begin(), inputs.end(), stage.toStdString()) != inputs.end();
+      QCOMPARE(after.precision == Precision::BF16, after.name == stage.toStdString());
+      if (after.name == stage.toStdString()) {
+        qInfo("%s: %lld -> %lld bytes", after.name.c_str(), (long long)before.activationBytes, (long long)after.activationBytes);
+        QVERIFY2(after.activationBytes < before.activationBytes, after.name.c_str());
+      } else if (!reads) {
+        QCOMPARE(after.activationBytes, before.activationBytes);
+      }
+      QCOMPARE(after.parameterBytes, before.parameterBytes);  // weights stay fp32
+    }
+    QVERIFY(mixed.devices[0].activationBytes < fp32.devices[0].activationBytes);
+    QVERIFY(mixed.devices[0].peak <= fp32.devices[0].peak);
+  }
+
+  void stagePrecisionText_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("bf16Stages");  // effective, comma-separated
+    QTest::addColumn<QString>("canonical");
+    QTest::newRow("fp32") << "fp32" << "" << "fp32";
+    QTest::newRow("bf16") << "bf16" << "enc0,enc1,bottleneck,dec1,dec0,head" << "bf16";
+    QTest::newRow("bf16 list") << "bf16:dec0,enc0" << "enc0,dec0" << "bf16:enc0,dec0";
+    QTest::newRow("fp32 list") << "fp32:head" << "enc0,enc1,bottleneck,dec1,dec0" << "fp32:head";
+    QTest::newRow("unknown stage") << "bf16:enc0,enc9" << "error" << "unknown stage 'enc9'";
+    QTest::newRow("unknown precision") << "fp16:enc0" << "error" << "unknown precision 'fp16'";
+    QTest::newRow("empty stage") << "bf16:" << "error" << "empty stage name";
+  }
+  void stagePrecisionText() {
+    QFETCH(QString, text);
+    QFETCH(QString, bf16Stages);
+    QFETCH(QString, canonical);
+    const auto names = smallPlanner(3).network().stageNames();
+    if (bf16Stages == "error") {
+      try {
+        StagePrecisions::parse(text.toStdString(), names);
+        QFAIL("accepted");
+      } catch (const std::exception& e) {
+        QVERIFY2(QString(e.what()).contains(canonical), e.what());
+        QVERIFY(!QString(e.what()).contains('\n'));
+      }
+      return;
+    }
+    const auto sp = StagePrecisions::parse(text.toStdString(), names);
+    QStringList got;
+    for (const auto& n : names)
+      if (sp.of(n) == Precision::BF16) got << QString::fromStdString(n);
+    QCOMPARE(got.join(','), bf16Stages);
+    QCOMPARE(QString::fromStdString(sp.toString(names)), canonical);  // in the network's order
+    QCOMPARE(StagePrecisions::parse(sp.toString(), names).toString(names), sp.toString(names));  // round trip
   }
 
   void largestCube_data() {

@@ -44,6 +44,9 @@ private Q_SLOTS:
     // Depth 5 with the seed's dropout (0.5/0.5/0.3/0.3 after each pool).
     QTest::newRow("b4 d5 48^3") << 4 << 5 << 48 << 1 << "fp32" << "";
     QTest::newRow("b4 d5 32^3 bf16") << 4 << 5 << 32 << 1 << "bf16" << "";
+    // Per-stage precision: fp32 stages cast their bf16 inputs up.
+    QTest::newRow("b8 d3 48^3 bf16:enc0,dec0") << 8 << 3 << 48 << 1 << "bf16:enc0,dec0" << "";
+    QTest::newRow("b8 d3 48^3 fp32:head ckpt dec0") << 8 << 3 << 48 << 1 << "fp32:head" << "dec0";
   }
 
   void predictionMatchesMeasurement() {
@@ -62,7 +65,7 @@ private Q_SLOTS:
     else if (!checkpoint.isEmpty()) ckpt.insert(checkpoint.toStdString());
 
     engine::ExecutorOptions ex;
-    ex.precision = precision == "bf16" ? engine::Precision::BF16 : engine::Precision::FP32;
+    ex.setPrecisionText(precision.toStdString(), names);
     ex.checkpointStages = ckpt;
     engine::SplitExecutor executor(net.ptr(), placement::Placement::uniform(names, "cpu"), ex);
     torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
@@ -88,7 +91,9 @@ private Q_SLOTS:
     placement::PlanRequest req;
     req.size = {edge, edge, edge};
     req.batch = batch;
-    req.precision = precision == "bf16" ? placement::Precision::BF16 : placement::Precision::FP32;
+    const auto precisions = placement::StagePrecisions::parse(precision.toStdString(), names);
+    req.precision = precisions.fallback;
+    req.stagePrecision = precisions.stages;
     req.checkpoint = ckpt;
     req.devices = {{"cpu", std::int64_t{64} << 30}};
     const auto plan = planner.plan(req);
@@ -96,7 +101,7 @@ private Q_SLOTS:
     const double predicted = static_cast<double>(plan.devices[0].peak - plan.devices[0].allowance -
                                                  plan.devices[0].persistentBytes);
     const double error = (predicted - measured) / measured;
-    qInfo("%-22s predicted %9.2f MiB  measured %9.2f MiB  error %+5.1f%%  (peak at %s %s)",
+    qInfo("%-30s predicted %9.2f MiB  measured %9.2f MiB  error %+5.1f%%  (peak at %s %s)",
           QTest::currentDataTag(), predicted / (1 << 20), measured / (1 << 20), 100 * error,
           plan.devices[0].peakStage.c_str(), plan.devices[0].peakPhase.c_str());
     QVERIFY2(std::abs(error) <= 0.10, "prediction off by more than 10%");

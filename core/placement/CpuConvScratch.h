@@ -1,0 +1,23 @@
+#pragma once
+// Internal to the planner: the transient memory of one CPU convolution (column buffers of
+// ATen's native kernels, oneDNN's reorders and scratchpads), forward and backward.
+#include "core/placement/MemoryPlanner.h"
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+namespace splitseg::placement::detail {
+
+struct ConvTensor {
+  std::int64_t channels = 0;
+  std::array<std::int64_t, 3> dims{};
+  int dtype = 4;  // bytes per element
+};
+
+// (forward, backward) bytes beyond the layer's output (forward) or input gradient (backward).
+std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& layer, const ConvTensor& in,
+                                                     const ConvTensor& out, int batch,
+                                                     const PlannerOptions& options);
+
+} // namespace splitseg::placement::detail
