@@ -8,6 +8,7 @@ set -euo pipefail
 
 TORCH_VERSION="${SPLITSEG_TORCH_VERSION:-2.11.0}"
 MONAI_VERSION="${SPLITSEG_MONAI_VERSION:-1.6.1}"
+SIMPLEITK_VERSION="${SPLITSEG_SIMPLEITK_VERSION:-2.5.7}"
 SPLITSEG_HOME="${SPLITSEG_HOME:-$HOME/.local/share/splitseg}"
 VENV="${SPLITSEG_VENV:-$SPLITSEG_HOME/venv}"
 
@@ -68,6 +69,11 @@ if [ "$bench" = 1 ]; then
   "$VENV/bin/python" -c 'import monai' 2>/dev/null || {
     log "installing monai==$MONAI_VERSION for benchmarks"
     "$VENV/bin/python" -m pip install -q "monai==$MONAI_VERSION" matplotlib
+  }
+  # The volume-loading peer (what MONAI's LoadImage and most scripts read NIfTI with).
+  "$VENV/bin/python" -c 'import SimpleITK' 2>/dev/null || {
+    log "installing SimpleITK==$SIMPLEITK_VERSION for benchmarks"
+    "$VENV/bin/python" -m pip install -q "SimpleITK==$SIMPLEITK_VERSION"
   }
 fi
 "$VENV/bin/python" -c 'import torch; print("[install-deps] Torch cmake prefix:", torch.utils.cmake_prefix_path)'

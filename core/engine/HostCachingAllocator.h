@@ -66,4 +66,16 @@ std::int64_t hostCacheLimitFromEnvironment();
 // What the applications call at start-up: install with the environment's limit.
 void installHostCachingAllocatorFromEnvironment();
 
+// Returns the cached blocks to the system when it goes out of scope: a run's worker holds one, so
+// the workstation does not keep a finished run's peak memory while it sits idle.
+class HostCacheRelease {
+public:
+  HostCacheRelease() = default;
+  ~HostCacheRelease() {
+    if (auto* cache = hostCachingAllocator()) cache->emptyCache();
+  }
+  HostCacheRelease(const HostCacheRelease&) = delete;
+  HostCacheRelease& operator=(const HostCacheRelease&) = delete;
+};
+
 } // namespace splitseg::engine

@@ -4,6 +4,7 @@
 //   train:  times Trainer::step() as the app runs it (memory meter, loss, Dice, Adam included).
 //   infer:  times Inferer::predict (sliding window) and writes the probabilities for comparison.
 // Everything prints one JSON line, so the scripts never parse human text.
+#include "tests/bench/BenchSupport.h"
 #include "core/base/Error.h"
 #include "core/data/Phantom.h"
 #include "core/data/SampleSource.h"
@@ -43,20 +44,6 @@ nlohmann::json hostCacheJson() {
   const auto s = cache->stats();
   return {{"enabled", s.limit > 0}, {"hits", s.hits}, {"misses", s.misses}, {"cached_bytes", s.cached}};
 }
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-// Process CPU time (all threads): far less sensitive than wall time to other jobs on a shared
-// machine, as long as idle OpenMP threads sleep (run.sh sets OMP_WAIT_POLICY=PASSIVE).
-double cpuSeconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const auto n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 std::array<std::int64_t, 3> parseSize(const std::string& s) {
   std::array<std::int64_t, 3> out{};
   std::stringstream ss(s);
@@ -378,6 +365,12 @@ nlohmann::json runTrain(const TrainArgs& a) {
 
 } // namespace splitseg::bench
 
+#ifdef SPLITSEG_BENCH_VOLUME
+namespace splitseg::bench {
+void addVolumeCommand(CLI::App& app);  // bench_volume.cpp (ITK builds only)
+}
+#endif
+
 int main(int argc, char** argv) {
   using namespace splitseg::bench;
   CLI::App app{"SplitSeg peer benchmarks (engine side)"};
@@ -413,6 +406,9 @@ int main(int argc, char** argv) {
   in->add_option("--out", infer.out, "write image + probabilities here");
   in->callback([&] { std::cout << runInfer(infer).dump() << "\n"; });
 
+#ifdef SPLITSEG_BENCH_VOLUME
+  addVolumeCommand(app);
+#endif
   try {
     // As splitseg-cli does; run.sh times SPLITSEG_HOST_CACHE=off as a diagnostic row.
     splitseg::engine::installHostCachingAllocatorFromEnvironment();

@@ -68,6 +68,8 @@ for r in $(seq 1 "$ROUNDS"); do
     --warmup "$WARMUP" --repeats "$REPEATS"
   # Split cost: the same net with an emulated device boundary after enc1 (no second device here).
   record train_split "$BENCH" train "${TRAIN[@]}" --emulate-split 2
+  # Diagnostic: the same SplitSeg step with the host caching allocator off (what it buys).
+  record train_nocache env SPLITSEG_HOST_CACHE=off "$BENCH" train "${TRAIN[@]}"
 done
 # Diagnostic: the same step as a hand-written C++ loop (no executor, meter or Trainer).
 record train_plain "$BENCH" train "${TRAIN[@]}" --plain
@@ -78,14 +80,19 @@ record train_plain_meter "$BENCH" train "${TRAIN[@]}" --plain --plain-meter
 log "inference $VOLUME window $WINDOW"
 INFER_STATE="$WORK/infer_state.pt"
 "$BENCH" export --size "$WINDOW" --base "$BASE" --state "$INFER_STATE" >/dev/null
-record infer_splitseg "$BENCH" infer --size "$VOLUME" --base "$BASE" --state "$INFER_STATE" --threads "$THREADS" \
-  --window "$WINDOW" --overlap 0.5 --repeats "$IREPEATS" --out "$WORK/splitseg_probs.pt"
-if "$PY" -c "import monai" 2>/dev/null; then
-  record infer_monai "$PY" "$HERE/peer_infer.py" --state "$INFER_STATE" --splitseg "$WORK/splitseg_probs.pt" \
-    --base "$BASE" --window "$WINDOW" --threads "$THREADS" --repeats "$IREPEATS"
-else
-  echo '{"kind":"infer_monai","error":"monai not installed (packaging/install-deps.sh --bench)"}' >>"$OUTD/results.jsonl"
-fi
+INFER=(--size "$VOLUME" --base "$BASE" --state "$INFER_STATE" --threads "$THREADS" --window "$WINDOW"
+       --overlap 0.5 --repeats "$IREPEATS")
+for r in $(seq 1 "$ROUNDS"); do
+  log "inference round $r/$ROUNDS"
+  record infer_splitseg "$BENCH" infer "${INFER[@]}" --out "$WORK/splitseg_probs.pt"
+  if "$PY" -c "import monai" 2>/dev/null; then
+    record infer_monai "$PY" "$HERE/peer_infer.py" --state "$INFER_STATE" --splitseg "$WORK/splitseg_probs.pt" \
+      --base "$BASE" --window "$WINDOW" --threads "$THREADS" --repeats "$IREPEATS"
+  else
+    echo '{"kind":"infer_monai","error":"monai not installed (packaging/install-deps.sh --bench)"}' >>"$OUTD/results.jsonl"
+  fi
+  record infer_nocache env SPLITSEG_HOST_CACHE=off "$BENCH" infer "${INFER[@]}"
+done
 
 # 3. Planner accuracy: predicted (plan --json) vs measured (Trainer's memory meter) CPU peak.
 for s in $PLAN_SIZES; do
@@ -97,11 +104,28 @@ for s in $PLAN_SIZES; do
   done
 done
 
-# 4. Volume loading: only where the CLI was built with ITK (info) and a peer reader exists.
-if "$CLI" info --help >/dev/null 2>&1 && "$PY" -c "import SimpleITK" 2>/dev/null; then
-  record volume_loading "$PY" "$HERE/peer_volume.py" --cli "$CLI"
+# 4. Volume loading (issue 3's goals): a synthetic 512x512x300 int16 CT as .nii.gz and the demo CT,
+# SplitSeg's ITK reader into a Volume vs SimpleITK into a float32 array. Needs an ITK build.
+VREPEATS="${BENCH_VOLUME_REPEATS:-5}"; VSIZE="${BENCH_VOLUME_CT:-512,512,300}"
+[ "${BENCH_QUICK:-0}" = 1 ] && { VREPEATS=1; VSIZE=64,64,32; }
+if "$BENCH" volume --help >/dev/null 2>&1 && "$PY" -c "import SimpleITK" 2>/dev/null; then
+  CT="$WORK/synthetic_ct.nii.gz"
+  log "volume loading: writing a ${VSIZE} int16 CT"
+  "$BENCH" volume --write "$CT" --size "$VSIZE" >/dev/null
+  DEMO="${SPLITSEG_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/splitseg/demo}/cranium/image.nii.gz"
+  if [ ! -f "$DEMO" ] && "$CLI" import-invesalius --help >/dev/null 2>&1; then
+    "$CLI" import-invesalius --out "$WORK/demo" >/dev/null 2>&1 && DEMO="$WORK/demo/image.nii.gz"
+  fi
+  for f in "$CT" "$DEMO"; do
+    [ -f "$f" ] || continue
+    tag=synthetic; [ "$f" = "$CT" ] || tag=demo
+    for r in $(seq 1 "$ROUNDS"); do
+      record "volume_splitseg:$tag" "$BENCH" volume --read "$f" --repeats "$VREPEATS"
+      record "volume_sitk:$tag" "$PY" "$HERE/peer_volume.py" --read "$f" --repeats "$VREPEATS"
+    done
+  done
 else
-  echo '{"kind":"volume_loading","error":"skipped: needs splitseg-cli info (ITK build) and SimpleITK in the venv"}' \
+  echo '{"kind":"volume_splitseg:synthetic","error":"skipped: needs an ITK build (splitseg-bench volume) and SimpleITK in the venv (install-deps.sh --bench)"}' \
     >>"$OUTD/results.jsonl"
 fi
 
