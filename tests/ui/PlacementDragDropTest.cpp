@@ -8,6 +8,8 @@
 #include "ui/placement/TransferOverlay.h"
 #include "ui/session/Session.h"
 
+#include <QComboBox>
+#include <QToolButton>
 #include <QUndoStack>
 
 using namespace splitseg;
@@ -92,6 +94,53 @@ private Q_SLOTS:
     QTest::mouseMove(card, card->mapFromGlobal(view_->mapToGlobal(QPoint(3, 3))), 10);
     QTest::mouseRelease(card, Qt::LeftButton, {}, card->mapFromGlobal(view_->mapToGlobal(QPoint(3, 3))));
     QVERIFY(session_->placement() == before);
+  }
+
+  // A stage card's fp32/bf16 toggle makes that one stage bf16: the session's run settings
+  // (what training hands the engine) and the plan's numbers follow; the combo box sets all.
+  void precisionToggle_data() {
+    QTest::addColumn<QString>("stage");
+    QTest::newRow("enc0") << "enc0";
+    QTest::newRow("dec1") << "dec1";
+  }
+  void precisionToggle() {
+    QFETCH(QString, stage);
+    const std::string name = stage.toStdString();
+    auto* card = view_->card(stage);
+    auto* toggle = card ? card->findChild<QToolButton*>("precisionToggle") : nullptr;
+    QVERIFY(toggle);
+    QCOMPARE(toggle->text(), QString("fp32"));
+    auto planned = [this](const std::string& s) {
+      for (const auto& st : view_->estimate().plan->stages)
+        if (st.name == s) return st;
+      return placement::StagePlan{};
+    };
+    QVERIFY(view_->estimate().plan);
+    const auto before = planned(name);
+    const auto peakBefore = view_->estimate().plan->devices.front().peak;
+
+    QTest::mouseClick(toggle, Qt::LeftButton);
+    QCOMPARE(toggle->text(), QString("bf16"));
+    QCOMPARE(session_->runSettings().precisionOf(name), std::string("bf16"));
+    QCOMPARE(session_->runSettings().precisionOf("bottleneck"), std::string("fp32"));
+    QCOMPARE(session_->runSettings().precisionText(session_->stageNames()), "bf16:" + name);
+    const auto after = planned(name);
+    QVERIFY(after.precision == placement::Precision::BF16);
+    QVERIFY(after.activationBytes < before.activationBytes);
+    QVERIFY(view_->estimate().plan->devices.front().peak != peakBefore);
+    QVERIFY(card->toolTip().contains("bf16"));
+
+    QTest::mouseClick(toggle, Qt::LeftButton);  // back: the plan is as before
+    QCOMPARE(session_->runSettings().precisionText(), std::string("fp32"));
+    QCOMPARE(planned(name).activationBytes, before.activationBytes);
+
+    QTest::mouseClick(toggle, Qt::LeftButton);
+    auto* combo = view_->findChild<QComboBox*>();
+    QVERIFY(combo);
+    combo->setCurrentText("bf16");  // every stage; the single override goes
+    QCOMPARE(session_->runSettings().precisionText(), std::string("bf16"));
+    QVERIFY(session_->runSettings().stagePrecision.empty());
+    for (const auto& s : session_->stageNames()) QVERIFY(view_->card(QString::fromStdString(s))->isBf16());
   }
 
   void overCapacityIsMarked() {

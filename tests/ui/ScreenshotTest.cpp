@@ -84,8 +84,15 @@ private Q_SLOTS:
     // A what-if split of the seed U-Net: decoder on a 24 GiB planning GPU.
     const auto gpu = s->addPlanningDevice(std::int64_t(24) << 30);
     window_->placementView()->moveStages({"dec3", "dec2", "dec1", "dec0", "head"}, gpu);
+    // Per-stage toggles: the two largest decoder stages in bf16, enc0 checkpointed.
+    const RunSettings before = s->runSettings();
+    RunSettings run = before;
+    run.stagePrecision["dec1"] = run.stagePrecision["dec0"] = "bf16";
+    run.checkpointStages.insert("enc0");
+    s->setRunSettings(run);
     QTest::qWait(300);
     save(window_->placementView()->grab().toImage(), "placement.png");
+    s->setRunSettings(before);
     s->undoStack()->undo();
     s->removePlanningDevice(gpu);
   }

@@ -51,6 +51,10 @@ private Q_SLOTS:
 
   void tinyRunFinishes() {
     configure(6, 3);
+    // One stage in bf16 (the placement view's card toggle does the same): the run takes it.
+    auto settings = session_->runSettings();
+    settings.stagePrecision["dec0"] = "bf16";
+    session_->setRunSettings(settings);
     QSignalSpy steps(panel_.get(), &TrainingPanel::stepDone);
     QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
     QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
@@ -61,6 +65,7 @@ private Q_SLOTS:
     QCOMPARE(finished.front().at(1).toString(), QString());    // no error
     QCOMPARE(steps.size(), 6);
     QCOMPARE(steps.back().at(0).toLongLong(), 6);
+    QCOMPARE(panel_->lastRunPrecision(), std::string("bf16:dec0"));
     QCOMPARE(panel_->progressBar()->value(), 6);
     auto* charts = panel_->charts();
     QCOMPARE(charts->trainLoss().size(), 6);

@@ -27,7 +27,7 @@ session::Session captureSession(const MainWindow& window) {
   const auto& run = s.runSettings();
   out.training.patch = run.patch;
   out.training.batch = run.batch;
-  out.training.precision = run.precision;
+  out.training.precision = run.precisionText(s.stageNames());
   out.training.recompute.assign(run.checkpointStages.begin(), run.checkpointStages.end());
   return out;
 }
@@ -64,7 +64,11 @@ QStringList applySession(MainWindow& window, const session::LoadResult& loaded) 
   RunSettings run = s.runSettings();
   run.patch = in.training.patch;
   run.batch = in.training.batch;
-  run.precision = in.training.precision;
+  try {
+    run.setPrecisionText(in.training.precision);  // "fp32" / "bf16" of older files included
+  } catch (const std::exception& e) {
+    warnings << QObject::tr("precision not restored: %1").arg(e.what());
+  }
   run.checkpointStages = {in.training.recompute.begin(), in.training.recompute.end()};
   s.setRunSettings(run);
   return warnings;

@@ -68,7 +68,8 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   settings->addWidget(batch_);
   precision_ = new QComboBox(this);
   precision_->addItems({"fp32", "bf16"});
-  precision_->setToolTip(tr("Precision of activations (autocast); weights and optimizer stay fp32"));
+  precision_->setToolTip(tr("Precision of activations (autocast) for every stage; a stage card's fp32/bf16 "
+                            "toggle sets one stage. Weights and optimizer stay fp32"));
   settings->addWidget(precision_);
   settings->addStretch(1);
   layout->addLayout(settings);
@@ -76,12 +77,15 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
     auto s = session_->runSettings();
     s.patch = {patch_->value(), patch_->value(), patch_->value()};
     s.batch = batch_->value();
-    s.precision = precision_->currentText().toStdString();
     session_->setRunSettings(s);
   };
   connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
   connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
-  connect(precision_, &QComboBox::currentTextChanged, this, applySettings);
+  connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
+    auto s = session_->runSettings();
+    s.setAllPrecision(p.toStdString());  // the combo box sets every stage
+    session_->setRunSettings(s);
+  });
 
   scroll_ = new QScrollArea(this);
   scroll_->setWidgetResizable(true);
@@ -171,6 +175,13 @@ void PlacementView::rebuildCards() {
       else st.checkpointStages.erase(stage.toStdString());
       session_->setRunSettings(st);
     });
+    connect(card, &StageCard::precisionToggled, this, [this](const QString& stage, bool bf16) {
+      auto st = session_->runSettings();
+      const std::string p = bf16 ? "bf16" : "fp32";
+      if (p == st.precision) st.stagePrecision.erase(stage.toStdString());
+      else st.stagePrecision[stage.toStdString()] = p;
+      session_->setRunSettings(st);
+    });
     cards_.insert(name, card);
   }
 }
@@ -203,8 +214,9 @@ void PlacementView::refreshNumbers() {
                      tr("%1: %2 → %3 channels at 1/%4 resolution\n%5 parameters\n%6 memory at %7^3 × %8 (%9)")
                          .arg(QString::fromStdString(s.name)).arg(s.inChannels).arg(s.outChannels).arg(1 << s.level)
                          .arg(s.parameters).arg(estimate_.fromPlanner ? tr("predicted") : tr("estimated"))
-                         .arg(settings.patch[0]).arg(settings.batch).arg(QString::fromStdString(settings.precision)));
+                         .arg(settings.patch[0]).arg(settings.batch).arg(QString::fromStdString(settings.precisionOf(s.name))));
     card->setCheckpointed(settings.checkpointStages.count(s.name) > 0);
+    card->setBf16(settings.precisionOf(s.name) == "bf16");
   }
   for (auto* col : columns_) {
     col->setPredicted(estimate_.deviceBytes[col->device()], estimate_.fromPlanner);

@@ -28,6 +28,18 @@ StageCard::StageCard(const QString& stage, QWidget* parent) : QFrame(parent), st
   checkpoint_->setToolTip(tr("Activation checkpointing: keep only the stage's input and recompute in backward"));
   connect(checkpoint_, &QToolButton::toggled, this, [this](bool on) { Q_EMIT checkpointToggled(stage_, on); });
   top->addWidget(checkpoint_);
+  precision_ = new QToolButton(this);
+  precision_->setObjectName("precisionToggle");
+  precision_->setCheckable(true);
+  precision_->setAutoRaise(true);
+  precision_->setToolTip(tr("Precision of this stage: bf16 autocast (checked) or fp32; weights and optimizer stay fp32"));
+  precision_->setStyleSheet("QToolButton { color: #9aa4b2; } QToolButton:checked { color: #1b1f24; background: #e8c15a; border-radius: 3px; }");
+  precision_->setText("fp32");
+  connect(precision_, &QToolButton::toggled, this, [this](bool on) {
+    precision_->setText(on ? "bf16" : "fp32");
+    Q_EMIT precisionToggled(stage_, on);
+  });
+  top->addWidget(precision_);
   layout->addLayout(top);
   details_ = new QLabel(this);
   details_->setStyleSheet("color: #9aa4b2; font-size: 10px;");
@@ -51,6 +63,14 @@ void StageCard::setCheckpointed(bool on) {
   const QSignalBlocker block(checkpoint_);
   checkpoint_->setChecked(on);
 }
+
+void StageCard::setBf16(bool on) {
+  const QSignalBlocker block(precision_);
+  precision_->setChecked(on);
+  precision_->setText(on ? "bf16" : "fp32");
+}
+
+bool StageCard::isBf16() const { return precision_->isChecked(); }
 
 void StageCard::refreshStyle() {
   // Encoder, bottleneck, decoder and head get their own accent so the U shape reads at a glance.

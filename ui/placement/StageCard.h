@@ -20,7 +20,9 @@ public:
   void setSelected(bool selected);
   bool isSelected() const { return selected_; }
   void setCheckpointed(bool on);
-  QSize sizeHint() const override { return {170, 56}; }
+  void setBf16(bool on);
+  bool isBf16() const;
+  QSize sizeHint() const override { return {190, 56}; }
 
 Q_SIGNALS:
   // modifiers decide between select-only and toggle (Ctrl).
@@ -30,6 +32,7 @@ Q_SIGNALS:
   void dragMoved(const QString& stage, const QPoint& globalPos);
   void dragDropped(const QString& stage, const QPoint& globalPos);
   void checkpointToggled(const QString& stage, bool on);
+  void precisionToggled(const QString& stage, bool bf16);
 
 protected:
   void mousePressEvent(QMouseEvent* e) override;
@@ -43,6 +46,7 @@ private:
   QLabel* title_;
   QLabel* details_;
   QToolButton* checkpoint_;
+  QToolButton* precision_;
   bool selected_ = false;
   bool pressed_ = false;
   bool dragging_ = false;

@@ -10,7 +10,7 @@ std::int64_t voxelsAt(const RunSettings& s, int level) {
   for (auto d : s.patch) v *= std::max<std::int64_t>(1, d >> level);
   return v;
 }
-double elementBytes(const RunSettings& s) { return s.precision == "bf16" ? 2.0 : 4.0; }
+double elementBytes(const RunSettings& s, const std::string& stage) { return s.precisionOf(stage) == "bf16" ? 2.0 : 4.0; }
 } // namespace
 
 placement::PlanRequest StageMemoryModel::request(const Session& session) {
@@ -19,6 +19,7 @@ placement::PlanRequest StageMemoryModel::request(const Session& session) {
   r.size = {st.patch[2], st.patch[1], st.patch[0]};  // D, H, W
   r.batch = st.batch;
   r.precision = placement::precisionFromString(st.precision);
+  for (const auto& [stage, p] : st.stagePrecision) r.stagePrecision[stage] = placement::precisionFromString(p);
   r.checkpoint = st.checkpointStages;
   r.placement = session.placement();
   for (const auto& d : session.devices()) {
@@ -54,10 +55,10 @@ PlacementEstimate StageMemoryModel::estimate(const Session& session) {
 void StageMemoryModel::analytic(const Session& session, PlacementEstimate& out) {
   const auto& settings = session.runSettings();
   const auto& placement = session.placement();
-  const double elem = elementBytes(settings);
   std::map<std::string, const StageInfo*> byName;
   for (const auto& s : session.stages()) byName[s.name] = &s;
   for (const auto& s : session.stages()) {
+    const double elem = elementBytes(settings, s.name);
     double inputElems = 0;
     for (const auto& in : s.inputs) {
       const auto it = byName.find(in);
@@ -76,13 +77,13 @@ void StageMemoryModel::analytic(const Session& session, PlacementEstimate& out) 
 void StageMemoryModel::transfers(const Session& session, PlacementEstimate& out) {
   const auto& settings = session.runSettings();
   const auto& placement = session.placement();
-  const double elem = elementBytes(settings);
   std::map<std::string, const StageInfo*> byName;
   for (const auto& s : session.stages()) byName[s.name] = &s;
   for (const auto& s : session.stages()) {
     for (std::size_t i = 0; i < s.inputs.size(); ++i) {
       const auto it = byName.find(s.inputs[i]);
       if (it == byName.end()) continue;  // the network input is loaded where the first stage runs
+      const double elem = elementBytes(settings, s.inputs[i]);  // the producer's precision
       const auto& from = placement.deviceOf(s.inputs[i]);
       const auto& to = placement.deviceOf(s.name);
       if (from == to) continue;

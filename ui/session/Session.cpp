@@ -1,4 +1,5 @@
 #include "ui/session/Session.h"
+#include "core/placement/MemoryPlanner.h"
 
 #include "core/model/UNet3d.h"
 
@@ -150,6 +151,30 @@ void Session::setPlacement(const placement::Placement& placement) {
   if (placement == placement_) return;
   placement_ = placement;
   Q_EMIT placementChanged();
+}
+
+std::string RunSettings::precisionOf(const std::string& stage) const {
+  const auto it = stagePrecision.find(stage);
+  return it == stagePrecision.end() ? precision : it->second;
+}
+
+std::string RunSettings::precisionText(const std::vector<std::string>& order) const {
+  placement::StagePrecisions sp;
+  sp.fallback = placement::precisionFromString(precision);
+  for (const auto& [stage, p] : stagePrecision) sp.stages[stage] = placement::precisionFromString(p);
+  return sp.toString(order);
+}
+
+void RunSettings::setPrecisionText(const std::string& text) {
+  const auto sp = placement::StagePrecisions::parse(text);
+  precision = placement::toString(sp.fallback);
+  stagePrecision.clear();
+  for (const auto& [stage, p] : sp.stages) stagePrecision[stage] = placement::toString(p);
+}
+
+void RunSettings::setAllPrecision(const std::string& p) {
+  precision = p;
+  stagePrecision.clear();
 }
 
 void Session::setRunSettings(const RunSettings& settings) {

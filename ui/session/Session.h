@@ -13,8 +13,10 @@
 #include <QVector>
 
 #include <array>
+#include <map>
 #include <memory>
 #include <set>
+#include <string>
 
 class QUndoStack;
 
@@ -26,8 +28,17 @@ namespace splitseg::ui {
 struct RunSettings {
   std::array<std::int64_t, 3> patch{128, 128, 128};  // x, y, z; what the planner plans for
   int batch = 1;
-  std::string precision = "fp32";                     // "fp32" | "bf16"
+  std::string precision = "fp32";                     // "fp32" | "bf16": stages without an override
+  std::map<std::string, std::string> stagePrecision;  // per-stage overrides (the stage cards' toggles)
   std::set<std::string> checkpointStages;
+
+  std::string precisionOf(const std::string& stage) const;
+  // As --precision: "fp32", "bf16", "bf16:enc0,dec0" (placement::StagePrecisions); the setter
+  // throws InvalidArgument on bad text. order: the network's stages, for a stable text.
+  std::string precisionText(const std::vector<std::string>& order = {}) const;
+  void setPrecisionText(const std::string& text);
+  // Every stage to p (the toolbar's combo box): overrides go.
+  void setAllPrecision(const std::string& p);
 };
 
 class Session : public QObject {

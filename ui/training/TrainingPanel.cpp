@@ -96,7 +96,7 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   precision_->addItems({"fp32", "bf16"});
   connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
     auto s = session_->runSettings();
-    s.precision = p.toStdString();
+    s.setAllPrecision(p.toStdString());  // every stage; the placement view's cards set single ones
     session_->setRunSettings(s);
   });
   int r = 0;
@@ -245,7 +245,8 @@ void TrainingPanel::startRun() {
   c.steps = steps_->value();
   c.epochs = epochs_->value();
   c.learningRate = lr_->value();
-  c.precision = precision_->currentText().toStdString();
+  c.precision = session_->runSettings().precisionText(session_->stageNames());
+  lastRunPrecision_ = c.precision;
   c.checkpointStages = session_->runSettings().checkpointStages;
   c.validateEvery = validate_->value();
   c.cpuBudgetBytes = std::int64_t(budget_->value()) * 1024 * 1024;

@@ -38,6 +38,8 @@ public:
 
   // The controls, for scripted use and tests (they act as a user would).
   QPushButton* startButton() const { return start_; }
+  // The precision text the last run handed the engine ("fp32", "bf16:enc0,dec0").
+  const std::string& lastRunPrecision() const { return lastRunPrecision_; }
   QPushButton* pauseButton() const { return pause_; }
   QPushButton* stopButton() const { return stop_; }
   QComboBox* dataBox() const { return data_; }
@@ -79,6 +81,7 @@ private:
   QDoubleSpinBox* lr_;
   QComboBox* precision_;
   QPushButton *start_, *pause_, *stop_, *applyNet_;
+  std::string lastRunPrecision_;
   QProgressBar* progress_;
   QLabel *status_, *error_, *stallLabel_;
   bool running_ = false;

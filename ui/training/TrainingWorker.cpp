@@ -34,7 +34,7 @@ void TrainingWorker::run(const TrainingConfig& c) {
     o.validateEvery = c.validateEvery;
     o.cpuBudgetBytes = c.cpuBudgetBytes;
     engine::ExecutorOptions exec;
-    exec.precision = engine::precisionFromString(c.precision);
+    exec.setPrecisionText(c.precision, c.network->stageNames());
     exec.checkpointStages = c.checkpointStages;
     auto source = c.makeSource ? c.makeSource() : c.source;
     Q_EMIT message(tr("Training on %1").arg(QString::fromStdString(source->describe())));

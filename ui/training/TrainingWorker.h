@@ -31,7 +31,7 @@ struct TrainingConfig {
   int epochs = 0;
   std::int64_t stepsPerEpoch = 50;
   double learningRate = 1e-3;
-  std::string precision = "fp32";
+  std::string precision = "fp32";  // as --precision: fp32, bf16, bf16:enc0,dec0
   std::set<std::string> checkpointStages;
   std::int64_t validateEvery = 10;
   std::int64_t cpuBudgetBytes = 0;
