@@ -145,9 +145,13 @@ def build(rows):
         _, s, rc = k.split(":")
         m = first(rows, f"plan_measured:{s}:{rc}") or {}
         pred = None
-        for d in (r.get("plan") or {}).get("devices", []):
+        plan = r.get("plan") or {}
+        for d in plan.get("devices", []):
             if d.get("name") == "cpu":
-                pred = d.get("peak")
+                # The meter starts counting at the first step: the parameters were allocated before
+                # it and are invisible to it (Adam state and gradients are not), so they come off.
+                params = sum(st.get("parameter_bytes", 0) for st in plan.get("stages", []) if st.get("device") == "cpu")
+                pred = d.get("peak") - params
         meas = (m.get("peak_bytes") or {}).get("cpu")
         planner.append((int(s), rc, pred, meas))
     for s, rc, pred, meas in planner:

@@ -1,6 +1,7 @@
 #include "ui/review/InferenceWorker.h"
 
 #include "core/base/Error.h"
+#include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Inferer.h"
 #include "core/engine/Tensors.h"
 #include "ui/training/VolumeSampleSource.h"
@@ -22,6 +23,8 @@ private:
 
 void InferenceWorker::run(const InferenceJob& job) {
   token_.reset();
+  // Declared first, so it runs last: gives the run's cached host memory back once its tensors are gone.
+  const engine::HostCacheRelease releaseHostCache;
   InferenceResult r;
   QElapsedTimer clock;
   clock.start();

@@ -1,6 +1,7 @@
 #include "ui/training/TrainingWorker.h"
 
 #include "core/base/Error.h"
+#include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Trainer.h"
 
 namespace splitseg::ui {
@@ -21,6 +22,8 @@ private:
 
 void TrainingWorker::run(const TrainingConfig& c) {
   token_.reset();
+  // Declared first, so it runs last: gives the run's cached host memory back once its tensors are gone.
+  const engine::HostCacheRelease releaseHostCache;
   SignalSink sink(this);
   try {
     engine::TrainerOptions o;
