@@ -31,6 +31,8 @@ if [ "${SPLITSEG_BENCH_NO_BUILD:-0}" != 1 ] &&
   echo "bench: cannot build splitseg-bench/splitseg-cli in $BUILD (configure it first)" >&2
   exit 1
 fi
+# The UI benchmark exists only in GUI builds.
+[ "${SPLITSEG_BENCH_NO_BUILD:-0}" = 1 ] || cmake --build "$BUILD" --target splitseg-bench-ui >/dev/null 2>&1 || true
 BENCH="$BUILD/bin/splitseg-bench"; CLI="$BUILD/bin/splitseg-cli"
 
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
@@ -127,6 +129,18 @@ if "$BENCH" volume --help >/dev/null 2>&1 && "$PY" -c "import SimpleITK" 2>/dev/
 else
   echo '{"kind":"volume_splitseg:synthetic","error":"skipped: needs an ITK build (splitseg-bench volume) and SimpleITK in the venv (install-deps.sh --bench)"}' \
     >>"$OUTD/results.jsonl"
+fi
+
+# 5. UI responsiveness (GUI builds): the UI thread's longest and 99th-percentile stall while the whole
+# workstation trains (heartbeat every 5 ms).
+UISTEPS="${BENCH_UI_STEPS:-20}"; [ "${BENCH_QUICK:-0}" = 1 ] && UISTEPS=4
+if [ -x "$BUILD/bin/splitseg-bench-ui" ]; then
+  log "UI stall while training ($UISTEPS steps)"
+  UIRUN=("$BUILD/bin/splitseg-bench-ui" --steps "$UISTEPS")
+  [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null && UIRUN=(xvfb-run -a -s "-screen 0 1600x1000x24" "${UIRUN[@]}")
+  record ui_stall env QT_QPA_PLATFORM=xcb "${UIRUN[@]}"
+else
+  echo '{"kind":"ui_stall","error":"skipped: needs the GUI build (splitseg-bench-ui)"}' >>"$OUTD/results.jsonl"
 fi
 
 REPORT_ARGS=(--results "$OUTD/results.jsonl" --gpu "$ROOT/docs/bench/gpu.json")

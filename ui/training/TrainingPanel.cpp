@@ -169,6 +169,7 @@ TrainingPanel::~TrainingPanel() {
 }
 
 double TrainingPanel::lastStallMs() const { return stall_->longestStallMs(); }
+double TrainingPanel::lastStallP99Ms() const { return stall_->percentileStallMs(99); }
 
 void TrainingPanel::syncFromSession() {
   const auto& s = session_->runSettings();
@@ -309,7 +310,9 @@ void TrainingPanel::onFinished(bool stopped, const QString& error) {
   setRunning(false);
   session_->setBusy(false);
   progress_->setFormat(error.isEmpty() ? (stopped ? tr("stopped at %v / %m") : tr("done: %v / %m steps")) : tr("failed at %v / %m"));
-  stallLabel_->setText(tr("Longest UI-thread stall during the run: %1 ms").arg(stall_->longestStallMs(), 0, 'f', 1));
+  stallLabel_->setText(tr("UI-thread stall during the run: longest %1 ms, 99th percentile %2 ms")
+                           .arg(stall_->longestStallMs(), 0, 'f', 1)
+                           .arg(stall_->percentileStallMs(99), 0, 'f', 1));
   if (!error.isEmpty()) showError(error);
   // The weights changed: review and the placement view see the same network object.
   Q_EMIT runFinished(stopped, error);

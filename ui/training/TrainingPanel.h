@@ -34,6 +34,7 @@ public:
   bool running() const { return running_; }
   TrainingCharts* charts() const { return charts_; }
   double lastStallMs() const;
+  double lastStallP99Ms() const;
   QString lastError() const { return lastError_; }
 
   // The controls, for scripted use and tests (they act as a user would).
