@@ -175,7 +175,7 @@ def build(rows):
                       f"{pv / sv:.2f}x throughput" if pv else "", f"< {goal:g} s", "met" if sv < goal else "missed"))
         plots[f"volume_{tag}"] = (sv, pv)
     ui = first(rows, "ui_stall") or {}
-    if "error" in ui or "longest_ms" not in ui:
+    if ui.get("error") or "longest_ms" not in ui:
         table.append(("UI stall while training (heartbeat)", "skipped", "", "", "", ui.get("error", "did not run")))
     else:
         table.append((f"UI stall while training, whole workstation, {ui.get('steps')} steps: longest",
