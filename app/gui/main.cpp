@@ -43,31 +43,60 @@ int main(int argc, char** argv) {
   splitseg::ui::MainWindow window;
   window.show();
 
-  const auto args = parser.positionalArguments();
-  if (parser.isSet(phantomOpt)) {
-    window.openPhantom(QObject::tr("Synthetic phantom opened (--phantom)"));
-  } else if (parser.isSet(datasetOpt)) {
-    if (!window.openDataset(parser.value(datasetOpt))) window.openPhantom(window.statusText() + QObject::tr(" — showing a phantom"));
-  } else if (!args.isEmpty()) {
-    if (!window.openVolume(args.front(), parser.value(labelOpt)))
-      window.openPhantom(window.statusText() + QObject::tr(" — showing a phantom"));
-  } else {
-    using splitseg::ui::VolumeLoader;
-    const QString demo = VolumeLoader::findDemo("image.nii.gz", SPLITSEG_SOURCE_DIR);
-    const QString inv3 = VolumeLoader::findInVesaliusSample();
-    // The imported NIfTI demo; else Debian's InVesalius project read directly; else a phantom.
-    if (!(!demo.isEmpty() && window.openVolume(demo, VolumeLoader::findDemo("bone.nii.gz", SPLITSEG_SOURCE_DIR))) &&
-        !(!inv3.isEmpty() && window.openVolume(inv3)))
-      window.openPhantom(QObject::tr("Demo CT not found (run `splitseg-cli import-invesalius` or ./run.sh to import it) — showing a synthetic phantom"));
-  }
-
-  if (parser.isSet(screenshotOpt)) {
+  // The volume is read in the background so the window paints at once: candidates are tried
+  // in turn as each read ends, a phantom is the last resort, and --screenshot waits for all that.
+  using splitseg::ui::MainWindow;
+  using splitseg::ui::VolumeLoader;
+  struct Candidate { QString image, label; };
+  QList<Candidate> candidates;
+  QString fallback;  // the phantom's message when every candidate failed; empty = the last error
+  QString current;  // the candidate being read; empty for a dataset's first case
+  bool settled = false;
+  auto settle = [&] {
+    settled = true;
+    if (!parser.isSet(screenshotOpt)) return;
     // Software GL renders the volume in about a second; give it a few.
     const QString png = parser.value(screenshotOpt);
     QTimer::singleShot(4000, &window, [&window, png] {
       window.grab().save(png);
       QApplication::quit();
     });
+  };
+  auto giveUp = [&] {
+    window.openPhantom(fallback.isEmpty() ? window.statusText() + QObject::tr(" — showing a phantom") : fallback);
+    settle();
+  };
+  auto tryNext = [&] {
+    if (candidates.isEmpty()) return giveUp();
+    const Candidate c = candidates.takeFirst();
+    current = c.image;
+    window.openVolume(c.image, c.label, MainWindow::Loading::Background);
+  };
+  QObject::connect(&window, &MainWindow::volumeLoadFinished, &window, [&](const QString& path, bool ok) {
+    if (settled) return;
+    // A file the user opened meanwhile superseded the start-up's: that one settles it too.
+    if (ok || (!current.isEmpty() && path != current)) return settle();
+    tryNext();
+  });
+
+  const auto args = parser.positionalArguments();
+  if (parser.isSet(phantomOpt)) {
+    window.openPhantom(QObject::tr("Synthetic phantom opened (--phantom)"));
+    settle();
+  } else if (parser.isSet(datasetOpt)) {
+    if (!window.openDataset(parser.value(datasetOpt), MainWindow::Loading::Background)) giveUp();
+  } else if (!args.isEmpty()) {
+    candidates.push_back({args.front(), parser.value(labelOpt)});
+    tryNext();
+  } else {
+    const QString demo = VolumeLoader::findDemo("image.nii.gz", SPLITSEG_SOURCE_DIR);
+    const QString inv3 = VolumeLoader::findInVesaliusSample();
+    // The imported NIfTI demo; else Debian's InVesalius project read directly; else a phantom.
+    if (!demo.isEmpty()) candidates.push_back({demo, VolumeLoader::findDemo("bone.nii.gz", SPLITSEG_SOURCE_DIR)});
+    if (!inv3.isEmpty()) candidates.push_back({inv3, {}});
+    fallback = QObject::tr("Demo CT not found (run `splitseg-cli import-invesalius` or ./run.sh to import it) — showing a synthetic phantom");
+    tryNext();
   }
+
   return app.exec();
 }

@@ -3,6 +3,7 @@
 
 #include "core/base/Units.h"
 #include "core/data/Phantom.h"
+#include "ui/mainwindow/AsyncVolumeLoader.h"
 #include "ui/mainwindow/DataPanel.h"
 #include "ui/mainwindow/VolumeLoader.h"
 #include "ui/placement/PlacementView.h"
@@ -24,6 +25,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressBar>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
@@ -87,17 +89,34 @@ MainWindow::MainWindow(QWidget* parent)
 
   devicesLabel_ = new QLabel(this);
   hoverLabel_ = new QLabel(this);
+  // Busy indicator while a volume is read in the background (the message says which file).
+  loadingBar_ = new QProgressBar(this);
+  loadingBar_->setObjectName("loadingBar");
+  loadingBar_->setRange(0, 0);
+  loadingBar_->setTextVisible(false);
+  loadingBar_->setMaximumWidth(160);
+  loadingBar_->setMaximumHeight(14);
+  loadingBar_->setToolTip(tr("Reading the volume; the window stays usable"));
+  loadingBar_->hide();
+  statusBar()->addPermanentWidget(loadingBar_);
   statusBar()->addPermanentWidget(hoverLabel_);
   statusBar()->addPermanentWidget(devicesLabel_);
+
+  loader_ = new AsyncVolumeLoader(this);
+  connect(loader_, &AsyncVolumeLoader::busyChanged, this, &MainWindow::setLoadingIndicator);
+  connect(loader_, &AsyncVolumeLoader::finished, this, [this](const AsyncVolumeLoader::Outcome& o) {
+    if (o.imagePath.isEmpty()) Q_EMIT volumeLoadFinished(o.labelPath, applyLabel(o.labelPath, o.label));
+    else applyImage(o.imagePath, o.image, o.labelPath, o.label);
+  });
 
   connect(data_, &DataPanel::openFileRequested, this, [this] { chooseAndOpen(false); });
   connect(data_, &DataPanel::openFolderRequested, this, [this] { chooseAndOpen(true); });
   connect(data_, &DataPanel::openDicomRequested, this, [this] { chooseAndOpen(true); });
   connect(data_, &DataPanel::openDatasetRequested, this, &MainWindow::chooseDataset);
   connect(data_, &DataPanel::loadLabelRequested, this, &MainWindow::chooseLabel);
-  connect(data_, &DataPanel::recentFileActivated, this, [this](const QString& p) { openVolume(p); });
+  connect(data_, &DataPanel::recentFileActivated, this, [this](const QString& p) { openVolume(p, {}, Loading::Background); });
   connect(data_, &DataPanel::caseActivated, this, [this](int i) {
-    if (i >= 0 && i < datasetCases_.size()) openVolume(datasetCases_[i], datasetLabels_.value(i));
+    if (i >= 0 && i < datasetCases_.size()) openVolume(datasetCases_[i], datasetLabels_.value(i), Loading::Background);
   });
   connect(data_, &DataPanel::volumePresetChosen, this, [this](int i) {
     const auto presets = TransferFunctionPreset::loadAll();
@@ -178,8 +197,8 @@ void MainWindow::buildMenus() {
   });
 }
 
-void MainWindow::showStatus(const QString& text, bool error) {
-  statusBar()->showMessage(text, error ? 0 : 15000);
+void MainWindow::showStatus(const QString& text, bool error, int timeoutMs) {
+  statusBar()->showMessage(text, error ? 0 : timeoutMs);
   if (error) statusBar()->setStyleSheet("QStatusBar { color: #e05050; }");
   else statusBar()->setStyleSheet({});
 }
@@ -194,18 +213,18 @@ void MainWindow::chooseAndOpen(bool folder) {
                                                              tr("Volumes (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd *.inv3);;All files (*)"));
   if (path.isEmpty()) return;
   settings.setValue("lastDir", QFileInfo(path).absolutePath());
-  openVolume(path);
+  openVolume(path, {}, Loading::Background);
 }
 
 void MainWindow::chooseLabel() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Load label"), QSettings().value("lastDir").toString(),
                                                     tr("Volumes (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"));
-  if (!path.isEmpty()) loadLabel(path);
+  if (!path.isEmpty()) loadLabel(path, Loading::Background);
 }
 
 void MainWindow::chooseDataset() {
   const QString path = QFileDialog::getExistingDirectory(this, tr("Open dataset folder"), QSettings().value("lastDir").toString());
-  if (!path.isEmpty()) openDataset(path);
+  if (!path.isEmpty()) openDataset(path, Loading::Background);
 }
 
 bool MainWindow::saveSessionFile(const QString& path) {
@@ -235,25 +254,61 @@ QStringList MainWindow::openSessionFile(const QString& path) {
   return warnings;
 }
 
-bool MainWindow::openVolume(const QString& path, const QString& labelPath) {
+bool MainWindow::isLoading() const { return loader_->busy(); }
+
+void MainWindow::setLoadingIndicator(bool busy) {
+  loadingBar_->setVisible(busy);
+  if (busy) setCursor(Qt::BusyCursor);
+  else unsetCursor();
+}
+
+bool MainWindow::openVolume(const QString& path, const QString& labelPath, Loading mode) {
+  if (mode == Loading::Background) {
+    loader_->start(path, labelPath);
+    showStatus(tr("Loading %1…").arg(QFileInfo(path).fileName()), false, 0);  // no time-out while loading
+    return true;
+  }
+  loader_->cancel();  // a background load would overwrite this one when it arrives
   QApplication::setOverrideCursor(Qt::WaitCursor);
-  const auto result = VolumeLoader::load(path);
+  const auto image = VolumeLoader::load(path);
+  const auto label = image.volume && !labelPath.isEmpty() ? VolumeLoader::load(labelPath) : VolumeLoader::Result{};
   QApplication::restoreOverrideCursor();
-  if (!result.volume) {
-    showStatus(tr("Could not open %1: %2").arg(path, result.error), true);
+  return applyImage(path, image, labelPath, label);
+}
+
+bool MainWindow::applyImage(const QString& path, const VolumeLoader::Result& image,
+                            const QString& labelPath, const VolumeLoader::Result& label) {
+  if (!image.volume) {
+    showStatus(tr("Could not open %1: %2").arg(path, image.error), true);
+    Q_EMIT volumeLoadFinished(path, false);
     return false;
   }
-  session_->setImage(result.volume, path);
-  if (result.label && result.label->geometry().sameGrid(result.volume->geometry(), 1e-3))
-    session_->setGroundTruth(result.label, path + tr(" (bone mask)"));
+  session_->setImage(image.volume, path);
+  if (image.label && image.label->geometry().sameGrid(image.volume->geometry(), 1e-3))
+    session_->setGroundTruth(image.label, path + tr(" (bone mask)"));
   addRecent(path);
   showStatus(tr("Opened %1").arg(QFileInfo(path).fileName()));
-  if (!labelPath.isEmpty()) loadLabel(labelPath);
+  if (!labelPath.isEmpty()) applyLabel(labelPath, label);
+  Q_EMIT volumeLoadFinished(path, true);
   return true;
 }
 
-bool MainWindow::loadLabel(const QString& path) {
-  const auto result = VolumeLoader::load(path);
+bool MainWindow::loadLabel(const QString& path, Loading mode) {
+  if (mode == Loading::Background) {
+    if (loader_->busy()) {
+      showStatus(tr("Still loading %1: load the label once it is open").arg(QFileInfo(loader_->pendingPath()).fileName()), true);
+      return false;
+    }
+    loader_->start({}, path);
+    showStatus(tr("Loading label %1…").arg(QFileInfo(path).fileName()), false, 0);
+    return true;
+  }
+  const bool ok = applyLabel(path, VolumeLoader::load(path));
+  Q_EMIT volumeLoadFinished(path, ok);
+  return ok;
+}
+
+bool MainWindow::applyLabel(const QString& path, const VolumeLoader::Result& result) {
   if (!result.volume) {
     showStatus(tr("Could not open label %1: %2").arg(path, result.error), true);
     return false;
@@ -279,7 +334,7 @@ void MainWindow::openPhantom(const QString& why) {
   showStatus(why);
 }
 
-bool MainWindow::openDataset(const QString& path) {
+bool MainWindow::openDataset(const QString& path, Loading mode) {
   const auto ds = VolumeLoader::listDataset(path);
   if (!ds.error.isEmpty()) {
     showStatus(tr("Could not open dataset %1: %2").arg(path, ds.error), true);
@@ -291,7 +346,7 @@ bool MainWindow::openDataset(const QString& path) {
   QStringList names;
   for (const auto& c : ds.images) names << QFileInfo(c).fileName();
   data_->setCases(names);
-  return openVolume(ds.images.front(), ds.labels.value(0));
+  return openVolume(ds.images.front(), ds.labels.value(0), mode);
 }
 
 void MainWindow::showVolume() {

@@ -1,17 +1,21 @@
 #pragma once
 // The workstation window: data panel on the left, 2x2 axial/coronal/sagittal/3D in the
 // centre, Placement/Training/Review tabs on the right, device summary in the status bar.
+#include "ui/mainwindow/VolumeLoader.h"
+
 #include <QMainWindow>
 
 #include <memory>
 
 class QLabel;
+class QProgressBar;
 class QTabWidget;
 
 namespace splitseg { class Volume; }
 
 namespace splitseg::ui {
 
+class AsyncVolumeLoader;
 class DataPanel;
 class PlacementView;
 class ReviewPanel;
@@ -27,14 +31,28 @@ public:
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
+  // How a volume is read. Background: on a worker thread; the call returns at once (true) while
+  // the status bar shows "Loading <file>…", and the result is applied on the UI thread when it
+  // arrives (volumeLoadFinished). Opening another volume meanwhile supersedes the first: its
+  // result is dropped (the latest request wins). Blocking: read on the calling thread, as
+  // sessions and tests need; it also drops any background load in flight.
+  enum class Loading { Blocking, Background };
+
   // Opens an image (file or DICOM folder); a label path, if given, becomes the ground truth.
-  // Errors are shown in the status bar and returned as false.
-  bool openVolume(const QString& path, const QString& labelPath = {});
-  bool loadLabel(const QString& path);
+  // Errors are shown in the status bar (and returned as false when blocking); a failed open
+  // leaves the volume already open untouched. The interactive paths (File menu, data panel,
+  // recent files, dataset cases) and the command line use Background.
+  bool openVolume(const QString& path, const QString& labelPath = {}, Loading mode = Loading::Blocking);
+  // A label for the open image. In the background it is refused while an image is loading.
+  bool loadLabel(const QString& path, Loading mode = Loading::Blocking);
   // Shows a synthetic phantom (with its exact label), e.g. when the demo CT is missing.
   void openPhantom(const QString& why);
-  // Opens a dataset folder (dataset.json or nnU-Net raw) and its first case.
-  bool openDataset(const QString& path);
+  // Opens a dataset folder (dataset.json or nnU-Net raw) and its first case (listing is
+  // immediate; false when the folder is no dataset).
+  bool openDataset(const QString& path, Loading mode = Loading::Blocking);
+  // A background read is in flight.
+  bool isLoading() const;
+  AsyncVolumeLoader* volumeLoader() const { return loader_; }
   // File > Save/Open Session (.splitseg). Open returns the warnings (missing files, ...);
   // both report failures in the status bar and return false / an error line.
   bool saveSessionFile(const QString& path);
@@ -51,6 +69,11 @@ public:
   DataPanel* dataPanel() const { return data_; }
   QString statusText() const;
 
+Q_SIGNALS:
+  // An open (image, or label-only) has been applied or has failed; not emitted for a
+  // superseded background load.
+  void volumeLoadFinished(const QString& path, bool ok);
+
 protected:
   void closeEvent(QCloseEvent* e) override;
 
@@ -63,7 +86,13 @@ private:
   void chooseDataset();
   void chooseLabel();
   void saveSegmentation();
-  void showStatus(const QString& text, bool error = false);
+  // Errors stay until replaced; other messages for timeoutMs (0 = until replaced).
+  void showStatus(const QString& text, bool error = false, int timeoutMs = 15000);
+  // Applies what was read (on the UI thread), emits volumeLoadFinished; false on failure.
+  bool applyImage(const QString& path, const VolumeLoader::Result& image,
+                  const QString& labelPath, const VolumeLoader::Result& label);
+  bool applyLabel(const QString& path, const VolumeLoader::Result& label);
+  void setLoadingIndicator(bool busy);
 
   Session* session_;
   ViewState* viewState_;
@@ -76,6 +105,8 @@ private:
   ReviewPanel* review_ = nullptr;
   QLabel* devicesLabel_;
   QLabel* hoverLabel_;
+  QProgressBar* loadingBar_;
+  AsyncVolumeLoader* loader_;
   QStringList recent_;
   QStringList datasetCases_, datasetLabels_;
 };
