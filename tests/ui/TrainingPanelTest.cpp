@@ -114,8 +114,11 @@ private Q_SLOTS:
     QTest::mouseClick(panel_->stopButton(), Qt::LeftButton);
     QVERIFY(finished.wait(120000));
     QCOMPARE(finished.front().at(0).toBool(), true);  // stopped
-    // At most the step already running when Stop was pressed completes.
-    QVERIFY2(steps.size() <= atStop + 1, qPrintable(QString("%1 steps after stop").arg(steps.size() - atStop)));
+    // At most the step already running when Stop was pressed completes. Steps arrive as queued
+    // signals, so one step may also have finished just before the click with its signal still in
+    // the queue: up to two more, never the thousands a run that ignored Stop would go on with.
+    QVERIFY2(steps.size() <= atStop + 2, qPrintable(QString("%1 steps after stop").arg(steps.size() - atStop)));
+    QVERIFY(steps.back().at(0).toLongLong() < 100000);
     qInfo("longest UI-thread stall during the long run: %.1f ms", panel_->lastStallMs());
   }
 
