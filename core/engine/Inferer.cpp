@@ -58,6 +58,16 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
     throw InvalidArgument("image has " + std::to_string(imageIn.size(0)) + " channels, the network expects " +
                           std::to_string(executor_.network().inChannels()));
   if (!torch::isfinite(imageIn).all().item<bool>()) throw InvalidArgument("image contains NaN or infinite values");
+  // Before InferenceMode, so the converted weights are normal tensors and training can go on
+  // with them after the layout is restored (the guard ends after InferenceMode's).
+  struct ChannelsLastScope {
+    SplitExecutor& executor;
+    bool on;
+    ~ChannelsLastScope() {
+      if (on) executor.setCpuChannelsLast(false);
+    }
+  } channelsLast{executor_, o.cpuChannelsLast && !c10::InferenceMode::is_enabled() && !executor_.cpuChannelsLast()};
+  if (channelsLast.on) executor_.setCpuChannelsLast(true);
   c10::InferenceMode inferenceMode;  // no autograd bookkeeping at all
   auto& net = executor_.network().root();
   const bool wasTraining = net.is_training();

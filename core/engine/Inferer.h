@@ -15,6 +15,7 @@ struct InferOptions {
   bool gaussian = true;
   double sigmaScale = 0.125;                    // Gaussian sigma = window * sigmaScale
   int batch = 1;                                // windows per forward pass
+  bool cpuChannelsLast = true;                  // CPU stages' weights in NDHWC while predicting (faster)
 };
 
 struct Prediction {

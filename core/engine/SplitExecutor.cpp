@@ -84,6 +84,7 @@ void SplitExecutor::setPlacement(const placement::Placement& p) {
   std::vector<std::string> available{"cpu"};
   for (std::size_t i = 0; i < torch::cuda::device_count(); ++i) available.push_back("cuda:" + std::to_string(i));
   p.checkDevices(available);
+  setCpuChannelsLast(false);  // layouts are per device: start from the default one
   std::vector<torch::Device> devices;
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     torch::Device d(p.deviceOf(specs_[i].name));
@@ -92,6 +93,24 @@ void SplitExecutor::setPlacement(const placement::Placement& p) {
   }
   placement_ = p;
   stageDevices_ = std::move(devices);
+}
+
+void SplitExecutor::setCpuChannelsLast(bool enabled) {
+  torch::NoGradGuard noGrad;
+  if (!enabled) {
+    for (auto& p : channelsLast_) p.set_data(p.contiguous());
+    channelsLast_.clear();
+    return;
+  }
+  if (!channelsLast_.empty()) return;
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    if (!stageDevices_[i].is_cpu()) continue;
+    for (auto& p : network_->stageModule(i)->parameters()) {
+      if (p.dim() != 5 || p.is_contiguous(at::MemoryFormat::ChannelsLast3d)) continue;
+      p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+      channelsLast_.push_back(p);
+    }
+  }
 }
 
 torch::Device SplitExecutor::inputDevice() const { return stageDevices_.front(); }

@@ -283,6 +283,7 @@ struct InferArgs {
   int repeats = 3;
   std::string out;
   std::string placement;
+  bool defaultLayout = false;  // diagnostic: keep the weights NCDHW (no channels-last CPU weights)
 };
 
 nlohmann::json runInfer(const InferArgs& a) {
@@ -297,12 +298,11 @@ nlohmann::json runInfer(const InferArgs& a) {
   engine::InferOptions o;
   o.window = parseSize(a.window);
   o.overlap = a.overlap;
+  o.cpuChannelsLast = !a.defaultLayout;
   {
-    // Warm-up: one window through the same path (allocator, kernels), not a whole run.
-    torch::NoGradGuard noGrad;
-    net->eval();
+    // Warm-up: one window through the same path (layout, allocator, kernels), not a whole run.
     auto w = parseSize(a.window);
-    (void)executor.forward(torch::zeros({1, 1, w[2], w[1], w[0]}));
+    (void)inferer.predict(torch::zeros({image.size(0), w[2], w[1], w[0]}), o);
   }
   std::vector<double> times, cpuTimes;
   engine::Prediction pred;
@@ -321,7 +321,7 @@ nlohmann::json runInfer(const InferArgs& a) {
   }
   return {{"median_seconds", median(times)}, {"runs", times}, {"cpu_runs", cpuTimes}, {"size", parseSize(a.c.size)},
           {"window", parseSize(a.window)}, {"overlap", a.overlap}, {"threads", torch::get_num_threads()},
-          {"host_cache", hostCacheJson()}};
+          {"host_cache", hostCacheJson()}, {"cpu_channels_last", o.cpuChannelsLast}};
 }
 // One measurement; a step that runs out of memory is a result ({"oom": true}), not a failure.
 nlohmann::json trainOrOom(const TrainArgs& a) {
@@ -404,6 +404,7 @@ int main(int argc, char** argv) {
   in->add_option("--repeats", infer.repeats)->capture_default_str();
   in->add_option("--placement", infer.placement, "stage=device pairs");
   in->add_option("--out", infer.out, "write image + probabilities here");
+  in->add_flag("--default-layout", infer.defaultLayout, "diagnostic: no channels-last CPU weights");
   in->callback([&] { std::cout << runInfer(infer).dump() << "\n"; });
 
 #ifdef SPLITSEG_BENCH_VOLUME

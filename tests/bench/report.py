@@ -131,7 +131,13 @@ def build(rows):
         if nt and nct and sc:
             table.append(("  diagnostic: SplitSeg with SPLITSEG_HOST_CACHE=off", fmt_s(nt), f"{fmt_s(st)} (cache on)",
                           f"{mt / nt:.2f}x MONAI; CPU time {mc / nct:.2f}x" if mc else f"{mt / nt:.2f}x MONAI", "", ""))
-        plots["inference"] = {"SplitSeg": st, "SplitSeg, host cache off": nt, "MONAI": mt}
+        lt, lct = pooled(rows, "infer_ncdhw", "runs"), pooled(rows, "infer_ncdhw", "cpu_runs")
+        if lt and lct and sc:
+            table.append(("  diagnostic: SplitSeg with NCDHW weights (--default-layout)", fmt_s(lt),
+                          f"{fmt_s(st)} (channels-last)",
+                          f"{mt / lt:.2f}x MONAI; CPU time {mc / lct:.2f}x" if mc else f"{mt / lt:.2f}x MONAI", "", ""))
+        plots["inference"] = {"SplitSeg": st, "SplitSeg, host cache off": nt, "SplitSeg, NCDHW weights": lt,
+                              "MONAI": mt}
         _ = ok
     else:
         err = mi.get("error") or si.get("error") or "did not run"

@@ -94,6 +94,8 @@ for r in $(seq 1 "$ROUNDS"); do
     echo '{"kind":"infer_monai","error":"monai not installed (packaging/install-deps.sh --bench)"}' >>"$OUTD/results.jsonl"
   fi
   record infer_nocache env SPLITSEG_HOST_CACHE=off "$BENCH" infer "${INFER[@]}"
+  # Diagnostic: weights left NCDHW (what the channels-last CPU weights buy).
+  record infer_ncdhw "$BENCH" infer "${INFER[@]}" --default-layout
 done
 
 # 3. Planner accuracy: predicted (plan --json) vs measured (Trainer's memory meter) CPU peak.

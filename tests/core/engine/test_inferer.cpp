@@ -38,6 +38,38 @@ private Q_SLOTS:
     QVERIFY(torch::equal(whole.labels, windowed.labels));
   }
 
+  void channelsLastIsExactAndTemporary() {
+    auto n = net(1);
+    engine::SplitExecutor exec(n, placement::Placement::uniform(n->stageNames(), "cpu"));
+    engine::Inferer inferer(exec);
+    auto image = torch::randn({1, 24, 20, 28});
+    engine::InferOptions o;
+    o.window = {16, 16, 16};
+    o.cpuChannelsLast = false;
+    const auto plain = inferer.predict(image, o);
+    o.cpuChannelsLast = true;
+    const auto fast = inferer.predict(image, o);
+    QVERIFY(torch::allclose(plain.probabilities, fast.probabilities, 1e-5, 1e-6));
+    QVERIFY(!exec.cpuChannelsLast());
+    // Afterwards the weights are ordinary, default-layout tensors again: training goes on.
+    int converted = 0;
+    for (const auto& p : n->root().parameters()) {
+      QVERIFY(p.is_contiguous());
+      QVERIFY(!p.is_inference());
+      QVERIFY(p.requires_grad());
+    }
+    // The conversion really happened while predicting (else this test proves nothing).
+    exec.setCpuChannelsLast(true);
+    for (const auto& p : n->root().parameters())
+      if (p.dim() == 5 && p.size(1) > 1 && !p.is_contiguous()) ++converted;
+    exec.setCpuChannelsLast(false);
+    QVERIFY(converted > 0);
+    n->root().train();
+    auto out = exec.forward(torch::randn({1, 1, 16, 16, 16}));
+    out.mean().backward();
+    for (const auto& p : n->root().parameters()) QVERIFY(p.grad().defined());
+  }
+
   void stitchesWindows_data() {
     QTest::addColumn<QList<int>>("size");
     QTest::newRow("multiple") << QList<int>{32, 32, 32};
