@@ -1,16 +1,23 @@
 // File > Save/Open Session: a session saved from one window reopens in a fresh one with the
 // same image, label, network, placement and run settings; a missing file is a warning and the
-// rest still opens.
+// rest still opens. File > Export model writes TorchScript that computes what the session's
+// network computes, and a failed export leaves nothing behind.
 #include "tests/ui/UiTestSupport.h"
 
 #include "core/data/Phantom.h"
 #include "core/io/VolumeWriter.h"
+#include "core/engine/SplitExecutor.h"
 #include "core/model/StagedNetwork.h"
+#include "core/volume/Preprocessing.h"
 #include "ui/mainwindow/MainWindow.h"
 #include "ui/session/Session.h"
 
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
+#include <torch/script.h>
 
 using namespace splitseg;
 using namespace splitseg::ui;
@@ -31,6 +38,39 @@ private Q_SLOTS:
     label_ = dir_.path() + "/label.nii.gz";
     io::writeVolume(p.image, image_.toStdString());
     io::writeVolume(p.label, label_.toStdString());
+  }
+
+  void exportModelWritesTorchScript() {
+    MainWindow w;
+    w.resize(900, 600);
+    w.session()->createUNet(4, 3);
+    const QString path = dir_.path() + "/model.pt";
+    QVERIFY(w.exportModel(path));
+    QVERIFY2(w.statusText().contains("model.pt"), qPrintable(w.statusText()));
+    QVERIFY(QFile::exists(path));
+    QFile json(dir_.path() + "/model.preprocessing.json");
+    QVERIFY(json.open(QIODevice::ReadOnly));
+    const auto meta = QJsonDocument::fromJson(json.readAll()).object();
+    const auto pre = Preprocessing::fromJson(
+        QJsonDocument(meta.value("preprocessing").toObject()).toJson().toStdString());
+    QVERIFY(pre.intensity.mode == IntensityMode::ZScore);  // what the workstation trains with
+    QCOMPARE(meta.value("window").toArray().at(0).toInt(), int(w.session()->runSettings().patch[0]));
+    // The exported module computes what the session's network computes.
+    torch::manual_seed(2);
+    const auto x = torch::randn({1, 1, 16, 24, 16});
+    auto net = w.session()->network();
+    net->root().eval();
+    torch::NoGradGuard noGrad;
+    engine::SplitExecutor executor(net, placement::Placement::uniform(net->stageNames(), "cpu"));
+    const auto expected = executor.forward(x);
+    auto module = torch::jit::load(path.toStdString());
+    const auto got = module.forward({x}).toTensor();
+    QVERIFY(torch::allclose(got, expected, 1e-5, 1e-6));
+    // A path that cannot be written (its folder is a file): one error line, nothing left behind.
+    const QString bad = image_ + "/model.pt";
+    QVERIFY(!w.exportModel(bad));
+    QVERIFY2(w.statusText().startsWith("Could not export"), qPrintable(w.statusText()));
+    QVERIFY(!QFile::exists(bad));
   }
 
   void roundTrip() {

@@ -1,4 +1,5 @@
 #include "ui/mainwindow/MainWindow.h"
+#include "ui/mainwindow/ModelExport.h"
 #include "ui/mainwindow/SessionFile.h"
 
 #include "core/base/Units.h"
@@ -163,6 +164,14 @@ void MainWindow::buildMenus() {
     saveSessionFile(path);
   });
   file->addSeparator();
+  file->addAction(tr("&Export model (TorchScript)…"), QKeySequence(tr("Ctrl+E")), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Export model"), QSettings().value("lastDir").toString(),
+                                                tr("TorchScript (*.pt)"));
+    if (path.isEmpty()) return;
+    if (!path.endsWith(".pt")) path += ".pt";
+    exportModel(path);
+  });
+  file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   auto* edit = menuBar()->addMenu(tr("&Edit"));
@@ -236,6 +245,12 @@ bool MainWindow::saveSessionFile(const QString& path) {
   }
   showStatus(tr("Session saved to %1").arg(path));
   return true;
+}
+
+bool MainWindow::exportModel(const QString& path) {
+  const auto result = exportSessionModel(*session_, path);
+  showStatus(result.message, !result.ok);
+  return result.ok;
 }
 
 QStringList MainWindow::openSessionFile(const QString& path) {

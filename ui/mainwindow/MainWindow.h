@@ -57,6 +57,8 @@ public:
   // both report failures in the status bar and return false / an error line.
   bool saveSessionFile(const QString& path);
   QStringList openSessionFile(const QString& path);
+  // File > Export model: TorchScript + preprocessing JSON; the outcome goes to the status bar.
+  bool exportModel(const QString& path);
 
   Session* session() const { return session_; }
   ViewState* viewState() const { return viewState_; }
