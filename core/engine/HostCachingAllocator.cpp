@@ -47,19 +47,24 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
   const std::size_t capacity = large ? roundUp(bytes, kPage) : roundUp(bytes, kAlignment);
   Header* h = nullptr;
   std::int64_t inUse = 0, reserved = 0;
-  {
+  // Under the lock: counts a block as handed out and notes the totals for the report.
+  auto account = [&] {
+    stats_.inUse += static_cast<std::int64_t>(h->capacity);
+    inUse = stats_.inUse;
+    reserved = stats_.inUse + stats_.cached;
+  };
+  if (large) {
+    // Best fit, wasting at most an eighth: a much larger block is better left for a larger tensor.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (large) {
-      // Best fit, wasting at most an eighth: a much larger block is better left for a larger tensor.
-      auto it = free_.lower_bound(capacity);
-      if (it != free_.end() && it->first <= capacity + capacity / 8) {
-        h = it->second;
-        free_.erase(it);
-        stats_.cached -= static_cast<std::int64_t>(h->capacity);
-        ++stats_.hits;
-      } else {
-        ++stats_.misses;
-      }
+    auto it = free_.lower_bound(capacity);
+    if (it != free_.end() && it->first <= capacity + capacity / 8) {
+      h = it->second;
+      free_.erase(it);
+      stats_.cached -= static_cast<std::int64_t>(h->capacity);
+      ++stats_.hits;
+      account();
+    } else {
+      ++stats_.misses;
     }
   }
   if (!h) {
@@ -73,15 +78,11 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
       }
     }
     h = new (base) Header{Header::kMagic, this, capacity, 0, false};
+    std::lock_guard<std::mutex> lock(mutex_);
+    account();
   }
   h->requested = bytes;
   h->reported = c10::memoryProfilingEnabled();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.inUse += static_cast<std::int64_t>(h->capacity);
-    inUse = stats_.inUse;
-    reserved = stats_.inUse + stats_.cached;
-  }
   void* data = dataOf(h);
   if (h->reported)
     c10::reportMemoryUsageToProfiler(data, static_cast<std::int64_t>(bytes), static_cast<std::size_t>(inUse),

@@ -44,16 +44,6 @@ nlohmann::json hostCacheJson() {
   const auto s = cache->stats();
   return {{"enabled", s.limit > 0}, {"hits", s.hits}, {"misses", s.misses}, {"cached_bytes", s.cached}};
 }
-std::array<std::int64_t, 3> parseSize(const std::string& s) {
-  std::array<std::int64_t, 3> out{};
-  std::stringstream ss(s);
-  std::string item;
-  int n = 0;
-  while (std::getline(ss, item, ',') && n < 3) out[n++] = std::stoll(item);
-  if (n == 1) out[1] = out[2] = out[0];
-  else if (n != 3) throw std::invalid_argument("size must be N or X,Y,Z: " + s);
-  return out;
-}
 
 // Named tensors as a pickled dict: the one format both torch::pickle_load and torch.load read.
 void saveTensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& named) {

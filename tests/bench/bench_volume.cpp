@@ -40,14 +40,6 @@ Volume syntheticCt(std::array<std::int64_t, 3> size) {
       }
   return v;
 }
-
-std::array<std::int64_t, 3> parseXyz(const std::string& s) {
-  std::array<std::int64_t, 3> out{};
-  if (std::sscanf(s.c_str(), "%ld,%ld,%ld", &out[0], &out[1], &out[2]) != 3)
-    throw std::invalid_argument("size must be X,Y,Z: " + s);
-  return out;
-}
-
 } // namespace
 
 void addVolumeCommand(CLI::App& app) {
@@ -64,7 +56,7 @@ void addVolumeCommand(CLI::App& app) {
   cmd->callback([a] {
     if (!a->write.empty()) {
       const auto t0 = Clock::now();
-      io::writeVolume(syntheticCt(parseXyz(a->size)), a->write);
+      io::writeVolume(syntheticCt(parseSize(a->size)), a->write);
       std::cout << nlohmann::json{{"wrote", a->write}, {"seconds", seconds(t0)}}.dump() << "\n";
     }
     if (!a->read.empty()) {
