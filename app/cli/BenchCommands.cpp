@@ -1,4 +1,5 @@
 #include "app/cli/CliSupport.h"
+#include "core/run/RunSpec.h"
 #include "app/cli/Commands.h"
 #include "core/base/Units.h"
 #include "core/engine/Devices.h"
@@ -30,13 +31,13 @@ double median(std::vector<double> v) {
 void runBench(const BenchArgs& a) {
   auto net = std::shared_ptr<model::StagedNetwork>(model::UNet3d(a.net.options()).ptr());
   auto placement = placement::Placement::parse(a.placement, net->stageNames(), engine::runnableDeviceNames().front());
-  engine::TrainerOptions o;
+  run::RunSpec o;
   o.steps = a.warmup + a.repeats;
   o.batch = a.batch;
-  o.patch = parseSize(a.size);
-  engine::ExecutorOptions exec;
-  exec.setPrecisionText(a.precision, net->stageNames());
-  engine::Trainer trainer(net, placement, std::make_shared<data::PhantomSource>(a.net.classes), o, exec);
+  o.patch = run::parseSize(a.size);
+  o.precision = placement::StagePrecisions::parse(a.precision, net->stageNames());
+  o.setPlacement(placement);
+  engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(a.net.classes), o);
   std::vector<double> times;
   std::map<std::string, std::int64_t> peaks;
   for (int i = 0; i < a.warmup + a.repeats; ++i) {
@@ -63,7 +64,7 @@ void addBenchCommands(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "time training steps and measure peak memory per device");
   a->net.add(*cmd);
-  cmd->add_option("--size", a->size, "input size N or X,Y,Z")->capture_default_str();
+  cmd->add_option("--patch,--size", a->size, "patch (network input) size N or X,Y,Z")->capture_default_str();
   cmd->add_option("--batch", a->batch, "batch")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "warm-up steps")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "timed steps")->capture_default_str();

@@ -79,24 +79,4 @@ void CliProgress::progress(double fraction, const std::string& message) {
     std::fprintf(stderr, "\r%5.1f%% %s      %s", 100.0 * fraction, message.c_str(), fraction >= 1.0 ? "\n" : "");
 }
 
-std::array<std::int64_t, 3> parseSize(const std::string& text) {
-  std::array<std::int64_t, 3> s{};
-  std::stringstream ss(text);
-  std::string part;
-  int n = 0;
-  try {
-    while (std::getline(ss, part, ',')) {
-      if (n >= 3) throw InvalidArgument("");
-      s[n++] = std::stoll(part);
-    }
-  } catch (const std::exception&) {
-    throw InvalidArgument("size '" + text + "' must be N or X,Y,Z");
-  }
-  if (n == 1) s[1] = s[2] = s[0];
-  else if (n != 3) throw InvalidArgument("size '" + text + "' must be N or X,Y,Z");
-  for (auto v : s)
-    if (v <= 0) throw InvalidArgument("size '" + text + "' must be positive");
-  return s;
-}
-
 } // namespace splitseg::cli

@@ -46,7 +46,5 @@ private:
   std::string mode_;
 };
 
-// "64" -> {64,64,64}; "96,96,64" -> {96,96,64} (x,y,z).
-std::array<std::int64_t, 3> parseSize(const std::string& text);
 
 } // namespace splitseg::cli

@@ -2,6 +2,7 @@
 // preprocessing JSON beside it. --sample writes an input and SplitSeg's own output for it, so
 // a consumer (and tests/cli/test_export) can check the exported model reproduces SplitSeg.
 #include "app/cli/CliSupport.h"
+#include "core/run/RunSpec.h"
 #include "app/cli/Commands.h"
 #include "core/base/Error.h"
 #include "core/engine/Devices.h"
@@ -39,10 +40,10 @@ void runExport(const ExportArgs& a) {
   engine::CheckpointInfo info;
   auto net = engine::loadNetwork(a.checkpoint, &info);
   exporter::ExportOptions o;
-  o.preprocessingJson = info.preprocessingJson;
-  o.patch = info.patch;
+  o.preprocessingJson = info.run.preprocessing.toJson();
+  o.patch = info.run.patch;
   if (!a.exampleSize.empty()) {
-    const auto s = parseSize(a.exampleSize);  // x,y,z
+    const auto s = run::parseSize(a.exampleSize);  // x,y,z
     o.exampleSize = {s[2], s[1], s[0]};
   }
   nlohmann::json result;

@@ -8,6 +8,7 @@
 #include "core/placement/AutoPlacer.h"
 #include "core/placement/LargestVolume.h"
 #include "core/placement/MemoryPlanner.h"
+#include "core/run/RunSpec.h"
 
 #include <nlohmann/json.hpp>
 
@@ -49,17 +50,17 @@ std::vector<std::string> splitList(const std::string& s, char sep) {
   return out;
 }
 
-std::array<std::int64_t, 3> parseSize(const std::string& s) {
+// --patch X,Y,Z as everywhere else; the old spelling --size DxHxW (depth first) still reads.
+std::array<std::int64_t, 3> parsePatchXyz(const std::string& s) {
   const auto parts = splitList(s, 'x');
-  try {
-    if (parts.size() == 1) {
-      const auto n = std::stoll(parts[0]);
-      return {n, n, n};
+  if (parts.size() == 3) {
+    try {
+      return {std::stoll(parts[2]), std::stoll(parts[1]), std::stoll(parts[0])};
+    } catch (const std::exception&) {
     }
-    if (parts.size() == 3) return {std::stoll(parts[0]), std::stoll(parts[1]), std::stoll(parts[2])};
-  } catch (const std::exception&) {
+    throw InvalidArgument("--patch must be N or X,Y,Z, got '" + s + "'");
   }
-  throw InvalidArgument("--size must be N or DxHxW, got '" + s + "'");
+  return run::parseSize(s);
 }
 
 // "cuda:0=16GiB,cuda:1=16GiB" are planning-only; without it, the devices present.
@@ -130,23 +131,22 @@ void runPlan(const PlanArgs& a) {
   MemoryPlanner planner(NetworkStructure::fromUNet(o));
   const auto names = planner.network().stageNames();
 
-  PlanRequest req;
-  req.size = parseSize(a.size);
-  req.batch = a.batch;
-  const auto precisions = StagePrecisions::parse(a.precision, names);
-  req.precision = precisions.fallback;
-  req.stagePrecision = precisions.stages;
-  req.adam = a.optimizer == "adam";
+  // The run this plan is for, then the planner's request from it (one vocabulary with train).
+  run::RunSpec spec;
+  spec.patch = parsePatchXyz(a.size);
+  spec.batch = a.batch;
+  spec.precision = StagePrecisions::parse(a.precision, names);
+  spec.recompute = run::parseStageList(a.checkpoint, names);
   if (a.optimizer != "adam" && a.optimizer != "sgd") throw InvalidArgument("--optimizer must be adam or sgd");
-  req.devices = parseDevices(a.devices);
-  if (req.devices.empty()) throw DeviceError("no devices to plan for");
+  auto devices = parseDevices(a.devices);
+  if (devices.empty()) throw DeviceError("no devices to plan for");
   if (!a.allowance.empty())
-    for (auto& d : req.devices) d.allowance = parseBytes(a.allowance);
-  if (a.checkpoint == "all") req.checkpoint = {names.begin(), names.end()};
-  else if (!a.checkpoint.empty() && a.checkpoint != "none")
-    for (const auto& s : splitList(a.checkpoint, ',')) req.checkpoint.insert(s);
-  req.placement = Placement::parse(a.placement, names, req.devices.front().name);
-
+    for (auto& d : devices) d.allowance = parseBytes(a.allowance);
+  spec.setPlacement(Placement::parse(a.placement, names, devices.front().name));
+  spec.check({}, names);
+  PlanRequest req = spec.planRequest(names, devices);
+  req.adam = a.optimizer == "adam";
+  const auto& precisions = req.precision;
   nlohmann::ordered_json out;
   std::ostream& os = std::cout;
   const std::string header = "U-Net base " + std::to_string(a.base) + " depth " + std::to_string(a.depth) +
@@ -193,7 +193,7 @@ void runPlan(const PlanArgs& a) {
 void addPlanCommands(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand("plan", "Predict per-stage and per-device memory of a training step");
-  cmd->add_option("--size", args->size, "Input size: N (cube) or DxHxW")->capture_default_str();
+  cmd->add_option("--patch,--size", args->size, "network input size: N (cube) or X,Y,Z (old: DxHxW)")->capture_default_str();
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
   cmd->add_option("--base", args->base, "U-Net base channels")->capture_default_str();
   cmd->add_option("--depth", args->depth, "U-Net depth")->capture_default_str();
@@ -208,7 +208,7 @@ void addPlanCommands(CLI::App& app) {
   auto* pl = cmd->add_option("--placement", args->placement, "stage=device pairs, JSON text or file");
   auto* au = cmd->add_flag("--auto", args->autoPlace, "Choose the placement automatically");
   pl->excludes(au);
-  cmd->add_option("--checkpoint", args->checkpoint, "Stages to checkpoint: all | none | enc0,dec0");
+  cmd->add_option("--recompute,--checkpoint", args->checkpoint, "activation checkpointing: all | none | enc0,dec0");
   cmd->add_option("--allowance", args->allowance, "Fixed cost per device (default: 756MiB CUDA, 0 CPU)");
   cmd->add_option("--optimizer", args->optimizer, "adam | sgd")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");

@@ -1,4 +1,5 @@
 #include "core/engine/Inferer.h"
+#include "core/engine/Tensors.h"
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
 
@@ -143,6 +144,16 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   torch::Tensor labels = outC == 1 ? (probs[0] > 0.5).to(torch::kLong) : probs.argmax(0);
   net.train(wasTraining);
   return {probs, labels};
+}
+
+Volume predictLabels(Inferer& inferer, const Volume& source, const Preprocessing& preprocessing,
+                     const InferOptions& options, ProgressSink* progress, CancelToken* cancel) {
+  const Volume input = preprocessing.applyToImage(source);
+  const Prediction pred = inferer.predict(toTensor(input).unsqueeze(0), options, progress, cancel);
+  Volume labels = toVolume(pred.labels.to(torch::kFloat), input.geometry());
+  labels = preprocessing.restore(labels, source.geometry(), Interpolation::Nearest);
+  labels.setPixelType("uint8");
+  return labels;
 }
 
 } // namespace splitseg::engine

@@ -4,6 +4,7 @@
 #include "core/base/CancelToken.h"
 #include "core/base/Progress.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/volume/Preprocessing.h"
 
 #include <array>
 
@@ -34,6 +35,12 @@ private:
   torch::Tensor runPadded(const torch::Tensor& batch);  // (N, Cin, d, h, w) -> logits cropped back
   SplitExecutor& executor_;
 };
+
+// A whole image through the run's preprocessing and the network, and its labels back onto the
+// image's own grid (nearest neighbour): what `splitseg-cli infer --image` writes and what the
+// workstation's review shows. source: one channel; labels as uint8 in source's geometry.
+Volume predictLabels(Inferer& inferer, const Volume& source, const Preprocessing& preprocessing,
+                     const InferOptions& options, ProgressSink* progress = nullptr, CancelToken* cancel = nullptr);
 
 // Gaussian importance map for a window (D, H, W), as MONAI's (floor 1e-3).
 torch::Tensor gaussianWindow(const std::array<std::int64_t, 3>& windowZyx, double sigmaScale);

@@ -1,4 +1,5 @@
 #include "core/engine/Loss.h"
+#include "core/metrics/SegmentationMetrics.h"
 
 #include <torch/nn/functional/loss.h>
 #include <torch/torch.h>
@@ -54,9 +55,8 @@ std::vector<double> dicePerClass(const torch::Tensor& predicted, const torch::Te
   const auto p = predicted.to(torch::kCPU), t = target.to(torch::kCPU);
   for (int c = 1; c <= classes; ++c) {
     auto pc = p == c, tc = t == c;
-    const double inter = (pc & tc).sum().item<double>();
-    const double denom = pc.sum().item<double>() + tc.sum().item<double>();
-    dice.push_back(denom == 0 ? 1.0 : 2.0 * inter / denom);
+    dice.push_back(metrics::dice((pc & tc).sum().item<std::int64_t>(), pc.sum().item<std::int64_t>(),
+                                 tc.sum().item<std::int64_t>()));
   }
   return dice;
 }

@@ -1,49 +1,12 @@
 #include "core/engine/SplitExecutor.h"
 #include "core/base/Error.h"
 #include "core/engine/StageCheckpoint.h"
-#include "core/placement/MemoryPlanner.h"
 
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
 
 namespace splitseg::engine {
-
-std::string toString(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
-
-Precision precisionFromString(const std::string& s) {
-  if (s == "fp32") return Precision::FP32;
-  if (s == "bf16") return Precision::BF16;
-  throw InvalidArgument("unknown precision '" + s + "' (fp32, bf16)");
-}
-
-Precision ExecutorOptions::precisionOf(const std::string& stage) const {
-  const auto it = stagePrecision.find(stage);
-  return it == stagePrecision.end() ? precision : it->second;
-}
-
-namespace {
-placement::Precision toPlanner(Precision p) {
-  return p == Precision::BF16 ? placement::Precision::BF16 : placement::Precision::FP32;
-}
-Precision fromPlanner(placement::Precision p) {
-  return p == placement::Precision::BF16 ? Precision::BF16 : Precision::FP32;
-}
-} // namespace
-
-std::string ExecutorOptions::precisionText() const {
-  placement::StagePrecisions sp;
-  sp.fallback = toPlanner(precision);
-  for (const auto& [stage, p] : stagePrecision) sp.stages[stage] = toPlanner(p);
-  return sp.toString();
-}
-
-void ExecutorOptions::setPrecisionText(const std::string& text, const std::vector<std::string>& stages) {
-  const auto sp = placement::StagePrecisions::parse(text, stages);
-  precision = fromPlanner(sp.fallback);
-  stagePrecision.clear();
-  for (const auto& [stage, p] : sp.stages) stagePrecision[stage] = fromPlanner(p);
-}
 
 namespace {
 // bf16 autocast for one stage on its device type; weights stay fp32 (master copy).
@@ -73,8 +36,9 @@ private:
 } // namespace
 
 SplitExecutor::SplitExecutor(std::shared_ptr<model::StagedNetwork> network, placement::Placement placement,
-                             ExecutorOptions options)
-    : network_(std::move(network)), options_(std::move(options)), specs_(network_->stageSpecs()) {
+                             placement::StagePrecisions precision, std::set<std::string> recompute)
+    : network_(std::move(network)), precision_(std::move(precision)), recompute_(std::move(recompute)),
+      specs_(network_->stageSpecs()) {
   setPlacement(placement);
 }
 
@@ -142,7 +106,7 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     const torch::Device& device = stageDevices_[i];
     currentStage_ = spec.name;
     std::vector<torch::Tensor> inputs;
-    const bool bf16 = options_.precisionOf(spec.name) == Precision::BF16;
+    const bool bf16 = precision_.of(spec.name) == placement::Precision::BF16;
     for (const auto& name : spec.inputs) {
       const torch::Tensor& src = name == model::kInput ? networkInput : outputs.at(index.at(name));
       torch::Tensor in = moveTo(src, device);
@@ -157,7 +121,7 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     }
     try {
       AutocastScope autocast(bf16, device.type());
-      if (options_.checkpointStages.count(spec.name) && torch::GradMode::is_enabled()) {
+      if (recompute_.count(spec.name) && torch::GradMode::is_enabled()) {
         auto stage = [this, i](const std::vector<torch::Tensor>& in) { return network_->runStage(i, in); };
         outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters());
       } else {

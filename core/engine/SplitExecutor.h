@@ -4,6 +4,7 @@
 // autograd. The only code that moves model parts between devices.
 #include "core/model/StagedNetwork.h"
 #include "core/placement/Placement.h"
+#include "core/placement/Precision.h"
 
 #include <torch/types.h>
 
@@ -16,33 +17,19 @@
 
 namespace splitseg::engine {
 
-enum class Precision { FP32, BF16 };
-std::string toString(Precision p);
-Precision precisionFromString(const std::string& s);
-
-struct ExecutorOptions {
-  Precision precision = Precision::FP32;          // stages not in stagePrecision
-  std::map<std::string, Precision> stagePrecision;  // per-stage overrides (bf16 autocast or fp32)
-  // Stages run without keeping internal activations; recomputed in backward.
-  std::set<std::string> checkpointStages;
-
-  Precision precisionOf(const std::string& stage) const;
-  // As placement::StagePrecisions text: "fp32", "bf16", "bf16:enc0,dec0", "fp32:head".
-  std::string precisionText() const;
-  // Parses that text (throws InvalidArgument, one line; unknown stages of `stages` refused).
-  void setPrecisionText(const std::string& text, const std::vector<std::string>& stages = {});
-};
-
 class SplitExecutor {
 public:
+  // precision and recompute (stages with activation checkpointing) as in the run description.
   SplitExecutor(std::shared_ptr<model::StagedNetwork> network, placement::Placement placement,
-                ExecutorOptions options = {});
+                placement::StagePrecisions precision = {}, std::set<std::string> recompute = {});
 
   // Moves the stages to their (new) devices. Optimizer state must follow: see Trainer.
   void setPlacement(const placement::Placement& placement);
   const placement::Placement& placement() const { return placement_; }
-  void setOptions(const ExecutorOptions& options) { options_ = options; }
-  const ExecutorOptions& options() const { return options_; }
+  void setPrecision(const placement::StagePrecisions& precision) { precision_ = precision; }
+  const placement::StagePrecisions& precision() const { return precision_; }
+  void setRecompute(const std::set<std::string>& stages) { recompute_ = stages; }
+  const std::set<std::string>& recompute() const { return recompute_; }
 
   // input on any device; returns the head's output (fp32) on the head's device. A bf16 stage
   // runs under autocast; an fp32 stage gets bf16 inputs (from a bf16 stage) cast up first.
@@ -78,7 +65,8 @@ private:
 
   std::shared_ptr<model::StagedNetwork> network_;
   placement::Placement placement_;
-  ExecutorOptions options_;
+  placement::StagePrecisions precision_;
+  std::set<std::string> recompute_;
   std::vector<model::StageSpec> specs_;
   std::vector<torch::Device> stageDevices_;
   std::string currentStage_;

@@ -2,6 +2,7 @@
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
+#include "core/engine/Devices.h"
 #include "core/engine/NetworkFactory.h"
 #include "core/engine/Tensors.h"
 
@@ -23,7 +24,8 @@
 namespace splitseg::engine {
 
 namespace {
-constexpr int kCheckpointVersion = 1;
+// 2: the run description under "run"; 1: loose keys (architecture, options, placement, ...).
+constexpr int kCheckpointVersion = 2;
 
 double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -41,23 +43,32 @@ void synchronize(const placement::Placement& p) {
 }
 } // namespace
 
-Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, const placement::Placement& placement,
-                 std::shared_ptr<data::SampleSource> source, TrainerOptions options, ExecutorOptions exec)
-    : network_(network), executor_(network, placement, exec), source_(std::move(source)),
-      options_(std::move(options)), rng_(options_.seed) {
-  if (options_.batch < 1) throw InvalidArgument("batch must be at least 1");
-  if (options_.learningRate <= 0) throw InvalidArgument("learning rate must be positive");
-  if (options_.totalSteps() < 1) throw InvalidArgument("nothing to train: steps must be at least 1");
+namespace {
+run::RunSpec checkedRun(run::RunSpec run, const model::StagedNetwork& network) {
+  run.architecture = network.architecture();
+  run.networkOptions = nlohmann::json::parse(network.optionsJson());
+  run.check({}, network.stageNames());
+  return run;
+}
+} // namespace
+
+Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<data::SampleSource> source,
+                 run::RunSpec run)
+    : network_(network), spec_(checkedRun(std::move(run), *network)),
+      executor_(network, spec_.resolvePlacement(network->stageNames(), runnableDeviceNames().front()), spec_.precision,
+                spec_.recompute),
+      source_(std::move(source)), rng_(spec_.seed) {
+  spec_.setPlacement(executor_.placement());
   const auto div = network_->sizeDivisor();
-  for (auto s : options_.patch)
+  for (auto s : spec_.patch)
     if (s < div || s % div != 0)
       throw InvalidArgument("patch size " + std::to_string(s) + " must be a positive multiple of " +
                             std::to_string(div) + " for this network depth");
-  torch::manual_seed(options_.seed);
+  torch::manual_seed(spec_.seed);
   optimizer_ = std::make_unique<torch::optim::Adam>(network_->root().parameters(),
-                                                    torch::optim::AdamOptions(options_.learningRate));
-  meter_ = std::make_unique<MemoryMeter>(placement.devices());
-  meter_->cpu().setBudget(options_.cpuBudgetBytes);
+                                                    torch::optim::AdamOptions(spec_.learningRate));
+  meter_ = std::make_unique<MemoryMeter>(executor_.placement().devices());
+  meter_->cpu().setBudget(spec_.cpuBudgetBytes);
   executor_.setAfterStage([this](const std::string& stage, const torch::Device& device) {
     if (device.is_cpu() && meter_->cpu().exceeded())
       throw OutOfMemoryError("cpu", stage, "allocation beyond the CPU budget of " +
@@ -69,8 +80,8 @@ Trainer::~Trainer() = default;
 
 void Trainer::makeBatch(torch::Tensor& input, torch::Tensor& target) {
   std::vector<torch::Tensor> images, labels;
-  for (int b = 0; b < options_.batch; ++b) {
-    data::Sample s = source_->next(options_.patch, rng_);
+  for (int b = 0; b < spec_.batch; ++b) {
+    data::Sample s = source_->next(spec_.patch, rng_);
     images.push_back(toTensor(s.channels));
     labels.push_back(toTensor(s.label).round().to(torch::kLong));
   }
@@ -134,8 +145,8 @@ StepMetrics Trainer::step() {
 
   StepMetrics m;
   m.step = step_;
-  m.totalSteps = options_.totalSteps();
-  m.epoch = options_.epochs > 0 ? static_cast<int>((step_ - 1) / options_.stepsPerEpoch) + 1 : 1;
+  m.totalSteps = spec_.totalSteps();
+  m.epoch = spec_.epochs > 0 ? static_cast<int>((step_ - 1) / spec_.stepsPerEpoch) + 1 : 1;
   m.loss = loss.loss.item<double>();
   m.dice = loss.dice;
   m.meanDice = mean(loss.dice);
@@ -150,7 +161,7 @@ ValidationMetrics Trainer::validate() {
   network_->root().eval();
   ValidationMetrics v;
   v.step = step_;
-  auto samples = source_->validation(options_.patch);
+  auto samples = source_->validation(spec_.patch);
   if (samples.empty()) return v;
   std::vector<std::vector<double>> dices;
   for (const auto& s : samples) {
@@ -170,11 +181,11 @@ ValidationMetrics Trainer::validate() {
 }
 
 void Trainer::run(MetricsSink* sink, CancelToken* cancel) {
-  const auto total = options_.totalSteps();
+  const auto total = spec_.totalSteps();
   auto save = [&]() {
-    if (options_.checkpointPath.empty()) return;
-    saveCheckpoint(options_.checkpointPath);
-    if (sink) sink->onCheckpoint(options_.checkpointPath, step_);
+    if (spec_.checkpoint.empty()) return;
+    saveCheckpoint(spec_.checkpoint);
+    if (sink) sink->onCheckpoint(spec_.checkpoint, step_);
   };
   while (step_ < total) {
     if (cancel) {
@@ -189,17 +200,18 @@ void Trainer::run(MetricsSink* sink, CancelToken* cancel) {
     }
     StepMetrics m = step();
     if (sink) sink->onStep(m);
-    if (options_.validateEvery > 0 && step_ % options_.validateEvery == 0) {
+    if (spec_.validateEvery > 0 && step_ % spec_.validateEvery == 0) {
       auto v = validate();
       if (sink) sink->onValidation(v);
     }
-    if (options_.checkpointEvery > 0 && step_ % options_.checkpointEvery == 0 && step_ < total) save();
+    if (spec_.checkpointEvery > 0 && step_ % spec_.checkpointEvery == 0 && step_ < total) save();
   }
   save();
 }
 
 void Trainer::setPlacement(const placement::Placement& p) {
   executor_.setPlacement(p);
+  spec_.setPlacement(p);
   // Adam's moments live beside their parameters; move them along.
   for (auto& group : optimizer_->param_groups()) {
     for (auto& param : group.params()) {
@@ -212,15 +224,23 @@ void Trainer::setPlacement(const placement::Placement& p) {
     }
   }
   meter_ = std::make_unique<MemoryMeter>(p.devices());
-  meter_->cpu().setBudget(options_.cpuBudgetBytes);
+  meter_->cpu().setBudget(spec_.cpuBudgetBytes);
 }
 
 void Trainer::setCpuBudget(std::int64_t bytes) {
-  options_.cpuBudgetBytes = bytes;
+  spec_.cpuBudgetBytes = bytes;
   meter_->cpu().setBudget(bytes);
 }
 
-void Trainer::setExecutorOptions(const ExecutorOptions& options) { executor_.setOptions(options); }
+void Trainer::setPrecision(const placement::StagePrecisions& precision) {
+  spec_.precision = precision;
+  executor_.setPrecision(precision);
+}
+
+void Trainer::setRecompute(const std::set<std::string>& stages) {
+  spec_.recompute = stages;
+  executor_.setRecompute(stages);
+}
 
 void Trainer::saveCheckpoint(const std::string& path) const {
   torch::serialize::OutputArchive archive, modelArchive, optimArchive;
@@ -230,17 +250,10 @@ void Trainer::saveCheckpoint(const std::string& path) const {
   archive.write("optimizer", optimArchive);
   std::ostringstream rng;
   rng << rng_;
+  // The run description travels with the weights: infer and --resume rebuild exactly this run.
   nlohmann::json meta{{"version", kCheckpointVersion},
-                      {"architecture", network_->architecture()},
-                      {"options", nlohmann::json::parse(network_->optionsJson())},
-                      {"placement", nlohmann::json::parse(executor_.placement().toJson())},
-                      {"precision", executor_.options().precisionText()},
+                      {"run", spec_.toJson()},
                       {"step", step_},
-                      {"learning_rate", options_.learningRate},
-                      {"patch", options_.patch},
-                      {"batch", options_.batch},
-                      {"seed", options_.seed},
-                      {"preprocessing", nlohmann::json::parse(options_.preprocessingJson)},
                       {"sample_rng", rng.str()}};
   archive.write("meta", c10::IValue(meta.dump()));
   archive.write("torch_rng", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
@@ -257,10 +270,10 @@ void Trainer::saveCheckpoint(const std::string& path) const {
 
 void Trainer::loadCheckpoint(const std::string& path) {
   CheckpointInfo info = readCheckpointInfo(path);
-  if (info.architecture != network_->architecture() ||
-      nlohmann::json::parse(info.optionsJson) != nlohmann::json::parse(network_->optionsJson()))
-    throw InvalidArgument(path + ": checkpoint was trained with another network (" + info.architecture + " " +
-                          info.optionsJson + ")");
+  if (info.run.architecture != network_->architecture() ||
+      info.run.networkOptions != nlohmann::json::parse(network_->optionsJson()))
+    throw InvalidArgument(path + ": checkpoint was trained with another network (" + info.run.architecture + " " +
+                          info.run.networkOptions.dump() + ")");
   torch::serialize::InputArchive archive, modelArchive, optimArchive;
   try {
     archive.load_from(path, torch::kCPU);
@@ -294,24 +307,39 @@ CheckpointInfo readCheckpointInfo(const std::string& path) {
   }
   CheckpointInfo info;
   try {
-    auto meta = nlohmann::json::parse(metaValue.toStringRef());
-    info.architecture = meta.at("architecture").get<std::string>();
-    info.optionsJson = meta.at("options").dump();
-    info.placementJson = meta.at("placement").dump();
-    info.precision = meta.value("precision", std::string("fp32"));
+    const auto meta = nlohmann::json::parse(metaValue.toStringRef());
+    const int version = meta.at("version").get<int>();
+    if (version > kCheckpointVersion)
+      throw FormatError(path, "checkpoint version " + std::to_string(version) + " is newer than this SplitSeg reads");
     info.step = meta.at("step").get<std::int64_t>();
-    info.preprocessingJson = meta.value("preprocessing", nlohmann::json::object()).dump();
     info.sampleRng = meta.value("sample_rng", std::string());
-    info.patch = meta.value("patch", std::array<std::int64_t, 3>{32, 32, 32});
+    if (version >= 2) {
+      info.run = run::RunSpec::fromJson(meta.at("run"));
+    } else {
+      // Version 1 kept the run's pieces as loose keys.
+      auto& r = info.run;
+      r.architecture = meta.at("architecture").get<std::string>();
+      r.networkOptions = meta.at("options");
+      const auto& stages = meta.at("placement").contains("stages") ? meta.at("placement").at("stages") : meta.at("placement");
+      for (auto it = stages.begin(); it != stages.end(); ++it) r.placement[it.key()] = it.value().get<std::string>();
+      r.precision = placement::StagePrecisions::parse(meta.value("precision", std::string("fp32")));
+      r.patch = meta.value("patch", std::array<std::int64_t, 3>{32, 32, 32});
+      r.batch = meta.value("batch", 1);
+      r.learningRate = meta.value("learning_rate", 1e-3);
+      r.seed = meta.value("seed", std::uint64_t{0});
+      r.preprocessing = Preprocessing::fromJson(meta.value("preprocessing", nlohmann::json::object()).dump());
+    }
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(path, std::string("checkpoint metadata is damaged: ") + e.what());
+  } catch (const InvalidArgument& e) {
+    throw FormatError(path, std::string("checkpoint run description: ") + e.what());
   }
   return info;
 }
 
 std::shared_ptr<model::StagedNetwork> loadNetwork(const std::string& path, CheckpointInfo* infoOut) {
   CheckpointInfo info = readCheckpointInfo(path);
-  auto net = createNetwork(info.architecture, info.optionsJson);
+  auto net = createNetwork(info.run.architecture, info.run.networkOptions.dump());
   torch::serialize::InputArchive archive, modelArchive;
   try {
     archive.load_from(path, torch::kCPU);

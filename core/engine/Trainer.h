@@ -5,6 +5,7 @@
 #include "core/data/SampleSource.h"
 #include "core/engine/Metrics.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/run/RunSpec.h"
 
 #include <array>
 #include <memory>
@@ -17,42 +18,24 @@ namespace splitseg::engine {
 
 class MemoryMeter;
 
-// What a checkpoint says about itself (read without loading the weights into a network).
+// What a checkpoint says about itself (read without loading the weights into a network): the
+// run description it was trained with (network, placement, precision, preprocessing, ...) and
+// where that run stood.
 struct CheckpointInfo {
-  std::string architecture;
-  std::string optionsJson;
-  std::string placementJson;
-  std::string precision;  // ExecutorOptions::precisionText ("fp32", "bf16", "bf16:enc0,dec0")
+  run::RunSpec run;
   std::int64_t step = 0;
-  std::string preprocessingJson;
   std::string sampleRng;
-  std::array<std::int64_t, 3> patch{32, 32, 32};
 };
 CheckpointInfo readCheckpointInfo(const std::string& path);
 // Builds the checkpoint's network and loads its weights (on the CPU).
 std::shared_ptr<model::StagedNetwork> loadNetwork(const std::string& path, CheckpointInfo* info = nullptr);
 
-struct TrainerOptions {
-  std::int64_t steps = 100;               // total optimizer steps (epochs * stepsPerEpoch when epochs > 0)
-  int epochs = 0;
-  std::int64_t stepsPerEpoch = 50;
-  int batch = 1;
-  double learningRate = 1e-3;
-  std::array<std::int64_t, 3> patch{32, 32, 32};  // x, y, z
-  std::uint64_t seed = 0;
-  std::string checkpointPath;             // empty: no checkpoints
-  std::int64_t checkpointEvery = 0;       // steps; 0: only at the end
-  std::int64_t validateEvery = 0;         // steps; 0: never
-  std::int64_t cpuBudgetBytes = 0;        // CPU memory budget (0: none); beyond it a step fails as out of memory
-  std::string preprocessingJson = "{}";   // stored in checkpoints so inference preprocesses the same way
-
-  std::int64_t totalSteps() const { return epochs > 0 ? epochs * stepsPerEpoch : steps; }
-};
-
 class Trainer {
 public:
-  Trainer(std::shared_ptr<model::StagedNetwork> network, const placement::Placement& placement,
-          std::shared_ptr<data::SampleSource> source, TrainerOptions options, ExecutorOptions exec = {});
+  // Trains `network` as `run` describes (its network fields are taken from `network`; stages
+  // the placement does not list run on the first runnable device). Throws InvalidArgument
+  // naming the first bad field.
+  Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<data::SampleSource> source, run::RunSpec run);
   ~Trainer();
 
   // Runs until totalSteps are done or the token is cancelled (returns normally then).
@@ -64,7 +47,8 @@ public:
 
   // Moves stages (and their optimizer state) to a new placement between steps.
   void setPlacement(const placement::Placement& placement);
-  void setExecutorOptions(const ExecutorOptions& options);
+  void setPrecision(const placement::StagePrecisions& precision);
+  void setRecompute(const std::set<std::string>& stages);
   // CPU memory budget in bytes (0: none); a step that allocates beyond it is abandoned.
   void setCpuBudget(std::int64_t bytes);
   const placement::Placement& placement() const { return executor_.placement(); }
@@ -75,7 +59,8 @@ public:
   void loadCheckpoint(const std::string& path);
 
   std::int64_t stepsDone() const { return step_; }
-  const TrainerOptions& options() const { return options_; }
+  // The run as it stands (placement, precision and budget follow the setters above).
+  const run::RunSpec& spec() const { return spec_; }
   SplitExecutor& executor() { return executor_; }
   MemoryMeter& meter() { return *meter_; }
 
@@ -83,9 +68,9 @@ private:
   void makeBatch(torch::Tensor& input, torch::Tensor& target);
 
   std::shared_ptr<model::StagedNetwork> network_;
+  run::RunSpec spec_;
   SplitExecutor executor_;
   std::shared_ptr<data::SampleSource> source_;
-  TrainerOptions options_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   std::unique_ptr<MemoryMeter> meter_;
   std::mt19937_64 rng_;

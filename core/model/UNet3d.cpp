@@ -100,9 +100,14 @@ torch::Tensor UNetStageImpl::forward(const std::vector<torch::Tensor>& inputs) {
 
 UNet3dImpl::UNet3dImpl(const UNet3dOptions& o) : options_(o) {
   const int d = o.depth();
-  if (d < 2) throw InvalidArgument("U-Net depth must be at least 2");
-  if (o.base_channels() < 1 || o.in_channels() < 1 || o.out_channels() < 1)
-    throw InvalidArgument("U-Net channel counts must be positive");
+  // Bounds before anything is allocated: depth 100 or a million channels is a typo, not a run.
+  if (d < 2 || d > 8) throw InvalidArgument("U-Net depth must be 2..8, got " + std::to_string(d));
+  auto channels = [](const char* name, std::int64_t c) {
+    if (c < 1 || c > 1024) throw InvalidArgument(std::string("U-Net ") + name + " must be 1..1024, got " + std::to_string(c));
+  };
+  channels("base_channels", o.base_channels());
+  channels("in_channels", o.in_channels());
+  channels("out_channels", o.out_channels());
   std::vector<double> drop = o.dropout();
   drop.resize(static_cast<std::size_t>(d - 1), drop.empty() ? 0.0 : drop.back());
 

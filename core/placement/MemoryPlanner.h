@@ -5,6 +5,7 @@
 // between devices — so the numbers follow the real network's layers, not a lookup table.
 #include "core/placement/NetworkStructure.h"
 #include "core/placement/Placement.h"
+#include "core/placement/Precision.h"
 
 #include <array>
 #include <cstdint>
@@ -14,25 +15,6 @@
 #include <vector>
 
 namespace splitseg::placement {
-
-enum class Precision { FP32, BF16 };
-std::string toString(Precision p);
-Precision precisionFromString(const std::string& s);  // "fp32" | "bf16"
-
-// Precision per stage: a default plus the stages that differ from it. As text (CLI --precision,
-// sessions, checkpoints): "fp32" or "bf16" for every stage, or "P:stage,stage" for the listed
-// stages in P and every other stage in the other precision ("bf16:enc0,dec0", "fp32:head").
-struct StagePrecisions {
-  Precision fallback = Precision::FP32;
-  std::map<std::string, Precision> stages;  // overrides of fallback
-  Precision of(const std::string& stage) const;
-  // Shortest text: overrides equal to the fallback are dropped; stages listed in `order`
-  // (the network's) when given, else alphabetically.
-  std::string toString(const std::vector<std::string>& order = {}) const;
-  // Throws InvalidArgument (one line) for an unknown precision or, when stageNames is not
-  // empty, a stage the network does not have.
-  static StagePrecisions parse(const std::string& text, const std::vector<std::string>& stageNames = {});
-};
 
 struct DeviceSpec {
   std::string name;             // "cpu", "cuda:0"
@@ -75,8 +57,7 @@ struct PlannerOptions {
 struct PlanRequest {
   std::array<std::int64_t, 3> size{128, 128, 128};  // D, H, W of the network input
   int batch = 1;
-  Precision precision = Precision::FP32;              // stages not in stagePrecision
-  std::map<std::string, Precision> stagePrecision;     // per-stage overrides
+  StagePrecisions precision;         // per stage (a default plus overrides)
   std::set<std::string> checkpoint;  // stages run without keeping activations (recomputed)
   bool adam = true;                  // Adam keeps two moments per parameter
   Placement placement;               // empty: every stage on devices[0]

@@ -1,5 +1,6 @@
 #include "core/session/Session.h"
 #include "core/base/Error.h"
+#include "core/base/Units.h"
 
 #include <filesystem>
 #include <fstream>
@@ -44,33 +45,68 @@ const VolumeRef* Session::firstVolume(const std::string& role) const {
   return nullptr;
 }
 
+namespace {
+// The run's file paths, rewritten by `f` (stored <-> absolute).
+template <typename F>
+void mapRunPaths(run::RunSpec& r, F f) {
+  r.data.image = f(r.data.image);
+  r.data.label = f(r.data.label);
+  r.data.dataset = f(r.data.dataset);
+  r.checkpoint = f(r.checkpoint);
+}
+
+// Version 1 sessions kept the run in loose keys; this reads them into a run description.
+run::RunSpec runFromVersion1(const nlohmann::json& j) {
+  run::RunSpec r;
+  if (j.contains("network")) {
+    read(j.at("network"), "architecture", r.architecture);
+    read(j.at("network"), "options", r.networkOptions);
+  }
+  if (j.contains("placement") && j.at("placement").is_object()) {
+    const auto& p = j.at("placement").contains("stages") ? j.at("placement").at("stages") : j.at("placement");
+    for (auto it = p.begin(); it != p.end(); ++it) r.placement[it.key()] = it.value().get<std::string>();
+  }
+  if (j.contains("training")) {
+    const auto& t = j.at("training");
+    read(t, "steps", r.steps);
+    read(t, "epochs", r.epochs);
+    read(t, "steps_per_epoch", r.stepsPerEpoch);
+    read(t, "batch", r.batch);
+    read(t, "lr", r.learningRate);
+    read(t, "seed", r.seed);
+    read(t, "patch", r.patch);
+    std::string precision = "fp32", intensity, budget;
+    read(t, "precision", precision);
+    r.precision = placement::StagePrecisions::parse(precision);
+    std::vector<std::string> recompute;
+    read(t, "recompute", recompute);
+    r.recompute = {recompute.begin(), recompute.end()};
+    read(t, "intensity", intensity);
+    if (!intensity.empty()) r.preprocessing.intensity = intensityPreset(intensity);
+    read(t, "spacing", r.preprocessing.targetSpacing);
+    read(t, "validate_every", r.validateEvery);
+    read(t, "checkpoint_every", r.checkpointEvery);
+    read(t, "cpu_budget", budget);
+    if (!budget.empty()) r.cpuBudgetBytes = parseBytes(budget);
+  }
+  read(j, "dataset", r.data.dataset);
+  if (!r.data.dataset.empty()) r.data.kind = run::DataKind::Dataset;
+  read(j, "checkpoint", r.checkpoint);
+  return r;
+}
+} // namespace
+
 nlohmann::json toJson(const Session& s, const std::string& baseDir) {
-  nlohmann::json volumes = nlohmann::json::array();
+  nlohmann::ordered_json volumes = nlohmann::ordered_json::array();
   for (const auto& v : s.volumes)
     volumes.push_back({{"path", toStored(v.path, baseDir)}, {"role", v.role}, {"name", v.name}});
-  const auto& t = s.training;
-  nlohmann::json training{{"steps", t.steps},
-                          {"epochs", t.epochs},
-                          {"steps_per_epoch", t.stepsPerEpoch},
-                          {"batch", t.batch},
-                          {"lr", t.learningRate},
-                          {"seed", t.seed},
-                          {"patch", t.patch},
-                          {"precision", t.precision},
-                          {"recompute", t.recompute},
-                          {"intensity", t.intensity},
-                          {"spacing", t.spacing},
-                          {"validate_every", t.validateEvery},
-                          {"checkpoint_every", t.checkpointEvery},
-                          {"cpu_budget", t.cpuBudget}};
-  return {{"splitseg_session", kSessionVersion},
-          {"volumes", volumes},
-          {"dataset", toStored(s.dataset, baseDir)},
-          {"network", {{"architecture", s.architecture}, {"options", s.options}}},
-          {"placement", s.placement},
-          {"training", training},
-          {"checkpoint", toStored(s.checkpoint, baseDir)},
-          {"view", s.view}};
+  run::RunSpec stored = s.run;
+  mapRunPaths(stored, [&](const std::string& p) { return toStored(p, baseDir); });
+  nlohmann::ordered_json out{{"splitseg_session", kSessionVersion},
+                             {"volumes", volumes},
+                             {"run", stored.toJson()},
+                             {"view", s.view}};
+  return nlohmann::json::parse(out.dump());
 }
 
 Session fromJson(const nlohmann::json& j, const std::string& baseDir) {
@@ -78,10 +114,16 @@ Session fromJson(const nlohmann::json& j, const std::string& baseDir) {
   try {
     if (!j.is_object() || !j.contains("splitseg_session"))
       throw InvalidArgument("not a SplitSeg session (no \"splitseg_session\" version)");
+    if (!j.at("splitseg_session").is_number_integer())
+      throw InvalidArgument("splitseg_session: expected a whole number");
     s.version = j.at("splitseg_session").get<int>();
     if (s.version > kSessionVersion)
       throw InvalidArgument("session version " + std::to_string(s.version) + " is newer than this SplitSeg reads (" +
                             std::to_string(kSessionVersion) + ")");
+    if (s.version >= 2)
+      for (auto it = j.begin(); it != j.end(); ++it)
+        if (it.key() != "splitseg_session" && it.key() != "volumes" && it.key() != "run" && it.key() != "view")
+          throw InvalidArgument(it.key() + ": unknown key");
     if (j.contains("volumes"))
       for (const auto& v : j.at("volumes")) {
         VolumeRef r;
@@ -90,35 +132,18 @@ Session fromJson(const nlohmann::json& j, const std::string& baseDir) {
         read(v, "name", r.name);
         s.volumes.push_back(r);
       }
-    std::string stored;
-    read(j, "dataset", stored);
-    s.dataset = fromStored(stored, baseDir);
-    if (j.contains("network")) {
-      read(j.at("network"), "architecture", s.architecture);
-      read(j.at("network"), "options", s.options);
+    if (s.version >= 2) {
+      if (j.contains("run")) {
+        try {
+          s.run = run::RunSpec::fromJson(j.at("run"));
+        } catch (const InvalidArgument& e) {
+          throw InvalidArgument(std::string("run.") + e.what());
+        }
+      }
+    } else {
+      s.run = runFromVersion1(j);
     }
-    read(j, "placement", s.placement);
-    if (j.contains("training")) {
-      const auto& tj = j.at("training");
-      auto& t = s.training;
-      read(tj, "steps", t.steps);
-      read(tj, "epochs", t.epochs);
-      read(tj, "steps_per_epoch", t.stepsPerEpoch);
-      read(tj, "batch", t.batch);
-      read(tj, "lr", t.learningRate);
-      read(tj, "seed", t.seed);
-      read(tj, "patch", t.patch);
-      read(tj, "precision", t.precision);
-      read(tj, "recompute", t.recompute);
-      read(tj, "intensity", t.intensity);
-      read(tj, "spacing", t.spacing);
-      read(tj, "validate_every", t.validateEvery);
-      read(tj, "checkpoint_every", t.checkpointEvery);
-      read(tj, "cpu_budget", t.cpuBudget);
-    }
-    stored.clear();
-    read(j, "checkpoint", stored);
-    s.checkpoint = fromStored(stored, baseDir);
+    mapRunPaths(s.run, [&](const std::string& p) { return fromStored(p, baseDir); });
     read(j, "view", s.view);
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(std::string("session: ") + e.what());
@@ -148,13 +173,13 @@ LoadResult loadSession(const std::string& path) {
       v.missing = true;
       r.warnings.push_back(v.role + " volume not found: " + v.path);
     }
-  if (!s.dataset.empty() && !fs::exists(s.dataset)) {
+  if (!s.run.data.dataset.empty() && !fs::exists(s.run.data.dataset)) {
     s.datasetMissing = true;
-    r.warnings.push_back("dataset folder not found: " + s.dataset);
+    r.warnings.push_back("dataset folder not found: " + s.run.data.dataset);
   }
-  if (!s.checkpoint.empty() && !fs::exists(s.checkpoint)) {
+  if (!s.run.checkpoint.empty() && !fs::exists(s.run.checkpoint)) {
     s.checkpointMissing = true;
-    r.warnings.push_back("checkpoint not found: " + s.checkpoint + " (training will create it)");
+    r.warnings.push_back("checkpoint not found: " + s.run.checkpoint + " (training will create it)");
   }
   return r;
 }

@@ -10,6 +10,8 @@
 //
 // Used by the CLI (--session on train/infer, `session` command) and by the GUI (File > Save /
 // Open Session): the GUI fills `view` with its own keys; core does not interpret them.
+#include "core/run/RunSpec.h"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -19,7 +21,8 @@
 
 namespace splitseg::session {
 
-constexpr int kSessionVersion = 1;
+// 2: the run description under "run"; 1 (still read): loose network/placement/training keys.
+constexpr int kSessionVersion = 2;
 inline const char* const kSessionExtension = ".splitseg";
 
 struct VolumeRef {
@@ -29,34 +32,14 @@ struct VolumeRef {
   bool missing = false;        // set by load: the file was not found
 };
 
-struct TrainingSettings {
-  std::int64_t steps = 100;
-  int epochs = 0;
-  std::int64_t stepsPerEpoch = 50;
-  int batch = 1;
-  double learningRate = 1e-3;
-  std::uint64_t seed = 0;
-  std::array<std::int64_t, 3> patch{64, 64, 64};  // x,y,z
-  std::string precision = "fp32";                  // as --precision: fp32, bf16, bf16:enc0,dec0
-  std::vector<std::string> recompute;              // stages with activation checkpointing
-  std::string intensity = "ct-soft-tissue";        // intensity preset
-  std::array<double, 3> spacing{0, 0, 0};          // target spacing mm (0: keep)
-  std::int64_t validateEvery = 0;
-  std::int64_t checkpointEvery = 0;
-  std::string cpuBudget;                           // "2GiB"; empty: none
-};
-
 struct Session {
   int version = kSessionVersion;
   std::vector<VolumeRef> volumes;
-  std::string dataset;                 // dataset folder (MSD / nnU-Net raw); empty: none
-  bool datasetMissing = false;
-  std::string architecture = "unet3d";
-  nlohmann::json options = nlohmann::json::object();    // network options (architecture's JSON)
-  nlohmann::json placement = nlohmann::json::object();  // placement::Placement JSON; empty: default
-  TrainingSettings training;
-  std::string checkpoint;              // checkpoint in use (train writes it, infer reads it)
-  bool checkpointMissing = false;
+  // The run: network, placement, precision, patch, batch, schedule, preprocessing, data
+  // source (dataset folder, image/label), checkpoint. The same value the CLI and the GUI run.
+  run::RunSpec run;
+  bool datasetMissing = false;         // run.data.dataset not found by load
+  bool checkpointMissing = false;      // run.checkpoint not found by load
   nlohmann::json view = nlohmann::json::object();       // GUI view settings, opaque to core
 
   // The first volume with this role, or nullptr.
@@ -66,7 +49,7 @@ struct Session {
 // JSON text <-> Session. `baseDir` is the session file's folder: paths are written relative to
 // it (when the file lies under it or near it) and read back against it.
 nlohmann::json toJson(const Session& s, const std::string& baseDir);
-// Throws InvalidArgument for wrong types or a newer version; unknown keys are ignored.
+// Throws InvalidArgument naming the field for wrong types, unknown keys or a newer version.
 Session fromJson(const nlohmann::json& j, const std::string& baseDir);
 
 struct LoadResult {

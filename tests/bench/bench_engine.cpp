@@ -234,20 +234,14 @@ nlohmann::json trainOnce(const TrainArgs& a) {
     if (a.emulateSplit > 0) staged = std::make_shared<BoundaryNetwork>(net, static_cast<std::size_t>(a.emulateSplit));
     else staged = net.ptr();
     auto p = placement::Placement::parse(a.placement, staged->stageNames(), engine::runnableDeviceNames().front());
-    engine::TrainerOptions o;
+    run::RunSpec o;
     o.steps = a.warmup + a.repeats;
     o.patch = parseSize(a.c.size);
     o.seed = a.c.seed;
-    engine::ExecutorOptions exec;
-    exec.precision = engine::precisionFromString(a.precision);
-    if (a.recompute == "all") {
-      for (const auto& s : staged->stageNames()) exec.checkpointStages.insert(s);
-    } else if (!a.recompute.empty() && a.recompute != "none") {
-      std::stringstream ss(a.recompute);
-      std::string s;
-      while (std::getline(ss, s, ',')) exec.checkpointStages.insert(s);
-    }
-    engine::Trainer trainer(staged, p, std::make_shared<FixedSource>(sample), o, exec);
+    o.setPlacement(p);
+    o.precision = placement::StagePrecisions::parse(a.precision, staged->stageNames());
+    o.recompute = run::parseStageList(a.recompute, staged->stageNames());
+    engine::Trainer trainer(staged, std::make_shared<FixedSource>(sample), o);
     for (int i = 0; i < a.warmup + a.repeats; ++i) {
       const double c0 = cpuSeconds();
       auto m = trainer.step();

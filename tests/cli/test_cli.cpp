@@ -2,7 +2,9 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QFile>
 #include <QProcess>
+#include <QTemporaryDir>
 #include <QtTest>
 
 namespace {
@@ -16,6 +18,40 @@ Result cli(const QStringList& args) {
   p.start(SPLITSEG_CLI, args);
   p.waitForFinished(300000);
   return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+
+QJsonObject parseObject(const QString& text) {
+  QJsonParseError error;
+  const auto doc = QJsonDocument::fromJson(text.toUtf8(), &error);
+  if (error.error != QJsonParseError::NoError) qWarning("not JSON: %s", qPrintable(text));
+  return doc.object();
+}
+
+// A session file holding `run` (a version-2 session, as the GUI and `session save` write it).
+void writeSession(const QString& file, const QByteArray& runJson) {
+  QFile f(file);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(R"({"splitseg_session": 2, "volumes": [], "run": )" + runJson + "}\n");
+}
+
+// A run as the CLI writes it (every network option resolved), then moved away from the
+// defaults in a few fields: what a session saved by the GUI holds.
+QJsonObject sessionRun() {
+  const auto r = cli({"train", "--synthetic", "32", "--base", "4", "--depth", "3", "--print-run"});
+  if (r.code != 0) qWarning("%s", qPrintable(r.err));
+  QJsonObject run = parseObject(r.out);
+  run["learning_rate"] = 0.002;
+  run["seed"] = 9;
+  run["batch"] = 2;
+  run["patch"] = QJsonArray{32, 32, 16};
+  run["precision"] = "bf16:enc0";
+  run["recompute"] = QJsonArray{"dec0"};
+  run["placement"] = QJsonObject{{"enc0", "cpu"}};
+  auto schedule = run["schedule"].toObject();
+  schedule["steps"] = 11;
+  schedule["validate_every"] = 5;
+  run["schedule"] = schedule;
+  return run;
 }
 } // namespace
 
@@ -72,6 +108,105 @@ private Q_SLOTS:
                   "--recompute", "dec0", "--progress", "jsonl"});
     QVERIFY2(t.code == 0, qPrintable(t.err));
     QCOMPARE(t.out.trimmed().split('\n').size(), 2);
+  }
+
+  // One vocabulary: plan says --patch X,Y,Z and --recompute like train; the old --size DxHxW
+  // and --checkpoint stay as aliases for the same plan.
+  void planSpeaksTheRunVocabulary() {
+    auto now = cli({"plan", "--patch", "48,32,16", "--base", "4", "--depth", "3", "--recompute", "dec0", "--json"});
+    QVERIFY2(now.code == 0, qPrintable(now.err));
+    auto old = cli({"plan", "--size", "16x32x48", "--base", "4", "--depth", "3", "--checkpoint", "dec0", "--json"});
+    QVERIFY2(old.code == 0, qPrintable(old.err));
+    QCOMPARE(now.out, old.out);
+    auto none = cli({"plan", "--patch", "48,32,16", "--base", "4", "--depth", "3", "--json"});
+    QVERIFY2(none.code == 0, qPrintable(none.err));
+    QVERIFY(none.out != now.out);  // recompute changes the plan
+  }
+
+  // train --session S --print-run prints the session's run; typed flags overlay it and
+  // change only their own fields.
+  void sessionRunIsPrintedAndFlagsOverlayIt() {
+    QTemporaryDir tmp;
+    const QJsonObject run = sessionRun();
+    QVERIFY(!run.isEmpty());
+    const QString file = tmp.filePath("s.splitseg");
+    writeSession(file, QJsonDocument(run).toJson());
+    auto r = cli({"train", "--session", file, "--print-run"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(parseObject(r.out), run);
+    // Printed again from a session holding the printed text: the same text, byte for byte.
+    const QString again = tmp.filePath("again.splitseg");
+    writeSession(again, r.out.toUtf8());
+    auto r2 = cli({"train", "--session", again, "--print-run"});
+    QVERIFY2(r2.code == 0, qPrintable(r2.err));
+    QCOMPARE(r2.out, r.out);
+
+    auto o = cli({"train", "--session", file, "--steps", "7", "--print-run"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    QJsonObject expected = run;
+    auto schedule = expected["schedule"].toObject();
+    schedule["steps"] = 7;
+    expected["schedule"] = schedule;
+    QCOMPARE(parseObject(o.out), expected);
+
+    auto p = cli({"train", "--session", file, "--patch", "48,32,16", "--precision", "fp32", "--print-run"});
+    QVERIFY2(p.code == 0, qPrintable(p.err));
+    expected = run;
+    expected["patch"] = QJsonArray{48, 32, 16};
+    expected["precision"] = "fp32";
+    QCOMPARE(parseObject(p.out), expected);
+  }
+
+  // A bad run in a session: one error line naming the field, nothing trained or written.
+  void badSessionRunIsRefusedByField_data() {
+    QTest::addColumn<QString>("field");  // what the error line names
+    QTest::newRow("learning rate as text") << "learning_rate";
+    QTest::newRow("unknown key") << "stepz";
+    QTest::newRow("unknown nested key") << "schedule.stepz";
+    QTest::newRow("depth 100") << "depth";
+    QTest::newRow("patch 0") << "patch";
+    QTest::newRow("device nobody has") << "placement.enc0";
+    QTest::newRow("bad device string") << "placement.enc0";
+    QTest::newRow("batch 0") << "batch";
+  }
+  void badSessionRunIsRefusedByField() {
+    QFETCH(QString, field);
+    const QString tag = QTest::currentDataTag();
+    QJsonObject run = sessionRun();
+    QVERIFY(!run.isEmpty());
+    if (tag == "learning rate as text") {
+      run["learning_rate"] = "fast";
+    } else if (tag == "unknown key") {
+      run["stepz"] = 3;
+    } else if (tag == "unknown nested key") {
+      auto schedule = run["schedule"].toObject();
+      schedule["stepz"] = 3;
+      run["schedule"] = schedule;
+    } else if (tag == "depth 100") {
+      auto network = run["network"].toObject();
+      auto options = network["options"].toObject();
+      options["depth"] = 100;
+      network["options"] = options;
+      run["network"] = network;
+    } else if (tag == "patch 0") {
+      run["patch"] = QJsonArray{0, 64, 64};
+    } else if (tag == "device nobody has") {
+      run["placement"] = QJsonObject{{"enc0", "cuda:9"}};
+    } else if (tag == "bad device string") {
+      run["placement"] = QJsonObject{{"enc0", "tpu:0"}};
+    } else if (tag == "batch 0") {
+      run["batch"] = 0;
+    }
+    QTemporaryDir tmp;
+    const QString file = tmp.filePath("bad.splitseg"), checkpoint = tmp.filePath("never.ckpt");
+    writeSession(file, QJsonDocument(run).toJson());
+    auto r = cli({"train", "--session", file, "--steps", "1", "--save", checkpoint, "--progress", "jsonl"});
+    QVERIFY(r.code != 0);
+    QVERIFY2(r.err.contains(field), qPrintable(r.err));
+    QCOMPARE(r.err.trimmed().count('\n'), 0);  // one line
+    QVERIFY2(!r.out.contains("\"loss\""), qPrintable(r.out));  // no step ran
+    QVERIFY(!QFile::exists(checkpoint));
+    QVERIFY(!QFile::exists(checkpoint + ".tmp"));
   }
 
   void errors_data() {

@@ -4,6 +4,8 @@
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -52,6 +54,22 @@ private Q_SLOTS:
     QVERIFY2(seg.geometry().sameGrid(g), seg.geometry().differenceTo(g).c_str());
     const auto [lo, hi] = seg.range();
     QVERIFY(lo >= 0.0f && hi <= 1.0f);
+
+    // No --intensity above: the run in the checkpoint carries the preprocessing it was trained
+    // with (none, not the CT window a run defaults to)...
+    QProcess print;
+    print.start(SPLITSEG_CLI, {"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--print-run"});
+    QVERIFY(print.waitForFinished(600000));
+    QCOMPARE(print.exitCode(), 0);
+    const auto run = QJsonDocument::fromJson(print.readAllStandardOutput()).object();
+    QCOMPARE(run["preprocessing"].toObject()["intensity"].toObject()["mode"].toString(), QString("none"));
+    // ...and predicts exactly as when the same preprocessing is given by hand.
+    const QString explicitOut = dir.path() + "/seg-explicit.nii.gz";
+    QCOMPARE(cli({"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--window", "16",
+                  "--intensity", "none", "--out", explicitOut, "--progress", "none"}, &err), 0);
+    const auto explicitSeg = io::readVolume(explicitOut.toStdString());
+    QVERIFY(explicitSeg.geometry().sameGrid(seg.geometry()));
+    QVERIFY(explicitSeg.voxels() == seg.voxels());
   }
 
   void badImageFailsCleanly() {

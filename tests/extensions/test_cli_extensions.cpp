@@ -94,7 +94,10 @@ private Q_SLOTS:
     auto show = cli({"session", "show", path("proj/work.splitseg")});
     QVERIFY2(show.code == 0, qPrintable(show.err));
     const auto o = QJsonDocument::fromJson(show.out.toUtf8()).object();
-    QCOMPARE(o["network"].toObject()["architecture"].toString(), QString("resunet3d"));
+    const auto run = o["run"].toObject();
+    QCOMPARE(run["network"].toObject()["architecture"].toString(), QString("resunet3d"));
+    QCOMPARE(run["network"].toObject()["options"].toObject()["depth"].toInt(), 3);
+    QCOMPARE(run["checkpoint"].toString(), path("proj/from-session.ckpt"));  // resolved: absolute
     QCOMPARE(o["warnings"].toArray().size(), 2);  // the image and the not-yet-written checkpoint
     auto t = cli({"train", "--session", path("proj/work.splitseg"), "--synthetic", "32", "--steps", "2",
                   "--progress", "jsonl"});

@@ -121,9 +121,9 @@ private Q_SLOTS:
 
     QTest::mouseClick(toggle, Qt::LeftButton);
     QCOMPARE(toggle->text(), QString("bf16"));
-    QCOMPARE(session_->runSettings().precisionOf(name), std::string("bf16"));
-    QCOMPARE(session_->runSettings().precisionOf("bottleneck"), std::string("fp32"));
-    QCOMPARE(session_->runSettings().precisionText(session_->stageNames()), "bf16:" + name);
+    QVERIFY(session_->run().precision.of(name) == placement::Precision::BF16);
+    QVERIFY(session_->run().precision.of("bottleneck") == placement::Precision::FP32);
+    QCOMPARE(session_->run().precision.toString(session_->stageNames()), "bf16:" + name);
     const auto after = planned(name);
     QVERIFY(after.precision == placement::Precision::BF16);
     QVERIFY(after.activationBytes < before.activationBytes);
@@ -131,15 +131,15 @@ private Q_SLOTS:
     QVERIFY(card->toolTip().contains("bf16"));
 
     QTest::mouseClick(toggle, Qt::LeftButton);  // back: the plan is as before
-    QCOMPARE(session_->runSettings().precisionText(), std::string("fp32"));
+    QCOMPARE(session_->run().precision.toString(), std::string("fp32"));
     QCOMPARE(planned(name).activationBytes, before.activationBytes);
 
     QTest::mouseClick(toggle, Qt::LeftButton);
     auto* combo = view_->findChild<QComboBox*>();
     QVERIFY(combo);
     combo->setCurrentText("bf16");  // every stage; the single override goes
-    QCOMPARE(session_->runSettings().precisionText(), std::string("bf16"));
-    QVERIFY(session_->runSettings().stagePrecision.empty());
+    QCOMPARE(session_->run().precision.toString(), std::string("bf16"));
+    QVERIFY(session_->run().precision.stages.empty());
     for (const auto& s : session_->stageNames()) QVERIFY(view_->card(QString::fromStdString(s))->isBf16());
   }
 

@@ -5,7 +5,7 @@
 
 #include "core/data/Phantom.h"
 #include "ui/review/ReviewPanel.h"
-#include "ui/review/SegmentationMetrics.h"
+#include "core/metrics/SegmentationMetrics.h"
 #include "ui/session/Session.h"
 
 #include <QComboBox>
@@ -79,7 +79,7 @@ private Q_SLOTS:
     // The error view: the cut-off half is false negative (3), nothing is false positive (2).
     panel_->displayBox()->setCurrentIndex(panel_->displayBox()->findData("errors"));
     QVERIFY(panel_->showingErrors());
-    const auto errors = SegmentationMetrics::errorMap(pred, phantom_.label);
+    const auto errors = metrics::SegmentationMetrics::errorMap(pred, phantom_.label);
     std::int64_t fn = 0, fp = 0;
     for (float v : errors.voxels()) { fn += v == 3; fp += v == 2; }
     QCOMPARE(fn, truth - kept);
@@ -94,7 +94,7 @@ private Q_SLOTS:
       for (std::int64_t y = 0; y < shifted.size()[1]; ++y)
         for (std::int64_t x = 0; x < shifted.size()[0]; ++x)
           shifted.at(x, y, z) = x >= 3 ? phantom_.label.at(x - 3, y, z) : 0.0f;
-    const double hd = SegmentationMetrics::hd95(shifted, phantom_.label, 1);
+    const double hd = metrics::SegmentationMetrics::hd95(shifted, phantom_.label, 1);
     QVERIFY2(hd > 1.0 && hd <= 3.0 + 1e-9, qPrintable(QString::number(hd)));
   }
 

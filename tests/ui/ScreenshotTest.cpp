@@ -85,15 +85,15 @@ private Q_SLOTS:
     const auto gpu = s->addPlanningDevice(std::int64_t(24) << 30);
     window_->placementView()->moveStages({"dec3", "dec2", "dec1", "dec0", "head"}, gpu);
     // Per-stage toggles: the two largest decoder stages in bf16, enc0 checkpointed.
-    const RunSettings before = s->runSettings();
-    RunSettings run = before;
-    run.stagePrecision["dec1"] = run.stagePrecision["dec0"] = "bf16";
-    run.checkpointStages.insert("enc0");
-    s->setRunSettings(run);
+    const run::RunSpec before = s->run();
+    run::RunSpec run = before;
+    run.precision.stages["dec1"] = run.precision.stages["dec0"] = placement::Precision::BF16;
+    run.recompute.insert("enc0");
+    s->setRun(run);
     QTest::qWait(300);
     save(window_->placementView()->grab().toImage(), "placement.png");
-    s->setRunSettings(before);
     s->undoStack()->undo();
+    s->setRun(before);
     s->removePlanningDevice(gpu);
   }
 

@@ -53,8 +53,10 @@ private Q_SLOTS:
     const auto meta = QJsonDocument::fromJson(json.readAll()).object();
     const auto pre = Preprocessing::fromJson(
         QJsonDocument(meta.value("preprocessing").toObject()).toJson().toStdString());
-    QVERIFY(pre.intensity.mode == IntensityMode::ZScore);  // what the workstation trains with
-    QCOMPARE(meta.value("window").toArray().at(0).toInt(), int(w.session()->runSettings().patch[0]));
+    // The run's preprocessing, the one training and review use.
+    QCOMPARE(pre.toJson(), w.session()->run().preprocessing.toJson());
+    QVERIFY(pre.intensity.mode == IntensityMode::Ct);
+    QCOMPARE(meta.value("window").toArray().at(0).toInt(), int(w.session()->run().patch[0]));
     // The exported module computes what the session's network computes.
     torch::manual_seed(2);
     const auto x = torch::randn({1, 1, 16, 24, 16});
@@ -83,12 +85,12 @@ private Q_SLOTS:
       a.session()->createUNet(8, 4);
       auto p = a.session()->placement();
       QCOMPARE(p.stages().size(), std::size_t(8));
-      auto run = a.session()->runSettings();
+      auto run = a.session()->run();
       run.patch = {48, 48, 32};
       run.batch = 2;
-      run.precision = "bf16";
-      run.checkpointStages = {"enc0", "dec0"};
-      a.session()->setRunSettings(run);
+      run.precision = placement::StagePrecisions::parse("bf16");
+      run.recompute = {"enc0", "dec0"};
+      a.session()->setRun(run);
       placement = a.session()->placement().toJson();
       QVERIFY(a.saveSessionFile(path));
     }
@@ -102,11 +104,11 @@ private Q_SLOTS:
     QVERIFY(b.session()->groundTruth());
     QCOMPARE(b.session()->network()->stageSpecs().size(), std::size_t(8));  // depth 4, not the default 5
     QCOMPARE(b.session()->placement().toJson(), placement);
-    const auto& run = b.session()->runSettings();
+    const auto& run = b.session()->run();
     QCOMPARE(run.patch, (std::array<std::int64_t, 3>{48, 48, 32}));
     QCOMPARE(run.batch, 2);
-    QCOMPARE(QString::fromStdString(run.precision), QString("bf16"));
-    QCOMPARE(run.checkpointStages, (std::set<std::string>{"enc0", "dec0"}));
+    QCOMPARE(run.precision.toString(), std::string("bf16"));
+    QCOMPARE(run.recompute, (std::set<std::string>{"enc0", "dec0"}));
   }
 
   void missingFileIsAWarning() {
@@ -117,9 +119,9 @@ private Q_SLOTS:
     {
       MainWindow a;
       QVERIFY(a.openVolume(moved));
-      auto run = a.session()->runSettings();
+      auto run = a.session()->run();
       run.batch = 3;
-      a.session()->setRunSettings(run);
+      a.session()->setRun(run);
       QVERIFY(a.saveSessionFile(path));
     }
     QVERIFY(QFile::remove(moved));
@@ -127,7 +129,7 @@ private Q_SLOTS:
     const QStringList warnings = b.openSessionFile(path);
     QVERIFY(!warnings.isEmpty());
     QVERIFY2(warnings.join(" ").contains("image.nii.gz"), qPrintable(warnings.join("; ")));
-    QCOMPARE(b.session()->runSettings().batch, 3);  // the rest of the session still opened
+    QCOMPARE(b.session()->run().batch, 3);  // the rest of the session still opened
     test::warnings().clear();  // the status bar reported the missing file on purpose
   }
 

@@ -54,9 +54,9 @@ private Q_SLOTS:
   void tinyRunFinishes() {
     configure(6, 3);
     // One stage in bf16 (the placement view's card toggle does the same): the run takes it.
-    auto settings = session_->runSettings();
-    settings.stagePrecision["dec0"] = "bf16";
-    session_->setRunSettings(settings);
+    auto run = session_->run();
+    run.precision.stages["dec0"] = placement::Precision::BF16;
+    session_->setRun(run);
     QSignalSpy steps(panel_.get(), &TrainingPanel::stepDone);
     QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
     QTest::mouseClick(panel_->startButton(), Qt::LeftButton);

@@ -36,7 +36,11 @@ inline void failOnWarnings(QtMsgType type, const QMessageLogContext& ctx, const 
   if (previousHandler()) previousHandler()(type, ctx, msg);
 }
 
-inline void installWarningTrap() { previousHandler() = qInstallMessageHandler(failOnWarnings); }
+inline void installWarningTrap() {
+  previousHandler() = qInstallMessageHandler(failOnWarnings);
+  // Runs the tests start write their checkpoints under the test-mode data folder, not the user's.
+  QStandardPaths::setTestModeEnabled(true);
+}
 
 // Standard deviation of the grey values: ~0 for a blank (one-colour) image.
 inline double greyStdDev(const QImage& image) {

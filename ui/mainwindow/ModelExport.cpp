@@ -21,15 +21,10 @@ ModelExportResult exportSessionModel(Session& session, const QString& path) {
     r.message = QObject::tr("Cannot export while a run uses the network: stop it or wait for it to finish");
     return r;
   }
-  // What the workstation does to an image before the network sees it (VolumeSampleSource):
-  // the volume as loaded, z-scored over all voxels.
-  Preprocessing pre;
-  pre.canonical = false;
-  pre.intensity.mode = IntensityMode::ZScore;
-  pre.intensity.preset = "workstation z-score";
+  // The run's preprocessing: what training, review and the CLI do before the network sees an image.
   exporter::ExportOptions o;
-  o.preprocessingJson = pre.toJson();
-  o.patch = session.runSettings().patch;
+  o.preprocessingJson = session.run().preprocessing.toJson();
+  o.patch = session.run().patch;
   const bool existed = QFileInfo::exists(path);
   try {
     const auto written = exporter::exportTorchScript(*network, path.toStdString(), o);

@@ -6,6 +6,8 @@
 
 #include <QFileInfo>
 
+#include <algorithm>
+
 namespace splitseg::ui {
 
 namespace {
@@ -18,17 +20,9 @@ session::Session captureSession(const MainWindow& window) {
   session::Session out;
   if (isFile(s.imageSource())) out.volumes.push_back({s.imageSource().toStdString(), "image", "", false});
   if (isFile(s.groundTruthSource())) out.volumes.push_back({s.groundTruthSource().toStdString(), "label", "", false});
-  out.dataset = s.datasetFolder().toStdString();
-  if (auto net = s.network()) {
-    out.architecture = net->architecture();
-    out.options = nlohmann::json::parse(net->optionsJson());
-    out.placement = nlohmann::json::parse(s.placement().toJson());
-  }
-  const auto& run = s.runSettings();
-  out.training.patch = run.patch;
-  out.training.batch = run.batch;
-  out.training.precision = run.precisionText(s.stageNames());
-  out.training.recompute.assign(run.checkpointStages.begin(), run.checkpointStages.end());
+  // The document's run is the session's run, as it is: network, placement, every setting.
+  out.run = s.run();
+  if (!s.datasetFolder().isEmpty() && out.run.data.dataset.empty()) out.run.data.dataset = s.datasetFolder().toStdString();
   return out;
 }
 
@@ -38,7 +32,7 @@ QStringList applySession(MainWindow& window, const session::LoadResult& loaded) 
   const session::Session& in = loaded.session;
   Session& s = *window.session();
 
-  if (!in.dataset.empty() && !in.datasetMissing) window.openDataset(QString::fromStdString(in.dataset));
+  if (!in.run.data.dataset.empty() && !in.datasetMissing) window.openDataset(QString::fromStdString(in.run.data.dataset));
   const auto* image = in.firstVolume("image");
   if (image && !image->missing) {
     const auto* label = in.firstVolume("label");
@@ -47,30 +41,22 @@ QStringList applySession(MainWindow& window, const session::LoadResult& loaded) 
       warnings << QObject::tr("could not open %1").arg(QString::fromStdString(image->path));
   }
 
+  run::RunSpec run = in.run;
   try {
-    s.setNetwork(engine::createNetwork(in.architecture, in.options.dump()));
+    s.setNetwork(engine::createNetwork(run.architecture, run.networkOptions.dump()));
   } catch (const std::exception& e) {
     warnings << QObject::tr("network not restored: %1").arg(e.what());
   }
-  if (!in.placement.empty()) {
-    try {
-      auto p = placement::Placement::fromJson(in.placement.dump(), s.stageNames());
-      p.checkDevices(s.runnableDevices());
-      s.setPlacement(p);
-    } catch (const std::exception& e) {
-      warnings << QObject::tr("placement not restored: %1").arg(e.what());
+  // Stages on devices this machine lacks go to its default device; the rest of the run stays.
+  const auto runnable = s.runnableDevices();
+  for (auto& [stage, device] : run.placement)
+    if (std::find(runnable.begin(), runnable.end(), device) == runnable.end()) {
+      warnings << QObject::tr("placement: %1 was on %2, which this machine lacks; moved to %3")
+                      .arg(QString::fromStdString(stage), QString::fromStdString(device),
+                           QString::fromStdString(s.defaultDevice()));
+      device = s.defaultDevice();
     }
-  }
-  RunSettings run = s.runSettings();
-  run.patch = in.training.patch;
-  run.batch = in.training.batch;
-  try {
-    run.setPrecisionText(in.training.precision);  // "fp32" / "bf16" of older files included
-  } catch (const std::exception& e) {
-    warnings << QObject::tr("precision not restored: %1").arg(e.what());
-  }
-  run.checkpointStages = {in.training.recompute.begin(), in.training.recompute.end()};
-  s.setRunSettings(run);
+  s.setRun(run);
   return warnings;
 }
 

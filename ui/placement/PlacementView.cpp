@@ -59,12 +59,12 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   patch_->setRange(16, 512);
   patch_->setSingleStep(16);
   patch_->setSuffix("³");
-  patch_->setValue(static_cast<int>(session_->runSettings().patch[0]));
+  patch_->setValue(static_cast<int>(session_->run().patch[0]));
   settings->addWidget(patch_);
   settings->addWidget(new QLabel(tr("batch"), this));
   batch_ = new QSpinBox(this);
   batch_->setRange(1, 16);
-  batch_->setValue(session_->runSettings().batch);
+  batch_->setValue(session_->run().batch);
   settings->addWidget(batch_);
   precision_ = new QComboBox(this);
   precision_->addItems({"fp32", "bf16"});
@@ -74,17 +74,15 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   settings->addStretch(1);
   layout->addLayout(settings);
   auto applySettings = [this] {
-    auto s = session_->runSettings();
+    auto s = session_->run();
     s.patch = {patch_->value(), patch_->value(), patch_->value()};
     s.batch = batch_->value();
-    session_->setRunSettings(s);
+    session_->setRun(s);
   };
   connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
   connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
   connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
-    auto s = session_->runSettings();
-    s.setAllPrecision(p.toStdString());  // the combo box sets every stage
-    session_->setRunSettings(s);
+    session_->setAllPrecision(placement::precisionFromString(p.toStdString()));  // the combo box sets every stage
   });
 
   scroll_ = new QScrollArea(this);
@@ -112,7 +110,7 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   connect(session_, &Session::devicesChanged, this, [this] { rebuildColumns(); placeCards(); refreshNumbers(); });
   connect(session_, &Session::networkChanged, this, [this] { rebuildCards(); placeCards(); refreshNumbers(); });
   connect(session_, &Session::placementChanged, this, [this] { largest_.clear(); placeCards(); refreshNumbers(); });
-  connect(session_, &Session::runSettingsChanged, this, [this] { largest_.clear(); refreshNumbers(); });
+  connect(session_, &Session::runChanged, this, [this] { largest_.clear(); syncControls(); refreshNumbers(); });
   rebuildColumns();
   rebuildCards();
   placeCards();
@@ -170,17 +168,17 @@ void PlacementView::rebuildCards() {
     connect(card, &StageCard::dragMoved, this, &PlacementView::onDragMoved);
     connect(card, &StageCard::dragDropped, this, &PlacementView::onDropped);
     connect(card, &StageCard::checkpointToggled, this, [this](const QString& stage, bool on) {
-      auto st = session_->runSettings();
-      if (on) st.checkpointStages.insert(stage.toStdString());
-      else st.checkpointStages.erase(stage.toStdString());
-      session_->setRunSettings(st);
+      auto st = session_->run();
+      if (on) st.recompute.insert(stage.toStdString());
+      else st.recompute.erase(stage.toStdString());
+      session_->setRun(st);
     });
     connect(card, &StageCard::precisionToggled, this, [this](const QString& stage, bool bf16) {
-      auto st = session_->runSettings();
-      const std::string p = bf16 ? "bf16" : "fp32";
-      if (p == st.precision) st.stagePrecision.erase(stage.toStdString());
-      else st.stagePrecision[stage.toStdString()] = p;
-      session_->setRunSettings(st);
+      auto st = session_->run();
+      const auto p = bf16 ? placement::Precision::BF16 : placement::Precision::FP32;
+      if (p == st.precision.fallback) st.precision.stages.erase(stage.toStdString());
+      else st.precision.stages[stage.toStdString()] = p;
+      session_->setRun(st);
     });
     cards_.insert(name, card);
   }
@@ -203,7 +201,7 @@ void PlacementView::placeCards() {
 }
 
 void PlacementView::refreshNumbers() {
-  const auto& settings = session_->runSettings();
+  const auto& settings = session_->run();
   estimate_ = StageMemoryModel::estimate(*session_);
   for (const auto& s : session_->stages()) {
     auto* card = cards_.value(QString::fromStdString(s.name));
@@ -213,13 +211,13 @@ void PlacementView::refreshNumbers() {
                      QString::fromStdString(formatBytes(double(bytes))),
                      tr("%1: %2 → %3 channels at 1/%4 resolution\n%5 parameters\n%6 memory at %7^3 × %8 (%9)")
                          .arg(QString::fromStdString(s.name)).arg(s.inChannels).arg(s.outChannels).arg(1 << s.level)
-                         .arg(s.parameters).arg(estimate_.fromPlanner ? tr("predicted") : tr("estimated"))
-                         .arg(settings.patch[0]).arg(settings.batch).arg(QString::fromStdString(settings.precisionOf(s.name))));
-    card->setCheckpointed(settings.checkpointStages.count(s.name) > 0);
-    card->setBf16(settings.precisionOf(s.name) == "bf16");
+                         .arg(s.parameters).arg(estimate_.plan ? tr("predicted") : tr("not planned"))
+                         .arg(settings.patch[0]).arg(settings.batch).arg(QString::fromStdString(placement::toString(settings.precision.of(s.name)))));
+    card->setCheckpointed(settings.recompute.count(s.name) > 0);
+    card->setBf16(settings.precision.of(s.name) == placement::Precision::BF16);
   }
   for (auto* col : columns_) {
-    col->setPredicted(estimate_.deviceBytes[col->device()], estimate_.fromPlanner);
+    col->setPredicted(estimate_.deviceBytes[col->device()], estimate_.plan.has_value());
     if (estimate_.plan)
       for (const auto& d : estimate_.plan->devices)
         if (d.name == col->device())
@@ -248,8 +246,20 @@ void PlacementView::refreshNumbers() {
                             .arg(settings.patch[0]).arg(settings.batch)
                             .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage));
   }
+  if (!estimate_.error.empty())
+    text += tr("<br><span style='color:#ff6b6b'>Planner: cannot plan this run — %1</span>")
+                .arg(QString::fromStdString(estimate_.error).toHtmlEscaped());
   if (!largest_.isEmpty()) text += "<br>" + largest_;
   summary_->setText(text);
+}
+
+void PlacementView::syncControls() {
+  // Another panel (or a session) changed the run: show its patch, batch and precision.
+  const auto& run = session_->run();
+  const QSignalBlocker b1(patch_), b2(batch_), b3(precision_);
+  patch_->setValue(static_cast<int>(run.patch[0]));
+  batch_->setValue(run.batch);
+  precision_->setCurrentText(QString::fromStdString(placement::toString(run.precision.fallback)));
 }
 
 void PlacementView::onPressed(const QString& stage, Qt::KeyboardModifiers mods) {
@@ -345,7 +355,7 @@ void PlacementView::findLargestVolume() {
     const placement::MemoryPlanner planner(*structure);
     const auto r = placement::largestCube(planner, StageMemoryModel::request(*session_), false);
     largest_ = r.edge > 0 ? tr("Largest cube for this placement: <b>%1<sup>3</sup></b> × %2 (next size runs out on %3 in %4)")
-                                .arg(r.edge).arg(session_->runSettings().batch)
+                                .arg(r.edge).arg(session_->run().batch)
                                 .arg(QString::fromStdString(r.next.limitingDevice), QString::fromStdString(r.next.limitingStage))
                           : tr("Not even the smallest cube fits with this placement");
   } catch (const std::exception& e) {

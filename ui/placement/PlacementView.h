@@ -26,6 +26,9 @@ class TransferOverlay;
 class PlacementView : public QWidget {
   Q_OBJECT
 public:
+  // The run controls it shares with the training panel (the document's patch and batch).
+  QSpinBox* patchBox() const { return patch_; }
+  QSpinBox* batchBox() const { return batch_; }
   explicit PlacementView(Session* session, QWidget* parent = nullptr);
 
   StageCard* card(const QString& stage) const { return cards_.value(stage); }
@@ -56,6 +59,7 @@ private:
   void rebuildCards();
   void placeCards();
   void refreshNumbers();
+  void syncControls();
   void onPressed(const QString& stage, Qt::KeyboardModifiers mods);
   void onClicked(const QString& stage, Qt::KeyboardModifiers mods);
   void onDragMoved(const QString& stage, const QPoint& globalPos);

@@ -3,8 +3,6 @@
 #include "core/base/Error.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Inferer.h"
-#include "core/engine/Tensors.h"
-#include "ui/training/VolumeSampleSource.h"
 
 #include <QElapsedTimer>
 
@@ -22,32 +20,27 @@ private:
 } // namespace
 
 void InferenceWorker::run(const InferenceJob& job) {
-  token_.reset();
   // Declared first, so it runs last: gives the run's cached host memory back once its tensors are gone.
   const engine::HostCacheRelease releaseHostCache;
   InferenceResult r;
   QElapsedTimer clock;
   clock.start();
   try {
-    // Same normalisation as training on the open volume.
-    const Volume input = VolumeSampleSource::normalise(*job.image);
-    engine::ExecutorOptions exec;
-    exec.precision = engine::precisionFromString(job.precision);
-    engine::SplitExecutor executor(job.network, job.placement, exec);
+    // The run's preprocessing, placement and precision: what `splitseg-cli infer` does with them.
+    const auto placement = job.run.resolvePlacement(job.network->stageNames(), "cpu");
+    engine::SplitExecutor executor(job.network, placement, job.run.precision);
     job.network->root().eval();
     engine::Inferer inferer(executor);
     engine::InferOptions o;
-    o.window = job.window;
-    o.overlap = job.overlap;
+    o.window = job.run.window;
+    o.overlap = job.run.overlap;
     SignalProgress sink(this);
     torch::NoGradGuard noGrad;
-    const auto pred = inferer.predict(engine::toTensor(input).unsqueeze(0), o, &sink, &token_);
-    auto labels = std::make_shared<Volume>(engine::toVolume(pred.labels.to(torch::kFloat32), job.image->geometry()));
-    labels->setPixelType("uint8");
+    auto labels = std::make_shared<Volume>(engine::predictLabels(inferer, *job.image, job.run.preprocessing, o, &sink, &token_));
     r.labels = labels;
     if (job.truth && job.truth->geometry().sameGrid(labels->geometry())) {
       Q_EMIT progress(1.0, tr("computing Dice and HD95"));
-      r.metrics = SegmentationMetrics::compute(*labels, *job.truth);
+      r.metrics = splitseg::metrics::SegmentationMetrics::compute(*labels, *job.truth);
     }
   } catch (const Cancelled&) {
     r.cancelled = true;

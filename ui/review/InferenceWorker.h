@@ -2,9 +2,9 @@
 // Runs the engine's Inferer (whole volume or sliding window) on a worker QThread and, with a
 // ground truth, the metrics too, so neither blocks the UI thread.
 #include "core/base/CancelToken.h"
-#include "core/placement/Placement.h"
+#include "core/run/RunSpec.h"
 #include "core/volume/Volume.h"
-#include "ui/review/SegmentationMetrics.h"
+#include "core/metrics/SegmentationMetrics.h"
 
 #include <QMetaType>
 #include <QObject>
@@ -18,17 +18,15 @@ namespace splitseg::ui {
 
 struct InferenceJob {
   std::shared_ptr<model::StagedNetwork> network;
-  placement::Placement placement;
-  std::string precision = "fp32";
+  // The document's run (a copy): placement, per-stage precision, preprocessing, window, overlap.
+  run::RunSpec run;
   std::shared_ptr<const Volume> image;
   std::shared_ptr<const Volume> truth;      // optional
-  std::array<std::int64_t, 3> window{0, 0, 0};  // 0 = whole volume
-  double overlap = 0.5;
 };
 
 struct InferenceResult {
   std::shared_ptr<const Volume> labels;     // in the image's geometry
-  std::vector<LabelMetrics> metrics;        // empty without ground truth
+  std::vector<splitseg::metrics::LabelMetrics> metrics;        // empty without ground truth
   double seconds = 0;
   QString error;
   bool cancelled = false;
@@ -37,6 +35,8 @@ struct InferenceResult {
 class InferenceWorker : public QObject {
   Q_OBJECT
 public:
+  // Call on the UI thread before queuing run(), so a Cancel right after the start is honoured.
+  void prepare() { token_.reset(); }
   void run(const InferenceJob& job);
   void cancel() { token_.cancel(); }
 

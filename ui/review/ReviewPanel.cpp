@@ -150,21 +150,27 @@ void ReviewPanel::runInference() {
     }
   InferenceJob job;
   job.network = session_->network();
-  job.placement = session_->placement();
-  job.precision = session_->runSettings().precision;
-  job.image = session_->image();
-  job.truth = session_->groundTruth();
+  // The review's window settings are part of the document's run; the job gets a copy.
+  run::RunSpec run = session_->run();
+  run.setPlacement(session_->placement());
   if (mode_->currentData().toString() == "window") {
     const std::int64_t w = window_->value();
-    job.window = {w, w, w};
+    run.window = {w, w, w};
+  } else {
+    run.window = {0, 0, 0};
   }
-  job.overlap = overlap_->value();
+  run.overlap = overlap_->value();
+  session_->setRun(run);
+  job.run = session_->run();
+  job.image = session_->image();
+  job.truth = session_->groundTruth();
   running_ = true;
   run_->setEnabled(false);
   cancel_->setEnabled(true);
   session_->setBusy(true);
   progress_->setValue(0);
   progress_->setFormat(tr("running…"));
+  worker_->prepare();
   QMetaObject::invokeMethod(worker_, [w = worker_, job] { w->run(job); }, Qt::QueuedConnection);
 }
 
@@ -193,8 +199,8 @@ void ReviewPanel::evaluate() {
   errors_.reset();
   if (pred && truth && pred->geometry().sameGrid(truth->geometry())) {
     // The worker computed them for its own result; a prediction set otherwise is measured here.
-    metrics_ = hasPending_ ? pending_ : SegmentationMetrics::compute(*pred, *truth);
-    errors_ = std::make_shared<Volume>(SegmentationMetrics::errorMap(*pred, *truth));
+    metrics_ = hasPending_ ? pending_ : splitseg::metrics::SegmentationMetrics::compute(*pred, *truth);
+    errors_ = std::make_shared<Volume>(splitseg::metrics::SegmentationMetrics::errorMap(*pred, *truth));
   } else {
     metrics_.clear();
   }
@@ -232,7 +238,7 @@ void ReviewPanel::refreshTable() {
       publishSurfaces();
     });
     table_->setCellWidget(row, 2, colour);
-    const LabelMetrics* m = nullptr;
+    const splitseg::metrics::LabelMetrics* m = nullptr;
     for (const auto& x : metrics_)
       if (x.label == l) m = &x;
     table_->setItem(row, 3, new QTableWidgetItem(m ? QString::number(m->dice, 'f', 4) : QString("—")));

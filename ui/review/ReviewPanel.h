@@ -33,7 +33,7 @@ public:
 
   // Recomputes metrics and overlays from the session's prediction and ground truth.
   void evaluate();
-  const std::vector<LabelMetrics>& metrics() const { return metrics_; }
+  const std::vector<splitseg::metrics::LabelMetrics>& metrics() const { return metrics_; }
   const LabelStyle& style() const { return style_; }
   bool showingErrors() const;
   bool running() const { return running_; }
@@ -74,8 +74,8 @@ private:
   QTableWidget* table_;
   QLabel* summary_;
   LabelStyle style_;
-  std::vector<LabelMetrics> metrics_;
-  std::vector<LabelMetrics> pending_;  // computed by the worker for the prediction it returns
+  std::vector<splitseg::metrics::LabelMetrics> metrics_;
+  std::vector<splitseg::metrics::LabelMetrics> pending_;  // computed by the worker for the prediction it returns
   bool hasPending_ = false;
   std::shared_ptr<const Volume> errors_;
   bool running_ = false;

@@ -1,7 +1,8 @@
 #include "ui/session/Session.h"
 #include "core/placement/MemoryPlanner.h"
 
-#include "core/model/UNet3d.h"
+#include "core/engine/NetworkFactory.h"
+#include "core/model/StagedNetwork.h"
 
 #include <QUndoStack>
 
@@ -11,6 +12,11 @@ namespace splitseg::ui {
 
 Session::Session(QObject* parent) : QObject(parent), undo_(new QUndoStack(this)) {
   for (const auto& d : engine::detectDevices()) devices_.push_back(d);
+  // The workstation's starting run: a short run on the open volume, validated as it goes.
+  run_.data.kind = run::DataKind::Volume;
+  run_.batch = 2;
+  run_.steps = 200;
+  run_.validateEvery = 10;
 }
 
 Session::~Session() = default;
@@ -61,25 +67,34 @@ void Session::setNetwork(std::shared_ptr<model::StagedNetwork> network) {
   }
   // Keep what the old placement said for stages that still exist; the rest go where most are.
   const auto names = stageNames();
-  const auto runnable = runnableDevices();
-  std::string fallback = runnable.empty() ? "cpu" : runnable.front();
-  auto next = placement::Placement::uniform(names, fallback);
+  auto next = placement::Placement::uniform(names, defaultDevice());
   for (const auto& n : names)
     if (std::find(placement_.stages().begin(), placement_.stages().end(), n) != placement_.stages().end())
       next.assign(n, placement_.deviceOf(n));
   placement_ = next;
+  run_.setPlacement(placement_);
+  // The run describes this network; per-stage settings of stages it lacks go.
+  if (network_) {
+    run_.architecture = network_->architecture();
+    run_.networkOptions = nlohmann::json::parse(network_->optionsJson());
+  }
+  for (auto it = run_.precision.stages.begin(); it != run_.precision.stages.end();)
+    it = std::find(names.begin(), names.end(), it->first) == names.end() ? run_.precision.stages.erase(it) : std::next(it);
+  for (auto it = run_.recompute.begin(); it != run_.recompute.end();)
+    it = std::find(names.begin(), names.end(), *it) == names.end() ? run_.recompute.erase(it) : std::next(it);
   undo_->clear();
   Q_EMIT networkChanged();
   Q_EMIT placementChanged();
+  Q_EMIT runChanged();
+}
+
+void Session::createNetwork(const std::string& architecture, const nlohmann::json& options) {
+  setNetwork(engine::createNetwork(architecture, options.dump()));
 }
 
 void Session::createUNet(int baseChannels, int depth, int inChannels, int outChannels) {
-  model::UNet3dOptions o;
-  o.base_channels(baseChannels).depth(depth).in_channels(inChannels).out_channels(outChannels);
-  std::vector<double> dropout = {0.5, 0.5, 0.3, 0.3};
-  dropout.resize(static_cast<std::size_t>(std::max(0, depth - 1)), 0.3);
-  o.dropout(dropout);
-  setNetwork(std::make_shared<model::UNet3dImpl>(o));
+  createNetwork("unet3d", {{"base_channels", baseChannels}, {"depth", depth}, {"in_channels", inChannels},
+                           {"out_channels", outChannels}});
 }
 
 std::vector<std::string> Session::stageNames() const {
@@ -129,12 +144,13 @@ void Session::removePlanningDevice(const std::string& name) {
   devices_.erase(it);
   // Stages left on the removed device go back to the first runnable one.
   auto p = placement_;
-  const auto runnable = runnableDevices();
   for (const auto& s : p.stages())
-    if (p.deviceOf(s) == name) p.assign(s, runnable.empty() ? "cpu" : runnable.front());
+    if (p.deviceOf(s) == name) p.assign(s, defaultDevice());
   placement_ = p;
+  run_.setPlacement(placement_);
   Q_EMIT devicesChanged();
   Q_EMIT placementChanged();
+  Q_EMIT runChanged();
 }
 
 std::vector<std::string> Session::runnableDevices() const {
@@ -150,36 +166,43 @@ std::vector<std::string> Session::runnableDevices() const {
 void Session::setPlacement(const placement::Placement& placement) {
   if (placement == placement_) return;
   placement_ = placement;
+  run_.setPlacement(placement_);
   Q_EMIT placementChanged();
+  Q_EMIT runChanged();
 }
 
-std::string RunSettings::precisionOf(const std::string& stage) const {
-  const auto it = stagePrecision.find(stage);
-  return it == stagePrecision.end() ? precision : it->second;
+std::string Session::defaultDevice() const {
+  const auto runnable = runnableDevices();
+  return runnable.empty() ? "cpu" : runnable.front();
 }
 
-std::string RunSettings::precisionText(const std::vector<std::string>& order) const {
-  placement::StagePrecisions sp;
-  sp.fallback = placement::precisionFromString(precision);
-  for (const auto& [stage, p] : stagePrecision) sp.stages[stage] = placement::precisionFromString(p);
-  return sp.toString(order);
+void Session::setRun(const run::RunSpec& in) {
+  run::RunSpec run = in;
+  // The network is the session's own (setNetwork): the run describes it, not another one.
+  if (network_) {
+    run.architecture = run_.architecture;
+    run.networkOptions = run_.networkOptions;
+  }
+  if (run == run_) return;
+  const bool placementChanged = run.placement != run_.placement;
+  run_ = run;
+  if (placementChanged && !stages_.isEmpty()) {
+    try {
+      placement_ = run_.resolvePlacement(stageNames(), defaultDevice());
+    } catch (const std::exception& e) {
+      Q_EMIT message(tr("placement not applied: %1").arg(e.what()));
+    }
+    run_.setPlacement(placement_);
+    Q_EMIT this->placementChanged();
+  }
+  Q_EMIT runChanged();
 }
 
-void RunSettings::setPrecisionText(const std::string& text) {
-  const auto sp = placement::StagePrecisions::parse(text);
-  precision = placement::toString(sp.fallback);
-  stagePrecision.clear();
-  for (const auto& [stage, p] : sp.stages) stagePrecision[stage] = placement::toString(p);
-}
-
-void RunSettings::setAllPrecision(const std::string& p) {
-  precision = p;
-  stagePrecision.clear();
-}
-
-void Session::setRunSettings(const RunSettings& settings) {
-  settings_ = settings;
-  Q_EMIT runSettingsChanged();
+void Session::setAllPrecision(placement::Precision p) {
+  auto r = run_;
+  r.precision = {};
+  r.precision.fallback = p;
+  setRun(r);
 }
 
 void Session::setBusy(bool busy) {

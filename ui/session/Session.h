@@ -5,6 +5,7 @@
 #include "core/engine/Devices.h"
 #include "core/placement/NetworkStructure.h"
 #include "core/placement/Placement.h"
+#include "core/run/RunSpec.h"
 #include "core/volume/Volume.h"
 #include "ui/session/StageInfo.h"
 
@@ -23,23 +24,6 @@ class QUndoStack;
 namespace splitseg::model { class StagedNetwork; }
 
 namespace splitseg::ui {
-
-// Settings a run uses besides the placement (the engine's ExecutorOptions, Qt-free here).
-struct RunSettings {
-  std::array<std::int64_t, 3> patch{128, 128, 128};  // x, y, z; what the planner plans for
-  int batch = 1;
-  std::string precision = "fp32";                     // "fp32" | "bf16": stages without an override
-  std::map<std::string, std::string> stagePrecision;  // per-stage overrides (the stage cards' toggles)
-  std::set<std::string> checkpointStages;
-
-  std::string precisionOf(const std::string& stage) const;
-  // As --precision: "fp32", "bf16", "bf16:enc0,dec0" (placement::StagePrecisions); the setter
-  // throws InvalidArgument on bad text. order: the network's stages, for a stable text.
-  std::string precisionText(const std::vector<std::string>& order = {}) const;
-  void setPrecisionText(const std::string& text);
-  // Every stage to p (the toolbar's combo box): overrides go.
-  void setAllPrecision(const std::string& p);
-};
 
 class Session : public QObject {
   Q_OBJECT
@@ -62,7 +46,10 @@ public:
   // The network the placement view shows, training trains and review runs.
   std::shared_ptr<model::StagedNetwork> network() const { return network_; }
   void setNetwork(std::shared_ptr<model::StagedNetwork> network);
-  // Builds a U-Net ("unet3d" options JSON) and makes it the session's network.
+  // Builds a network through the registry (the one network factory) and makes it the
+  // session's network; throws InvalidArgument for bad options.
+  void createNetwork(const std::string& architecture, const nlohmann::json& options);
+  // The U-Net with these sizes and the registry's other defaults.
   void createUNet(int baseChannels, int depth, int inChannels = 1, int outChannels = 1);
   const QVector<StageInfo>& stages() const { return stages_; }
   // The network's layers as plain numbers for the memory planner (null if not extractable).
@@ -77,14 +64,22 @@ public:
   std::string addPlanningDevice(std::int64_t totalBytes);
   void removePlanningDevice(const std::string& name);
   std::vector<std::string> runnableDevices() const;
+  // Where stages go unless placed: the first runnable device (a GPU when there is one).
+  std::string defaultDevice() const;
 
   const placement::Placement& placement() const { return placement_; }
   // Replaces the placement (undo commands call this; views react to placementChanged).
   void setPlacement(const placement::Placement& placement);
   QUndoStack* undoStack() const { return undo_; }
 
-  const RunSettings& runSettings() const { return settings_; }
-  void setRunSettings(const RunSettings& settings);
+  // The run description the panels edit (placement view: patch, batch, per-stage precision,
+  // recompute; training panel: schedule, data, preprocessing; review: window). Workers get a
+  // copy; sessions and checkpoints store it. Its network and placement follow setNetwork and
+  // setPlacement.
+  const run::RunSpec& run() const { return run_; }
+  void setRun(const run::RunSpec& run);
+  // Every stage in precision p (the toolbar's combo box): per-stage overrides go.
+  void setAllPrecision(placement::Precision p);
 
   // True while a training or inference run owns the network (placement edits wait).
   bool busy() const { return busy_; }
@@ -98,7 +93,7 @@ Q_SIGNALS:
   void networkChanged();
   void devicesChanged();
   void placementChanged();
-  void runSettingsChanged();
+  void runChanged();
   void busyChanged(bool busy);
   void message(const QString& text);
 
@@ -110,7 +105,7 @@ private:
   std::shared_ptr<const placement::NetworkStructure> structure_;
   QVector<engine::DeviceInfo> devices_;
   placement::Placement placement_;
-  RunSettings settings_;
+  run::RunSpec run_;
   QUndoStack* undo_;
   int planningCount_ = 0;
   bool busy_ = false;

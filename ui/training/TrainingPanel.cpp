@@ -6,13 +6,17 @@
 #include "ui/training/StallMeter.h"
 #include "ui/training/TrainingCharts.h"
 #include "ui/training/TrainingWorker.h"
-#include "ui/training/VolumeSampleSource.h"
+#include "core/data/CaseSource.h"
+#include "core/volume/Intensity.h"
 
 #ifdef SPLITSEG_HAVE_DATASET
 #include "core/dataset/DatasetSource.h"
 #endif
 
 #include <QComboBox>
+#include <QDateTime>
+#include <QDir>
+#include <QStandardPaths>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QGridLayout>
@@ -29,6 +33,13 @@
 namespace splitseg::ui {
 
 namespace {
+// Where a run's checkpoint goes unless the run names one: the user's data folder, one file per run.
+std::string defaultCheckpointPath() {
+  const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/checkpoints";
+  QDir().mkpath(dir);
+  return (dir + "/run-" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss") + ".pt").toStdString();
+}
+
 QSpinBox* spin(QWidget* parent, int lo, int hi, int value, int step = 1) {
   auto* s = new QSpinBox(parent);
   s->setRange(lo, hi);
@@ -95,10 +106,43 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   precision_ = new QComboBox(this);
   precision_->addItems({"fp32", "bf16"});
   connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
-    auto s = session_->runSettings();
-    s.setAllPrecision(p.toStdString());  // every stage; the placement view's cards set single ones
-    session_->setRunSettings(s);
+    // Every stage; the placement view's cards set single ones.
+    session_->setAllPrecision(placement::precisionFromString(p.toStdString()));
   });
+  intensity_ = new QComboBox(this);
+  for (const auto& name : intensityPresetNames()) intensity_->addItem(QString::fromStdString(name));
+  intensity_->setToolTip(tr("Intensity normalisation of the run: used for training, review and export alike"));
+  connect(intensity_, &QComboBox::currentTextChanged, this, [this](const QString& name) {
+    auto r = session_->run();
+    r.preprocessing.intensity = intensityPreset(name.toStdString());
+    session_->setRun(r);
+  });
+  // Every edit goes into the document's run at once: the placement view shows the same patch and
+  // batch, and a saved session holds what is on screen.
+  auto edit = [this](auto apply) {
+    return [this, apply](auto) {
+      auto r = session_->run();
+      apply(r);
+      session_->setRun(r);
+    };
+  };
+  connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this,
+          edit([this](run::RunSpec& r) { r.patch = {patch_->value(), patch_->value(), patch_->value()}; }));
+  connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, edit([this](run::RunSpec& r) { r.batch = batch_->value(); }));
+  connect(steps_, qOverload<int>(&QSpinBox::valueChanged), this, edit([this](run::RunSpec& r) { r.steps = steps_->value(); }));
+  connect(epochs_, qOverload<int>(&QSpinBox::valueChanged), this, edit([this](run::RunSpec& r) { r.epochs = epochs_->value(); }));
+  connect(validate_, qOverload<int>(&QSpinBox::valueChanged), this,
+          edit([this](run::RunSpec& r) { r.validateEvery = validate_->value(); }));
+  connect(budget_, qOverload<int>(&QSpinBox::valueChanged), this,
+          edit([this](run::RunSpec& r) { r.cpuBudgetBytes = std::int64_t(budget_->value()) * 1024 * 1024; }));
+  connect(lr_, qOverload<double>(&QDoubleSpinBox::valueChanged), this,
+          edit([this](run::RunSpec& r) { r.learningRate = lr_->value(); }));
+  connect(data_, qOverload<int>(&QComboBox::currentIndexChanged), this, edit([this](run::RunSpec& r) {
+            const QString kind = data_->currentData().toString();
+            r.data.kind = kind == "volume" ? run::DataKind::Volume
+                          : kind == "dataset" ? run::DataKind::Dataset
+                                              : run::DataKind::Synthetic;
+          }));
   int r = 0;
   auto row = [&](const QString& l1, QWidget* w1, const QString& l2, QWidget* w2) {
     grid->addWidget(new QLabel(l1, this), r, 0);
@@ -120,6 +164,8 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   row(tr("Steps"), steps_, tr("Epochs"), epochs_);
   row(tr("LR"), lr_, tr("Precision"), precision_);
   row(tr("Validate every"), validate_, tr("CPU budget"), budget_);
+  grid->addWidget(new QLabel(tr("Intensity"), this), r, 0);
+  grid->addWidget(intensity_, r++, 1, 1, 3);
   layout->addLayout(grid);
 
   auto* buttons = new QHBoxLayout;
@@ -155,7 +201,7 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   layout->addWidget(charts_, 1);
 
   connect(session_, &Session::networkChanged, this, &TrainingPanel::syncFromSession);
-  connect(session_, &Session::runSettingsChanged, this, &TrainingPanel::syncFromSession);
+  connect(session_, &Session::runChanged, this, &TrainingPanel::syncFromSession);
   syncFromSession();
   setRunning(false);
 }
@@ -172,11 +218,24 @@ double TrainingPanel::lastStallMs() const { return stall_->longestStallMs(); }
 double TrainingPanel::lastStallP99Ms() const { return stall_->percentileStallMs(99); }
 
 void TrainingPanel::syncFromSession() {
-  const auto& s = session_->runSettings();
-  const QSignalBlocker b(precision_);
-  precision_->setCurrentText(QString::fromStdString(s.precision));
+  const auto& r = session_->run();
+  const QSignalBlocker b0(precision_), b1(patch_), b2(batch_), b3(steps_), b4(epochs_), b5(validate_), b6(budget_),
+      b7(lr_), b8(intensity_), b9(data_);
+  precision_->setCurrentText(QString::fromStdString(placement::toString(r.precision.fallback)));
+  patch_->setValue(static_cast<int>(r.patch[0]));
+  batch_->setValue(r.batch);
+  steps_->setValue(static_cast<int>(std::min<std::int64_t>(r.steps, steps_->maximum())));
+  epochs_->setValue(r.epochs);
+  validate_->setValue(static_cast<int>(std::min<std::int64_t>(r.validateEvery, validate_->maximum())));
+  budget_->setValue(static_cast<int>(r.cpuBudgetBytes / (1024 * 1024)));
+  lr_->setValue(r.learningRate);
+  if (!r.preprocessing.intensity.preset.empty())
+    intensity_->setCurrentText(QString::fromStdString(r.preprocessing.intensity.preset));
+  const char* kind = r.data.kind == run::DataKind::Dataset ? "dataset"
+                     : r.data.kind == run::DataKind::Synthetic ? "phantom" : "volume";
+  if (const int i = data_->findData(kind); i >= 0) data_->setCurrentIndex(i);
   if (auto net = session_->network()) {
-    const QSignalBlocker b1(base_), b2(depth_);
+    const QSignalBlocker c1(base_), c2(depth_);
     int depth = 0;
     for (const auto& st : session_->stages()) depth = std::max(depth, st.level + 1);
     depth_->setValue(depth);
@@ -218,42 +277,50 @@ void TrainingPanel::startRun() {
       return showError(tr("Stage %1 is on %2, a planning-only GPU: move it to a real device to train")
                            .arg(QString::fromStdString(st), QString::fromStdString(d->name)));
   }
-  TrainingConfig c;
+  TrainingJob c;
   c.network = net;
-  c.placement = session_->placement();
+  // The worker gets a copy of the document's run, completed with what this run reads and writes.
+  run::RunSpec run = session_->run();
+  run.setPlacement(session_->placement());
   const bool binary = net->outChannels() == 1;
   const QString dataKind = data_->currentData().toString();
 #ifdef SPLITSEG_HAVE_DATASET
   if (dataKind == "dataset" && !session_->datasetFolder().isEmpty()) {
-    const std::string folder = session_->datasetFolder().toStdString();
-    c.makeSource = [folder] {
-      return std::make_shared<dataset::DatasetSource>(dataset::openDataset(folder), dataset::DatasetSourceOptions{});
-    };
+    run.data.kind = run::DataKind::Dataset;
+    run.data.dataset = session_->datasetFolder().toStdString();
+    dataset::DatasetSourceOptions so;
+    so.preprocessing = run.preprocessing;
+    so.validationFraction = run.data.validationFraction;
+    const std::string folder = run.data.dataset;
+    c.makeSource = [folder, so] { return std::make_shared<dataset::DatasetSource>(dataset::openDataset(folder), so); };
   } else
 #endif
   if (dataKind == "volume" && session_->image() && session_->groundTruth()) {
-    c.source = std::make_shared<VolumeSampleSource>(session_->image(), session_->groundTruth(), binary);
+    run.data.kind = run::DataKind::Volume;
+    run.data.image = session_->imageSource().toStdString();
+    run.data.label = session_->groundTruthSource().toStdString();
+    try {
+      c.source = std::make_shared<data::CaseSource>(*session_->image(), *session_->groundTruth(), run.preprocessing, binary);
+    } catch (const std::exception& e) {
+      return showError(QString::fromStdString(e.what()));
+    }
   } else {
     if (dataKind != "phantom")
       status_->setText(tr("No %1 open: training on synthetic phantoms").arg(dataKind == "dataset" ? tr("dataset") : tr("labelled volume")));
+    run.data = {};
+    run.data.kind = run::DataKind::Synthetic;
     c.source = std::make_shared<data::PhantomSource>(binary ? 1 : static_cast<int>(net->outChannels() - 1));
   }
   // The U-Net halves the size depth-1 times: round the patch up to a multiple of that.
   const auto div = net->sizeDivisor();
-  const std::int64_t p = (patch_->value() + div - 1) / div * div;
-  c.patch = {p, p, p};
-  c.batch = batch_->value();
-  c.steps = steps_->value();
-  c.epochs = epochs_->value();
-  c.learningRate = lr_->value();
-  c.precision = session_->runSettings().precisionText(session_->stageNames());
-  lastRunPrecision_ = c.precision;
-  c.checkpointStages = session_->runSettings().checkpointStages;
-  c.validateEvery = validate_->value();
-  c.cpuBudgetBytes = std::int64_t(budget_->value()) * 1024 * 1024;
+  for (auto& p : run.patch) p = (p + div - 1) / div * div;
+  if (run.checkpoint.empty()) run.checkpoint = defaultCheckpointPath();
+  lastRunPrecision_ = run.precision.toString(session_->stageNames());
+  session_->setRun(run);  // the document shows what runs (data, rounded patch, checkpoint)
+  c.run = session_->run();
   charts_->reset();
   recentSeconds_.clear();
-  total_ = c.epochs > 0 ? c.epochs * c.stepsPerEpoch : c.steps;
+  total_ = c.run.totalSteps();
   progress_->setRange(0, static_cast<int>(total_));
   progress_->setValue(0);
   progress_->setFormat(tr("starting…"));
@@ -261,6 +328,7 @@ void TrainingPanel::startRun() {
   session_->setBusy(true);
   stall_->start();
   Q_EMIT runStarted();
+  worker_->prepare();
   QMetaObject::invokeMethod(worker_, [w = worker_, c] { w->run(c); }, Qt::QueuedConnection);
 }
 

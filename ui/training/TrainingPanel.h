@@ -47,6 +47,7 @@ public:
   QSpinBox* baseBox() const { return base_; }
   QSpinBox* depthBox() const { return depth_; }
   QSpinBox* patchBox() const { return patch_; }
+  QComboBox* intensityBox() const { return intensity_; }
   QSpinBox* batchBox() const { return batch_; }
   QSpinBox* stepsBox() const { return steps_; }
   QSpinBox* validateBox() const { return validate_; }
@@ -81,6 +82,7 @@ private:
   QSpinBox *base_, *depth_, *patch_, *batch_, *steps_, *epochs_, *validate_, *budget_;
   QDoubleSpinBox* lr_;
   QComboBox* precision_;
+  QComboBox* intensity_;
   QPushButton *start_, *pause_, *stop_, *applyNet_;
   std::string lastRunPrecision_;
   QProgressBar* progress_;

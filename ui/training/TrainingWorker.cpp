@@ -20,29 +20,15 @@ private:
 };
 } // namespace
 
-void TrainingWorker::run(const TrainingConfig& c) {
-  token_.reset();
+void TrainingWorker::run(const TrainingJob& c) {
   // Declared first, so it runs last: gives the run's cached host memory back once its tensors are gone.
   const engine::HostCacheRelease releaseHostCache;
   SignalSink sink(this);
   try {
-    engine::TrainerOptions o;
-    o.steps = c.steps;
-    o.epochs = c.epochs;
-    o.stepsPerEpoch = c.stepsPerEpoch;
-    o.batch = c.batch;
-    o.learningRate = c.learningRate;
-    o.patch = c.patch;
-    o.seed = c.seed;
-    o.validateEvery = c.validateEvery;
-    o.cpuBudgetBytes = c.cpuBudgetBytes;
-    engine::ExecutorOptions exec;
-    exec.setPrecisionText(c.precision, c.network->stageNames());
-    exec.checkpointStages = c.checkpointStages;
     auto source = c.makeSource ? c.makeSource() : c.source;
     Q_EMIT message(tr("Training on %1").arg(QString::fromStdString(source->describe())));
-    engine::Trainer trainer(c.network, c.placement, source, o, exec);
-    Q_EMIT started(o.totalSteps());
+    engine::Trainer trainer(c.network, source, c.run);
+    Q_EMIT started(c.run.totalSteps());
     trainer.run(&sink, &token_);
     c.network->root().eval();
     Q_EMIT finished(token_.cancelled(), {});

@@ -5,7 +5,7 @@
 #include "core/base/CancelToken.h"
 #include "core/data/SampleSource.h"
 #include "core/engine/Metrics.h"
-#include "core/placement/Placement.h"
+#include "core/run/RunSpec.h"
 
 #include <QMetaType>
 #include <QObject>
@@ -19,23 +19,13 @@ namespace splitseg::model { class StagedNetwork; }
 
 namespace splitseg::ui {
 
-struct TrainingConfig {
+// A run for the worker: the document's run description (a copy) and the live objects it runs on.
+struct TrainingJob {
   std::shared_ptr<model::StagedNetwork> network;
-  placement::Placement placement;
+  run::RunSpec run;
   std::shared_ptr<data::SampleSource> source;
   // Built on the worker thread when set (reading a dataset takes a while): replaces `source`.
   std::function<std::shared_ptr<data::SampleSource>()> makeSource;
-  std::array<std::int64_t, 3> patch{32, 32, 32};
-  int batch = 1;
-  std::int64_t steps = 100;
-  int epochs = 0;
-  std::int64_t stepsPerEpoch = 50;
-  double learningRate = 1e-3;
-  std::string precision = "fp32";  // as --precision: fp32, bf16, bf16:enc0,dec0
-  std::set<std::string> checkpointStages;
-  std::int64_t validateEvery = 10;
-  std::int64_t cpuBudgetBytes = 0;
-  std::uint64_t seed = 0;
 };
 
 class TrainingWorker : public QObject {
@@ -43,8 +33,11 @@ class TrainingWorker : public QObject {
 public:
   TrainingWorker() = default;
 
+  // Call on the UI thread before queuing run(): a Stop pressed between Start and the worker
+  // picking the run up is then honoured, not reset away.
+  void prepare() { token_.reset(); }
   // Blocks the worker thread until the run ends; call through a queued invocation.
-  void run(const TrainingConfig& config);
+  void run(const TrainingJob& job);
   void pause() { token_.pause(); }
   void resume() { token_.resume(); }
   void stop() { token_.cancel(); }

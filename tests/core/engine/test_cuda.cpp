@@ -22,10 +22,11 @@ private Q_SLOTS:
     std::shared_ptr<model::StagedNetwork> net = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4)).ptr();
     auto plan = placement::Placement::parse("enc0=cuda:0,enc1=cuda:0,dec1=cuda:0,dec0=cuda:0,head=cuda:0",
                                             net->stageNames(), "cpu");
-    engine::TrainerOptions o;
+    run::RunSpec o;
     o.steps = 2;
     o.patch = {32, 32, 32};
-    engine::Trainer trainer(net, plan, std::make_shared<data::PhantomSource>(), o);
+    o.setPlacement(plan);
+    engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(), o);
     auto m = trainer.step();
     QCOMPARE(int(m.memory.size()), 2);
     for (const auto& d : m.memory) {
@@ -38,14 +39,13 @@ private Q_SLOTS:
   void bf16StepRuns() {
     torch::manual_seed(1);
     std::shared_ptr<model::StagedNetwork> net = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4)).ptr();
-    engine::TrainerOptions o;
+    run::RunSpec o;
     o.steps = 1;
     o.patch = {32, 32, 32};
-    engine::ExecutorOptions exec;
-    exec.precision = engine::Precision::BF16;
-    exec.checkpointStages = {"enc0", "dec0"};
-    engine::Trainer trainer(net, placement::Placement::uniform(net->stageNames(), "cuda:0"),
-                            std::make_shared<data::PhantomSource>(), o, exec);
+    o.precision.fallback = placement::Precision::BF16;
+    o.recompute = {"enc0", "dec0"};
+    o.setPlacement(placement::Placement::uniform(net->stageNames(), "cuda:0"));
+    engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(), o);
     QVERIFY(std::isfinite(trainer.step().loss));
     // Master weights stay fp32 under autocast.
     for (const auto& p : net->root().parameters()) QCOMPARE(p.scalar_type(), torch::kFloat);

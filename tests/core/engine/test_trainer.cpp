@@ -1,6 +1,7 @@
 // Training drives Dice up, checkpoints resume exactly, cancel stops within a step, and a
 // step beyond the CPU budget fails cleanly without touching model or optimizer.
 #include "core/base/Error.h"
+#include "core/engine/Devices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
 
@@ -18,17 +19,18 @@ std::shared_ptr<model::StagedNetwork> tinyNet(int depth = 4) {
   return model::UNet3d(model::UNet3dOptions().base_channels(4).depth(depth)).ptr();
 }
 
-engine::TrainerOptions options(std::int64_t steps) {
-  engine::TrainerOptions o;
+placement::Placement plan(model::StagedNetwork& net) {
+  return placement::Placement::parse("enc0=cpu,bottleneck=cpu", net.stageNames(), "cpu");
+}
+
+run::RunSpec options(std::int64_t steps, model::StagedNetwork& net) {
+  run::RunSpec o;
   o.steps = steps;
   o.patch = {32, 32, 32};
   o.seed = 42;
   o.learningRate = 3e-3;
+  o.setPlacement(plan(net));
   return o;
-}
-
-placement::Placement plan(model::StagedNetwork& net) {
-  return placement::Placement::parse("enc0=cpu,bottleneck=cpu", net.stageNames(), "cpu");
 }
 
 struct Recorder : engine::MetricsSink {
@@ -55,9 +57,9 @@ private Q_SLOTS:
     torch::manual_seed(42);
     std::shared_ptr<model::StagedNetwork> net =
         model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4).norm(model::Norm::Instance)).ptr();
-    auto o = options(60);
+    auto o = options(60, *net);
     o.learningRate = 1e-2;
-    engine::Trainer trainer(net, plan(*net), std::make_shared<data::PhantomSource>(), o);
+    engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(), o);
     Recorder rec;
     trainer.run(&rec);
     QCOMPARE(rec.steps.size(), std::size_t(60));
@@ -74,17 +76,17 @@ private Q_SLOTS:
     const auto path = tempPath("resume.pt");
     // Uninterrupted: 5 steps.
     auto a = tinyNet();
-    engine::Trainer full(a, plan(*a), std::make_shared<data::PhantomSource>(), options(5));
+    engine::Trainer full(a, std::make_shared<data::PhantomSource>(), options(5, *a));
     std::vector<double> losses;
     for (int i = 0; i < 5; ++i) losses.push_back(full.step().loss);
     // Interrupted after 3, resumed in a fresh trainer with a fresh network.
     auto b = tinyNet();
-    engine::Trainer first(b, plan(*b), std::make_shared<data::PhantomSource>(), options(5));
+    engine::Trainer first(b, std::make_shared<data::PhantomSource>(), options(5, *b));
     for (int i = 0; i < 3; ++i) first.step();
     first.saveCheckpoint(path);
     torch::manual_seed(999);  // the checkpoint must restore the RNG, not this
     auto c = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4)).ptr();
-    engine::Trainer resumed(c, plan(*c), std::make_shared<data::PhantomSource>(), options(5));
+    engine::Trainer resumed(c, std::make_shared<data::PhantomSource>(), options(5, *c));
     resumed.loadCheckpoint(path);
     QCOMPARE(resumed.stepsDone(), std::int64_t(3));
     const double l4 = resumed.step().loss, l5 = resumed.step().loss;
@@ -96,10 +98,10 @@ private Q_SLOTS:
   void cancelStopsWithinAStep() {
     const auto path = tempPath("cancel.pt");
     auto net = tinyNet();
-    auto o = options(50);
-    o.checkpointPath = path;
+    auto o = options(50, *net);
+    o.checkpoint = path;
     o.checkpointEvery = 2;
-    engine::Trainer trainer(net, plan(*net), std::make_shared<data::PhantomSource>(), o);
+    engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(), o);
     CancelToken token;
     Recorder rec;
     rec.cancelAt = &token;
@@ -109,13 +111,17 @@ private Q_SLOTS:
     QCOMPARE(rec.steps.size(), std::size_t(3));
     const auto info = engine::readCheckpointInfo(path);
     QCOMPARE(info.step, std::int64_t(3));
+    // The checkpoint carries the run it was trained with.
+    QCOMPARE(info.run.toJson().dump(), trainer.spec().toJson().dump());
+    QCOMPARE(info.run.checkpointEvery, std::int64_t(2));
+    QCOMPARE(info.run.architecture, net->architecture());
     QVERIFY(!std::filesystem::exists(path + ".tmp"));
     std::filesystem::remove(path);
   }
 
   void budgetExceededIsCaught() {
     auto net = tinyNet();
-    engine::Trainer trainer(net, plan(*net), std::make_shared<data::PhantomSource>(), options(10));
+    engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(), options(10, *net));
     trainer.step();
     std::vector<torch::Tensor> before;
     for (const auto& p : net->root().parameters()) before.push_back(p.detach().clone());
@@ -145,11 +151,53 @@ private Q_SLOTS:
     QFETCH(int, patch);
     QFETCH(int, batch);
     auto net = tinyNet();
-    auto o = options(1);
+    auto o = options(1, *net);
     o.patch = {patch, patch, patch};
     o.batch = batch;
-    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                             engine::Trainer(net, plan(*net), std::make_shared<data::PhantomSource>(), o));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, engine::Trainer(net, std::make_shared<data::PhantomSource>(), o));
+  }
+
+  void unlistedStagesRunOnTheFirstDevice() {
+    auto net = tinyNet();
+    auto o = options(1, *net);
+    o.placement.clear();
+    o.placement["enc0"] = "cpu";
+    engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(), o);
+    const auto first = engine::runnableDeviceNames().front();
+    for (const auto& s : net->stageNames())
+      QCOMPARE(QString::fromStdString(trainer.placement().deviceOf(s)), QString::fromStdString(s == "enc0" ? "cpu" : first));
+    // The spec lists every stage as it now runs.
+    QCOMPARE(trainer.spec().placement.size(), net->stageNames().size());
+  }
+
+  void version1CheckpointStillReads() {
+    const auto path = tempPath("v1.pt");
+    const nlohmann::json meta{{"version", 1},
+                              {"architecture", "unet3d"},
+                              {"options", {{"base_channels", 4}, {"depth", 3}}},
+                              {"placement", {{"stages", {{"enc0", "cpu"}, {"head", "cpu"}}}}},
+                              {"precision", "bf16:enc0"},
+                              {"step", 7},
+                              {"learning_rate", 0.002},
+                              {"patch", {48, 32, 16}},
+                              {"batch", 2},
+                              {"seed", 5},
+                              {"preprocessing", nlohmann::json::object()},
+                              {"sample_rng", ""}};
+    torch::serialize::OutputArchive archive;
+    archive.write("meta", c10::IValue(meta.dump()));
+    archive.save_to(path);
+    const auto info = engine::readCheckpointInfo(path);
+    QCOMPARE(info.step, std::int64_t(7));
+    QCOMPARE(info.run.architecture, std::string("unet3d"));
+    QCOMPARE(info.run.networkOptions.at("depth").get<int>(), 3);
+    QCOMPARE(info.run.placement.at("enc0"), std::string("cpu"));
+    QCOMPARE(info.run.precision.toString(), std::string("bf16:enc0"));
+    QVERIFY((info.run.patch == std::array<std::int64_t, 3>{48, 32, 16}));
+    QCOMPARE(info.run.batch, 2);
+    QCOMPARE(info.run.learningRate, 0.002);
+    QCOMPARE(info.run.seed, std::uint64_t(5));
+    std::filesystem::remove(path);
   }
 
   void damagedCheckpointIsRejected() {

@@ -1,6 +1,8 @@
 // The default options must rebuild the seed network exactly, stage by stage.
 #include "core/model/UNet3d.h"
 
+#include "core/base/Error.h"
+
 #include <QtTest>
 #include <torch/torch.h>
 
@@ -56,6 +58,30 @@ private Q_SLOTS:
     QCOMPARE(int(net->stageSpecs().size()), 2 * depth);
     auto y = net->forward(torch::randn({2, 1, size, size, size}));
     QCOMPARE(y.sizes().vec(), (std::vector<std::int64_t>{2, 3, size, size, size}));
+  }
+
+  // Absurd options are refused by name before anything is allocated (depth 100 would ask for
+  // 32 << 99 channels).
+  void absurdOptionsRefused_data() {
+    QTest::addColumn<QString>("json");
+    QTest::addColumn<QString>("field");
+    QTest::newRow("depth 1") << R"({"depth":1})" << "depth";
+    QTest::newRow("depth 9") << R"({"depth":9})" << "depth";
+    QTest::newRow("depth 100") << R"({"depth":100})" << "depth";
+    QTest::newRow("base 0") << R"({"base_channels":0})" << "base_channels";
+    QTest::newRow("base 4096") << R"({"base_channels":4096})" << "base_channels";
+    QTest::newRow("in 0") << R"({"in_channels":0})" << "in_channels";
+    QTest::newRow("out 2000") << R"({"out_channels":2000})" << "out_channels";
+  }
+  void absurdOptionsRefused() {
+    QFETCH(QString, json);
+    QFETCH(QString, field);
+    try {
+      UNet3d net(UNet3dOptions::fromJson(json.toStdString()));
+      QFAIL("accepted");
+    } catch (const splitseg::InvalidArgument& e) {
+      QVERIFY2(QString(e.what()).contains(field), e.what());
+    }
   }
 
   void optionsJsonRoundTrip() {

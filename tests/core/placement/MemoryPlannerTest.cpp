@@ -29,7 +29,7 @@ PlanRequest request(std::int64_t edge, std::vector<DeviceSpec> devices, Precisio
   PlanRequest r;
   r.size = {edge, edge, edge};
   r.devices = std::move(devices);
-  r.precision = p;
+  r.precision.fallback = p;
   return r;
 }
 
@@ -101,7 +101,7 @@ private Q_SLOTS:
     const auto names = seedPlanner().network().stageNames();
     auto r = request(160, {{"cuda:0", 80 * GiB}});
     const auto fp32 = seedPlanner().plan(r).maxPeak();
-    r.precision = Precision::BF16;
+    r.precision.fallback = Precision::BF16;
     const auto bf16 = seedPlanner().plan(r).maxPeak();
     r.checkpoint = {names.begin(), names.end()};
     const auto ck = seedPlanner().plan(r).maxPeak();
@@ -223,7 +223,7 @@ private Q_SLOTS:
     const MemoryPlanner planner = smallPlanner(4, 8);
     auto r = request(64, {{device.toStdString(), 64 * GiB}});
     const MemoryPlan fp32 = planner.plan(r);
-    r.stagePrecision[stage.toStdString()] = Precision::BF16;
+    r.precision.stages[stage.toStdString()] = Precision::BF16;
     const MemoryPlan mixed = planner.plan(r);
     QCOMPARE(QString::fromStdString(mixed.precisionText), "bf16:" + stage);
     for (std::size_t i = 0; i < mixed.stages.size(); ++i) {

@@ -64,10 +64,8 @@ private Q_SLOTS:
     if (checkpoint == "all") ckpt = {names.begin(), names.end()};
     else if (!checkpoint.isEmpty()) ckpt.insert(checkpoint.toStdString());
 
-    engine::ExecutorOptions ex;
-    ex.setPrecisionText(precision.toStdString(), names);
-    ex.checkpointStages = ckpt;
-    engine::SplitExecutor executor(net.ptr(), placement::Placement::uniform(names, "cpu"), ex);
+    const auto precisions = placement::StagePrecisions::parse(precision.toStdString(), names);
+    engine::SplitExecutor executor(net.ptr(), placement::Placement::uniform(names, "cpu"), precisions, ckpt);
     torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
     auto step = [&] {
       auto input = torch::randn({batch, 1, edge, edge, edge});
@@ -91,9 +89,7 @@ private Q_SLOTS:
     placement::PlanRequest req;
     req.size = {edge, edge, edge};
     req.batch = batch;
-    const auto precisions = placement::StagePrecisions::parse(precision.toStdString(), names);
-    req.precision = precisions.fallback;
-    req.stagePrecision = precisions.stages;
+    req.precision = precisions;
     req.checkpoint = ckpt;
     req.devices = {{"cpu", std::int64_t{64} << 30}};
     const auto plan = planner.plan(req);

@@ -30,10 +30,8 @@ model::UNet3d makeNet() {
 
 Step run(const std::string& precision, const std::set<std::string>& checkpoint) {
   auto net = makeNet();
-  engine::ExecutorOptions o;
-  o.setPrecisionText(precision, net->stageNames());
-  o.checkpointStages = checkpoint;
-  engine::SplitExecutor ex(net.ptr(), placement::Placement::uniform(net->stageNames(), "cpu"), o);
+  engine::SplitExecutor ex(net.ptr(), placement::Placement::uniform(net->stageNames(), "cpu"),
+                           placement::StagePrecisions::parse(precision, net->stageNames()), checkpoint);
   Step r;
   ex.setOutputObserver([&](const std::string& stage, const torch::Tensor& out) { r.outputTypes[stage] = out.scalar_type(); });
   torch::manual_seed(3);

@@ -2,6 +2,7 @@
 // session's folder and come back absolute, and missing files are reported while the rest loads.
 #include "core/base/Error.h"
 #include "core/session/Session.h"
+#include "core/volume/Preprocessing.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -26,21 +27,23 @@ private Q_SLOTS:
     session::Session s;
     s.volumes = {{(root / "data" / "ct.nii.gz").string(), "image", "CT", false},
                  {(root / "data" / "ct_label.nii.gz").string(), "label", "", false}};
-    s.dataset = (root / "data" / "ds").string();
-    s.architecture = "resunet3d";
-    s.options = {{"base_channels", 8}, {"depth", 4}};
-    s.placement = {{"stem", "cuda:0"}, {"head", "cuda:1"}};
-    s.training.steps = 1234;
-    s.training.epochs = 3;
-    s.training.batch = 2;
-    s.training.learningRate = 3e-4;
-    s.training.seed = 7;
-    s.training.patch = {96, 96, 64};
-    s.training.precision = "bf16";
-    s.training.recompute = {"stem", "head"};
-    s.training.spacing = {1.5, 1.5, 2.0};
-    s.training.cpuBudget = "2GiB";
-    s.checkpoint = (root / "model.ckpt").string();
+    auto& run = s.run;
+    run.data.kind = run::DataKind::Dataset;
+    run.data.dataset = (root / "data" / "ds").string();
+    run.architecture = "resunet3d";
+    run.networkOptions = {{"base_channels", 8}, {"depth", 4}};
+    run.placement = {{"stem", "cuda:0"}, {"head", "cuda:1"}};
+    run.steps = 1234;
+    run.epochs = 3;
+    run.batch = 2;
+    run.learningRate = 3e-4;
+    run.seed = 7;
+    run.patch = {96, 96, 64};
+    run.precision = placement::StagePrecisions::parse("bf16");
+    run.recompute = {"stem", "head"};
+    run.preprocessing.targetSpacing = {1.5, 1.5, 2.0};
+    run.cpuBudgetBytes = std::int64_t{2} << 30;
+    run.checkpoint = (root / "model.ckpt").string();
     s.view = {{"window", {{"level", 40}, {"width", 400}}}, {"slice", {10, 20, 30}}};
 
     const auto file = (root / "work.splitseg").string();
@@ -49,7 +52,8 @@ private Q_SLOTS:
     std::ifstream in(file);
     const auto j = nlohmann::json::parse(in);
     QCOMPARE(j["volumes"][0]["path"].get<std::string>(), std::string("data/ct.nii.gz"));
-    QCOMPARE(j["checkpoint"].get<std::string>(), std::string("model.ckpt"));
+    QCOMPARE(j["run"]["checkpoint"].get<std::string>(), std::string("model.ckpt"));
+    QCOMPARE(j["run"]["data"]["dataset"].get<std::string>(), std::string("data/ds"));
 
     const auto r = session::loadSession(file);
     QVERIFY(r.warnings.empty());
@@ -58,22 +62,24 @@ private Q_SLOTS:
     QCOMPARE(t.volumes[0].path, s.volumes[0].path);
     QCOMPARE(t.volumes[0].name, std::string("CT"));
     QCOMPARE(t.volumes[1].role, std::string("label"));
-    QCOMPARE(t.dataset, s.dataset);
-    QCOMPARE(t.architecture, s.architecture);
-    QCOMPARE(t.options, s.options);
-    QCOMPARE(t.placement, s.placement);
-    QCOMPARE(t.training.steps, s.training.steps);
-    QCOMPARE(t.training.epochs, 3);
-    QCOMPARE(t.training.batch, 2);
-    QCOMPARE(t.training.learningRate, 3e-4);
-    QCOMPARE(t.training.seed, std::uint64_t{7});
-    QCOMPARE(t.training.patch, s.training.patch);
-    QCOMPARE(t.training.precision, std::string("bf16"));
-    QCOMPARE(t.training.recompute, s.training.recompute);
-    QCOMPARE(t.training.spacing, s.training.spacing);
-    QCOMPARE(t.training.cpuBudget, std::string("2GiB"));
-    QCOMPARE(t.checkpoint, s.checkpoint);
+    QCOMPARE(t.run.data.dataset, run.data.dataset);
+    QCOMPARE(t.run.architecture, run.architecture);
+    QCOMPARE(t.run.networkOptions, run.networkOptions);
+    QCOMPARE(t.run.placement, run.placement);
+    QCOMPARE(t.run.steps, run.steps);
+    QCOMPARE(t.run.epochs, 3);
+    QCOMPARE(t.run.batch, 2);
+    QCOMPARE(t.run.learningRate, 3e-4);
+    QCOMPARE(t.run.seed, std::uint64_t{7});
+    QCOMPARE(t.run.patch, run.patch);
+    QCOMPARE(t.run.precision.toString(), std::string("bf16"));
+    QCOMPARE(t.run.recompute, run.recompute);
+    QCOMPARE(t.run.preprocessing.targetSpacing, run.preprocessing.targetSpacing);
+    QCOMPARE(t.run.cpuBudgetBytes, std::int64_t{2} << 30);
+    QCOMPARE(t.run.checkpoint, run.checkpoint);
     QCOMPARE(t.view, s.view);
+    // The whole run, not only the fields above, comes back as it was.
+    QCOMPARE(t.run.toJson().dump(), run.toJson().dump());
 
     // The project folder moves as a whole: the session still finds its files.
     const fs::path moved = root.string() + "-moved";
@@ -87,20 +93,93 @@ private Q_SLOTS:
   void missingFilesAreReportedAndTheRestLoads() {
     QTemporaryDir tmp;
     const fs::path root = tmp.path().toStdString();
-    std::ofstream(root / "s.splitseg") << R"({"splitseg_session":1,
+    std::ofstream(root / "s.splitseg") << R"({"splitseg_session":2,
       "volumes":[{"path":"gone.nii.gz","role":"image"}],
-      "dataset":"no-such-dataset", "checkpoint":"/no/such.ckpt",
-      "network":{"architecture":"unet3d","options":{"base_channels":16}},
-      "training":{"steps":9}})";
+      "run":{"splitseg_run":1,
+        "data":{"source":"dataset","dataset":"no-such-dataset"}, "checkpoint":"/no/such.ckpt",
+        "network":{"architecture":"unet3d","options":{"base_channels":16}},
+        "schedule":{"steps":9}}})";
     const auto r = session::loadSession((root / "s.splitseg").string());
     QCOMPARE(r.warnings.size(), std::size_t{3});
     QVERIFY(r.warnings[0].find("gone.nii.gz") != std::string::npos);
     QVERIFY(r.session.volumes[0].missing);
     QVERIFY(r.session.datasetMissing);
     QVERIFY(r.session.checkpointMissing);
-    QCOMPARE(r.session.training.steps, std::int64_t{9});
-    QCOMPARE(r.session.options["base_channels"].get<int>(), 16);
-    QCOMPARE(r.session.training.batch, 1);  // absent keys keep their defaults
+    QCOMPARE(r.session.run.steps, std::int64_t{9});
+    QCOMPARE(r.session.run.networkOptions["base_channels"].get<int>(), 16);
+    QCOMPARE(r.session.run.batch, 1);  // absent keys keep their defaults
+  }
+
+  // A session written before the run description (version 1: loose network, placement and
+  // training keys) still opens, its settings in the run.
+  void version1SessionLoadsIntoTheRun() {
+    QTemporaryDir tmp;
+    const fs::path root = tmp.path().toStdString();
+    fs::create_directories(root / "ds");
+    std::ofstream(root / "old.splitseg") << R"({"splitseg_session":1,
+      "volumes":[], "dataset":"ds", "checkpoint":"m.ckpt",
+      "network":{"architecture":"unet3d","options":{"base_channels":8,"depth":3}},
+      "placement":{"stages":{"enc0":"cpu","head":"cpu"}},
+      "training":{"steps":77,"epochs":2,"steps_per_epoch":5,"batch":3,"lr":0.0005,"seed":11,
+                  "patch":[96,80,64],"precision":"bf16:enc0","recompute":["enc0","dec0"],
+                  "intensity":"ct-bone","spacing":[1.0,1.0,2.5],"validate_every":4,
+                  "checkpoint_every":6,"cpu_budget":"1GiB"},
+      "view":{"slice":[1,2,3]}})";
+    const auto r = session::loadSession((root / "old.splitseg").string());
+    const auto& run = r.session.run;
+    QCOMPARE(run.architecture, std::string("unet3d"));
+    QCOMPARE(run.networkOptions["depth"].get<int>(), 3);
+    QCOMPARE(run.placement.at("enc0"), std::string("cpu"));
+    QCOMPARE(run.placement.size(), std::size_t{2});
+    QCOMPARE(run.steps, std::int64_t{77});
+    QCOMPARE(run.epochs, 2);
+    QCOMPARE(run.stepsPerEpoch, std::int64_t{5});
+    QCOMPARE(run.batch, 3);
+    QCOMPARE(run.learningRate, 0.0005);
+    QCOMPARE(run.seed, std::uint64_t{11});
+    QVERIFY((run.patch == std::array<std::int64_t, 3>{96, 80, 64}));
+    QCOMPARE(run.precision.toString(), std::string("bf16:enc0"));
+    QVERIFY((run.recompute == std::set<std::string>{"enc0", "dec0"}));
+    QCOMPARE(run.preprocessing.intensity.preset, std::string("ct-bone"));
+    QCOMPARE(run.preprocessing.intensity.low, intensityPreset("ct-bone").low);
+    QCOMPARE(run.preprocessing.intensity.high, intensityPreset("ct-bone").high);
+    QVERIFY((run.preprocessing.targetSpacing == std::array<double, 3>{1.0, 1.0, 2.5}));
+    QCOMPARE(run.validateEvery, std::int64_t{4});
+    QCOMPARE(run.checkpointEvery, std::int64_t{6});
+    QCOMPARE(run.cpuBudgetBytes, std::int64_t{1} << 30);
+    QVERIFY(run.data.kind == run::DataKind::Dataset);
+    QCOMPARE(run.data.dataset, (root / "ds").string());
+    QCOMPARE(run.checkpoint, (root / "m.ckpt").string());
+    QCOMPARE(r.session.view["slice"][2].get<int>(), 3);
+    // Saved again, it is a version-2 session with the same run.
+    session::saveSession(r.session, (root / "new.splitseg").string());
+    const auto again = session::loadSession((root / "new.splitseg").string());
+    QCOMPARE(again.session.run.toJson().dump(), run.toJson().dump());
+  }
+
+  void unknownKeysAreRefusedByName_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("field");
+    QTest::newRow("top level") << R"({"splitseg_session":2,"volumez":[]})" << "volumez";
+    QTest::newRow("in the run") << R"({"splitseg_session":2,"run":{"splitseg_run":1,"stepz":3}})" << "run.stepz";
+    QTest::newRow("nested in the run")
+        << R"({"splitseg_session":2,"run":{"splitseg_run":1,"schedule":{"stepz":3}}})" << "run.schedule.stepz";
+    QTest::newRow("wrong type in the run")
+        << R"({"splitseg_session":2,"run":{"splitseg_run":1,"learning_rate":"fast"}})" << "run.learning_rate";
+  }
+  void unknownKeysAreRefusedByName() {
+    QFETCH(QString, text);
+    QFETCH(QString, field);
+    QTemporaryDir tmp;
+    const auto file = (fs::path(tmp.path().toStdString()) / "s.splitseg").string();
+    std::ofstream(file) << text.toStdString();
+    try {
+      session::loadSession(file);
+      QFAIL("accepted a bad session");
+    } catch (const FormatError& e) {
+      QVERIFY2(QString(e.what()).contains(field), e.what());
+      QVERIFY2(!QString(e.what()).contains('\n'), e.what());
+    }
   }
 
   void badFilesThrowClearErrors() {

@@ -1,10 +1,15 @@
-#include "ui/review/SegmentationMetrics.h"
+#include "core/metrics/SegmentationMetrics.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-namespace splitseg::ui {
+namespace splitseg::metrics {
+
+double dice(std::int64_t overlap, std::int64_t predicted, std::int64_t truth) {
+  // Both empty: nothing to find and nothing found, a perfect answer (as MONAI with ignore_empty off).
+  return predicted + truth == 0 ? 1.0 : 2.0 * double(overlap) / double(predicted + truth);
+}
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -102,7 +107,7 @@ double SegmentationMetrics::dice(const Volume& p, const Volume& t, int label) {
     const bool x = labelOf(p.voxels()[i]) == label, y = labelOf(t.voxels()[i]) == label;
     a += x; b += y; both += x && y;
   }
-  return a + b == 0 ? 1.0 : 2.0 * double(both) / double(a + b);
+  return dice(both, a, b);
 }
 
 double SegmentationMetrics::hd95(const Volume& p, const Volume& t, int label) {
@@ -132,7 +137,7 @@ std::vector<LabelMetrics> SegmentationMetrics::compute(const Volume& p, const Vo
       const bool x = labelOf(p.voxels()[i]) == l, y = labelOf(t.voxels()[i]) == l;
       m.predicted += x; m.truth += y; m.falsePositive += x && !y; m.falseNegative += y && !x;
     }
-    m.dice = m.predicted + m.truth == 0 ? 1.0 : 2.0 * double(m.predicted - m.falsePositive) / double(m.predicted + m.truth);
+    m.dice = dice(m.predicted - m.falsePositive, m.predicted, m.truth);
     m.hd95 = hd95(p, t, l);
     out.push_back(m);
   }
@@ -150,4 +155,4 @@ Volume SegmentationMetrics::errorMap(const Volume& p, const Volume& t) {
   return out;
 }
 
-} // namespace splitseg::ui
+} // namespace splitseg::metrics

@@ -2,12 +2,17 @@
 // Overlap and boundary metrics of a predicted label map against ground truth, per label:
 // Dice and the 95th-percentile Hausdorff distance in mm (max of the two directed 95th
 // percentiles of surface-to-surface distances, as MONAI), from exact Euclidean distance
-// transforms with the volume's spacing. Std only.
+// transforms with the volume's spacing. Std only; used by the workstation's review and the CLI.
 #include "core/volume/Volume.h"
 
 #include <vector>
 
-namespace splitseg::ui {
+namespace splitseg::metrics {
+
+// The one Dice of the project: 2|P∩T| / (|P| + |T|) from voxel counts, 1 when both are empty.
+// Training metrics (engine), review and the CLI all count voxels and call this.
+double dice(std::int64_t overlap, std::int64_t predicted, std::int64_t truth);
+
 
 struct LabelMetrics {
   int label = 0;
@@ -31,4 +36,4 @@ public:
   static std::vector<double> squaredDistanceTo(const std::vector<unsigned char>& mask, const Geometry& g);
 };
 
-} // namespace splitseg::ui
+} // namespace splitseg::metrics

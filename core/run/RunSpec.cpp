@@ -1,0 +1,388 @@
+#include "core/run/RunSpec.h"
+#include "core/base/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace splitseg::run {
+
+namespace {
+
+// Reads one JSON object strictly: every key must be taken; what is left is unknown.
+class ObjectReader {
+public:
+  ObjectReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object())
+      throw InvalidArgument(path_.empty() ? "run description: expected a JSON object, got " + typeName(j_)
+                                          : path_ + ": expected an object, got " + typeName(j_));
+  }
+  ~ObjectReader() noexcept(false) {
+    if (std::uncaught_exceptions() > 0) return;
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!taken_.count(it.key())) throw InvalidArgument(field(it.key()) + ": unknown key");
+  }
+  std::string field(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const nlohmann::json* take(const std::string& key) {
+    taken_.insert(key);
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  template <typename T>
+  void read(const std::string& key, T& out) {
+    if (const auto* v = take(key)) out = as<T>(*v, field(key));
+  }
+  ObjectReader sub(const std::string& key) {
+    const auto* v = take(key);
+    static const nlohmann::json empty = nlohmann::json::object();
+    return ObjectReader(v ? *v : empty, field(key));
+  }
+
+  static std::string typeName(const nlohmann::json& v) {
+    return v.is_string() ? "text \"" + v.get<std::string>() + "\"" : std::string(v.type_name());
+  }
+  template <typename T>
+  static T as(const nlohmann::json& v, const std::string& field) {
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) throw InvalidArgument(field + ": expected true or false, got " + typeName(v));
+      return v.get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!v.is_number_integer()) throw InvalidArgument(field + ": expected a whole number, got " + typeName(v));
+      if constexpr (std::is_unsigned_v<T>) {
+        if (v.is_number_unsigned()) return v.get<T>();
+        if (v.get<std::int64_t>() < 0) throw InvalidArgument(field + ": must not be negative");
+        return static_cast<T>(v.get<std::int64_t>());
+      } else {
+        if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+          throw InvalidArgument(field + ": too large");
+        const auto x = v.get<std::int64_t>();
+        if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max())
+          throw InvalidArgument(field + ": out of range");
+        return static_cast<T>(x);
+      }
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (!v.is_number()) throw InvalidArgument(field + ": expected a number, got " + typeName(v));
+      return v.get<T>();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) throw InvalidArgument(field + ": expected text, got " + typeName(v));
+      return v.get<std::string>();
+    } else {
+      static_assert(sizeof(T) == 0, "unsupported type");
+    }
+  }
+
+private:
+  const nlohmann::json& j_;
+  std::string path_;
+  std::set<std::string> taken_;
+};
+
+template <typename T>
+std::array<T, 3> readTriple(const nlohmann::json& v, const std::string& field) {
+  if (!v.is_array() || v.size() != 3) throw InvalidArgument(field + ": expected three numbers [x, y, z]");
+  return {ObjectReader::as<T>(v[0], field + "[0]"), ObjectReader::as<T>(v[1], field + "[1]"),
+          ObjectReader::as<T>(v[2], field + "[2]")};
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+} // namespace
+
+Preprocessing defaultPreprocessing() {
+  Preprocessing p;
+  p.intensity = intensityPreset("ct-soft-tissue");
+  return p;
+}
+
+std::string toString(DataKind k) {
+  switch (k) {
+    case DataKind::None: return "none";
+    case DataKind::Synthetic: return "synthetic";
+    case DataKind::Volume: return "volume";
+    case DataKind::Pairs: return "pairs";
+    case DataKind::Dataset: return "dataset";
+  }
+  return "none";
+}
+
+DataKind dataKindFromString(const std::string& s) {
+  for (auto k : {DataKind::None, DataKind::Synthetic, DataKind::Volume, DataKind::Pairs, DataKind::Dataset})
+    if (toString(k) == s) return k;
+  throw InvalidArgument("unknown data source '" + s + "' (none, synthetic, volume, pairs, dataset)");
+}
+
+bool DataSpec::operator==(const DataSpec& o) const {
+  return kind == o.kind && image == o.image && label == o.label && dataset == o.dataset &&
+         validationFraction == o.validationFraction;
+}
+
+placement::Placement RunSpec::resolvePlacement(const std::vector<std::string>& stages,
+                                               const std::string& defaultDevice) const {
+  auto p = placement::Placement::uniform(stages, defaultDevice);
+  for (const auto& [stage, device] : placement) {
+    if (std::find(stages.begin(), stages.end(), stage) == stages.end())
+      throw InvalidArgument("placement: unknown stage '" + stage + "' (stages: " + joined(stages) + ")");
+    p.assign(stage, device);
+  }
+  return p;
+}
+
+void RunSpec::setPlacement(const placement::Placement& p) {
+  placement.clear();
+  for (const auto& s : p.stages()) placement[s] = p.deviceOf(s);
+}
+
+placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stages,
+                                            const std::vector<placement::DeviceSpec>& devices) const {
+  if (devices.empty()) throw InvalidArgument("planner: no devices to plan for");
+  placement::PlanRequest r;
+  r.size = {patch[2], patch[1], patch[0]};
+  r.batch = batch;
+  r.precision = precision;
+  r.checkpoint = recompute;
+  r.placement = resolvePlacement(stages, devices.front().name);
+  r.devices = devices;
+  return r;
+}
+
+std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
+                                       const std::vector<std::string>& stages) const {
+  std::vector<Problem> out;
+  auto bad = [&](const std::string& field, const std::string& message) { out.push_back({field, message}); };
+  if (architecture.empty()) bad("network.architecture", "must name an architecture");
+  if (!networkOptions.is_object()) bad("network.options", "must be an object");
+  for (int i = 0; i < 3; ++i)
+    if (patch[i] < 1 || patch[i] > 4096) bad("patch", "each size must be 1..4096 voxels");
+  if (batch < 1 || batch > 4096) bad("batch", "must be 1..4096");
+  if (steps < 1) bad("schedule.steps", "must be at least 1");
+  if (epochs < 0) bad("schedule.epochs", "must not be negative");
+  if (epochs > 0 && stepsPerEpoch < 1) bad("schedule.steps_per_epoch", "must be at least 1");
+  if (validateEvery < 0) bad("schedule.validate_every", "must not be negative");
+  if (checkpointEvery < 0) bad("schedule.checkpoint_every", "must not be negative");
+  if (!std::isfinite(learningRate) || learningRate <= 0 || learningRate > 10)
+    bad("learning_rate", "must be a number in (0, 10]");
+  if (cpuBudgetBytes < 0) bad("cpu_budget", "must not be negative");
+  for (int i = 0; i < 3; ++i)
+    if (window[i] < 0 || window[i] > 4096) bad("inference.window", "each size must be 0..4096 (0: whole volume)");
+  if (!(overlap >= 0 && overlap < 1)) bad("inference.overlap", "must be in [0, 1)");
+  if (!(data.validationFraction >= 0 && data.validationFraction < 1))
+    bad("data.validation_fraction", "must be in [0, 1)");
+  switch (data.kind) {
+    case DataKind::Volume:
+      if (data.image.empty()) bad("data.image", "a volume run needs an image");
+      break;
+    case DataKind::Pairs:
+      if (data.image.empty()) bad("data.image", "an image/label run needs an image");
+      if (data.label.empty()) bad("data.label", "an image/label run needs a label");
+      break;
+    case DataKind::Dataset:
+      if (data.dataset.empty()) bad("data.dataset", "a dataset run needs a dataset folder");
+      break;
+    default: break;
+  }
+  for (const auto& [stage, device] : placement) {
+    const std::string field = "placement." + stage;
+    if (!stages.empty() && std::find(stages.begin(), stages.end(), stage) == stages.end())
+      bad(field, "unknown stage (stages: " + joined(stages) + ")");
+    std::string canonical;
+    try {
+      canonical = placement::canonicalDevice(device);
+    } catch (const InvalidArgument& e) {
+      bad(field, e.what());
+      continue;
+    }
+    if (!devices.empty() && std::find(devices.begin(), devices.end(), canonical) == devices.end())
+      bad(field, "device '" + device + "' is not available (available: " + joined(devices) + ")");
+  }
+  if (!stages.empty()) {
+    for (const auto& s : recompute)
+      if (std::find(stages.begin(), stages.end(), s) == stages.end()) bad("recompute", "unknown stage '" + s + "'");
+    for (const auto& [s, p] : precision.stages)
+      if (std::find(stages.begin(), stages.end(), s) == stages.end()) bad("precision", "unknown stage '" + s + "'");
+  }
+  return out;
+}
+
+void RunSpec::check(const std::vector<std::string>& devices, const std::vector<std::string>& stages) const {
+  const auto problems = validate(devices, stages);
+  if (!problems.empty()) throw InvalidArgument("run." + problems.front().text());
+}
+
+nlohmann::ordered_json RunSpec::toJson() const {
+  nlohmann::ordered_json placementJson = nlohmann::ordered_json::object();
+  for (const auto& [stage, device] : placement) placementJson[stage] = device;
+  nlohmann::ordered_json j;
+  j["splitseg_run"] = kRunSpecVersion;
+  j["network"] = {{"architecture", architecture}, {"options", nlohmann::ordered_json::parse(networkOptions.dump())}};
+  j["placement"] = placementJson;
+  j["precision"] = precision.toString();
+  j["recompute"] = std::vector<std::string>(recompute.begin(), recompute.end());
+  j["patch"] = patch;
+  j["batch"] = batch;
+  j["schedule"] = {{"steps", steps},
+                   {"epochs", epochs},
+                   {"steps_per_epoch", stepsPerEpoch},
+                   {"validate_every", validateEvery},
+                   {"checkpoint_every", checkpointEvery}};
+  j["learning_rate"] = learningRate;
+  j["seed"] = seed;
+  j["cpu_budget"] = cpuBudgetBytes;
+  j["preprocessing"] = nlohmann::ordered_json::parse(preprocessing.toJson());
+  j["data"] = {{"source", toString(data.kind)},
+               {"image", data.image},
+               {"label", data.label},
+               {"dataset", data.dataset},
+               {"validation_fraction", data.validationFraction}};
+  j["checkpoint"] = checkpoint;
+  j["inference"] = {{"window", window}, {"overlap", overlap}};
+  return j;
+}
+
+RunSpec RunSpec::fromJson(const nlohmann::json& j) {
+  RunSpec r;
+  ObjectReader top(j, "");
+  int version = 0;
+  top.read("splitseg_run", version);
+  if (version < 1) throw InvalidArgument("splitseg_run: not a run description (version missing)");
+  if (version > kRunSpecVersion)
+    throw InvalidArgument("splitseg_run: version " + std::to_string(version) + " is newer than this SplitSeg reads (" +
+                          std::to_string(kRunSpecVersion) + ")");
+  {
+    auto net = top.sub("network");
+    net.read("architecture", r.architecture);
+    if (const auto* o = net.take("options")) {
+      if (!o->is_object()) throw InvalidArgument("network.options: expected an object");
+      r.networkOptions = *o;
+    }
+  }
+  if (const auto* p = top.take("placement")) {
+    if (!p->is_object()) throw InvalidArgument("placement: expected an object of stage: device");
+    for (auto it = p->begin(); it != p->end(); ++it) {
+      const std::string field = "placement." + it.key();
+      auto device = ObjectReader::as<std::string>(it.value(), field);
+      try {
+        r.placement[it.key()] = placement::canonicalDevice(device);
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(field + ": " + e.what());
+      }
+    }
+  }
+  if (const auto* p = top.take("precision")) {
+    try {
+      r.precision = placement::StagePrecisions::parse(ObjectReader::as<std::string>(*p, "precision"));
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      throw InvalidArgument(what.rfind("precision", 0) == 0 ? what : "precision: " + what);
+    }
+  }
+  if (const auto* rc = top.take("recompute")) {
+    if (!rc->is_array()) throw InvalidArgument("recompute: expected a list of stage names");
+    for (std::size_t i = 0; i < rc->size(); ++i)
+      r.recompute.insert(ObjectReader::as<std::string>((*rc)[i], "recompute[" + std::to_string(i) + "]"));
+  }
+  if (const auto* p = top.take("patch")) r.patch = readTriple<std::int64_t>(*p, "patch");
+  top.read("batch", r.batch);
+  {
+    auto s = top.sub("schedule");
+    s.read("steps", r.steps);
+    s.read("epochs", r.epochs);
+    s.read("steps_per_epoch", r.stepsPerEpoch);
+    s.read("validate_every", r.validateEvery);
+    s.read("checkpoint_every", r.checkpointEvery);
+  }
+  top.read("learning_rate", r.learningRate);
+  top.read("seed", r.seed);
+  top.read("cpu_budget", r.cpuBudgetBytes);
+  if (const auto* p = top.take("preprocessing")) {
+    if (!p->is_object()) throw InvalidArgument("preprocessing: expected an object");
+    // Preprocessing::fromJson reads leniently (old checkpoints); a run refuses unknown keys.
+    auto refuseUnknown = [](const nlohmann::json& o, const std::string& path, std::set<std::string> known) {
+      for (auto it = o.begin(); it != o.end(); ++it)
+        if (!known.count(it.key())) throw InvalidArgument(path + "." + it.key() + ": unknown key");
+    };
+    refuseUnknown(*p, "preprocessing", {"version", "canonical", "targetSpacing", "intensity"});
+    if (p->contains("intensity") && p->at("intensity").is_object())
+      refuseUnknown(p->at("intensity"), "preprocessing.intensity",
+                    {"mode", "preset", "low", "high", "center", "scale", "nonzeroOnly"});
+    try {
+      r.preprocessing = Preprocessing::fromJson(p->dump());
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("preprocessing: ") + e.what());
+    }
+  }
+  {
+    auto d = top.sub("data");
+    std::string kind = toString(r.data.kind);
+    d.read("source", kind);
+    try {
+      r.data.kind = dataKindFromString(kind);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("data.source: ") + e.what());
+    }
+    d.read("image", r.data.image);
+    d.read("label", r.data.label);
+    d.read("dataset", r.data.dataset);
+    d.read("validation_fraction", r.data.validationFraction);
+  }
+  top.read("checkpoint", r.checkpoint);
+  {
+    auto in = top.sub("inference");
+    if (const auto* w = in.take("window")) r.window = readTriple<std::int64_t>(*w, "inference.window");
+    in.read("overlap", r.overlap);
+  }
+  return r;
+}
+
+RunSpec RunSpec::fromText(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(std::string("run description is not valid JSON: ") + e.what());
+  }
+  return fromJson(j);
+}
+
+std::array<std::int64_t, 3> parseSize(const std::string& text) {
+  std::array<std::int64_t, 3> s{};
+  std::stringstream ss(text);
+  std::string part;
+  int n = 0;
+  try {
+    while (std::getline(ss, part, ',')) {
+      if (n >= 3) throw InvalidArgument("");
+      std::size_t used = 0;
+      s[n++] = std::stoll(part, &used);
+      if (used != part.size()) throw InvalidArgument("");
+    }
+  } catch (const std::exception&) {
+    throw InvalidArgument("size '" + text + "' must be N or X,Y,Z");
+  }
+  if (n == 1) s[1] = s[2] = s[0];
+  else if (n != 3) throw InvalidArgument("size '" + text + "' must be N or X,Y,Z");
+  for (auto v : s)
+    if (v <= 0) throw InvalidArgument("size '" + text + "' must be positive");
+  return s;
+}
+
+std::set<std::string> parseStageList(const std::string& text, const std::vector<std::string>& stages) {
+  std::set<std::string> out;
+  if (text.empty() || text == "none") return out;
+  if (text == "all") return {stages.begin(), stages.end()};
+  std::stringstream ss(text);
+  std::string s;
+  while (std::getline(ss, s, ',')) {
+    if (s.empty()) continue;
+    if (!stages.empty() && std::find(stages.begin(), stages.end(), s) == stages.end())
+      throw InvalidArgument("unknown stage '" + s + "' (stages: " + joined(stages) + ")");
+    out.insert(s);
+  }
+  return out;
+}
+
+} // namespace splitseg::run

@@ -1,0 +1,109 @@
+#pragma once
+// The run description: everything that defines a training or inference run, as one value.
+// Front ends fill it once (CLI flags, the GUI document); the planner, trainer, inferer, session
+// files and checkpoints all take or store this same value, as JSON. No Qt, no LibTorch.
+#include "core/placement/MemoryPlanner.h"
+#include "core/placement/Placement.h"
+#include "core/placement/Precision.h"
+#include "core/volume/Preprocessing.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace splitseg::run {
+
+constexpr int kRunSpecVersion = 1;
+
+// Where training samples come from.
+enum class DataKind { None, Synthetic, Volume, Pairs, Dataset };
+std::string toString(DataKind k);
+DataKind dataKindFromString(const std::string& s);  // throws InvalidArgument
+
+struct DataSpec {
+  DataKind kind = DataKind::Synthetic;  // synthetic phantoms of the patch size
+  std::string image;                    // Volume / Pairs: image file
+  std::string label;                    // Pairs (and Volume when a ground truth is open)
+  std::string dataset;                  // Dataset: MSD or nnU-Net raw folder
+  double validationFraction = 0.2;      // share of dataset cases held out
+  bool operator==(const DataSpec& o) const;
+};
+
+// One field that does not make sense, named as in the JSON ("schedule.steps").
+struct Problem {
+  std::string field;
+  std::string message;
+  std::string text() const { return field + ": " + message; }
+};
+
+// What a run preprocesses with unless told otherwise: canonical orientation, the source spacing
+// and the CT soft-tissue window (W400 L40) — the demo and most users' data are CT.
+Preprocessing defaultPreprocessing();
+
+struct RunSpec {
+  // Network: an architecture of the registry and its options JSON.
+  std::string architecture = "unet3d";
+  nlohmann::json networkOptions = nlohmann::json::object();
+  // Stage -> device; stages not listed run on the first device of the run.
+  std::map<std::string, std::string> placement;
+  placement::StagePrecisions precision;
+  std::set<std::string> recompute;                 // stages with activation checkpointing
+  std::array<std::int64_t, 3> patch{64, 64, 64};   // x, y, z
+  int batch = 1;
+  // Schedule.
+  std::int64_t steps = 100;
+  int epochs = 0;                                  // > 0: epochs * stepsPerEpoch steps
+  std::int64_t stepsPerEpoch = 50;
+  std::int64_t validateEvery = 0;                  // steps; 0: never
+  std::int64_t checkpointEvery = 0;                // steps; 0: only at the end
+  double learningRate = 1e-3;
+  std::uint64_t seed = 0;
+  std::int64_t cpuBudgetBytes = 0;                 // 0: none
+  Preprocessing preprocessing = defaultPreprocessing();  // CT soft-tissue window, source spacing
+  DataSpec data;
+  std::string checkpoint;                          // written by training, read by inference
+  // Inference: sliding window (0: whole volume) and overlap.
+  std::array<std::int64_t, 3> window{0, 0, 0};    // x, y, z
+  double overlap = 0.5;
+
+  std::int64_t totalSteps() const { return epochs > 0 ? epochs * stepsPerEpoch : steps; }
+
+  // The placement over the network's stages (in network order); stages not listed go to
+  // defaultDevice. Throws InvalidArgument for a stage the network does not have.
+  placement::Placement resolvePlacement(const std::vector<std::string>& stages, const std::string& defaultDevice) const;
+  void setPlacement(const placement::Placement& p);
+
+  // The planner's request for this run (size D,H,W from the patch) on `devices`.
+  placement::PlanRequest planRequest(const std::vector<std::string>& stages,
+                                     const std::vector<placement::DeviceSpec>& devices) const;
+
+  // Every problem, each with its field. `devices`: those that can run (empty: not checked);
+  // `stages`: the network's (empty: stage names not checked).
+  std::vector<Problem> validate(const std::vector<std::string>& devices = {},
+                                const std::vector<std::string>& stages = {}) const;
+  // Throws InvalidArgument with the first problem ("run.batch: must be at least 1").
+  void check(const std::vector<std::string>& devices = {}, const std::vector<std::string>& stages = {}) const;
+
+  // {"splitseg_run": 1, "network": {...}, ...}; keys in a fixed order, so equal runs give
+  // equal text.
+  nlohmann::ordered_json toJson() const;
+  // Strict: wrong types, unknown keys (named) and a newer version throw InvalidArgument
+  // naming the field. Missing keys keep their defaults.
+  static RunSpec fromJson(const nlohmann::json& j);
+  static RunSpec fromText(const std::string& text);
+
+  bool operator==(const RunSpec& o) const { return toJson() == o.toJson(); }
+  bool operator!=(const RunSpec& o) const { return !(*this == o); }
+};
+
+// "64" -> {64,64,64}; "96,96,64" -> {96,96,64} (x,y,z). Throws InvalidArgument.
+std::array<std::int64_t, 3> parseSize(const std::string& text);
+// "all" -> every stage; "enc0,dec0" -> those (each must be a stage when stages is not empty).
+std::set<std::string> parseStageList(const std::string& text, const std::vector<std::string>& stages);
+
+} // namespace splitseg::run

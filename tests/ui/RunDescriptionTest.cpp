@@ -1,0 +1,188 @@
+// One run description for the workstation and the CLI: the panels edit the same run, a session
+// saved by the GUI is the run `splitseg-cli train --session` reads (byte for byte) and the GUI
+// opens again, and a checkpoint trained in the GUI predicts through `splitseg-cli infer` exactly
+// what the review shows.
+#include "tests/ui/UiTestSupport.h"
+
+#include "core/data/Phantom.h"
+#include "core/engine/Trainer.h"
+#include "core/io/VolumeReader.h"
+#include "core/io/VolumeWriter.h"
+#include "ui/mainwindow/MainWindow.h"
+#include "ui/placement/PlacementView.h"
+#include "ui/placement/StageMemoryModel.h"
+#include "ui/review/ReviewPanel.h"
+#include "ui/session/Session.h"
+#include "ui/training/TrainingPanel.h"
+
+#include <QComboBox>
+#include <QProcess>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+
+#include <cmath>
+
+using namespace splitseg;
+using namespace splitseg::ui;
+
+namespace {
+struct CliResult {
+  int code;
+  QString out, err;
+};
+CliResult cli(const QStringList& args) {
+  QProcess p;
+  p.start(SPLITSEG_CLI, args);
+  p.waitForFinished(300000);
+  return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+} // namespace
+
+class RunDescriptionTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString image_, label_;
+
+  // A run with every part set away from its default, as a user would leave it.
+  static run::RunSpec edited(run::RunSpec r, const QString& checkpoint) {
+    r.patch = {32, 32, 32};
+    r.batch = 2;
+    r.precision = placement::StagePrecisions::parse("bf16:dec0");
+    r.recompute = {"enc0"};
+    r.steps = 3;
+    r.learningRate = 2e-3;
+    r.seed = 11;
+    r.validateEvery = 0;
+    r.checkpointEvery = 2;
+    r.cpuBudgetBytes = std::int64_t(3) << 30;
+    r.preprocessing.intensity = intensityPreset("ct-bone");
+    r.window = {32, 32, 32};
+    r.overlap = 0.25;
+    r.checkpoint = checkpoint.toStdString();
+    return r;
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    test::installWarningTrap();
+    QVERIFY(dir_.isValid());
+    data::PhantomOptions o;
+    o.size = {48, 40, 32};
+    o.spacing = {0.9, 0.9, 1.5};
+    o.seed = 5;
+    const auto p = data::makePhantom(o);
+    image_ = dir_.path() + "/image.nii.gz";
+    label_ = dir_.path() + "/label.nii.gz";
+    io::writeVolume(p.image, image_.toStdString());
+    io::writeVolume(p.label, label_.toStdString());
+  }
+  void cleanup() { QVERIFY2(test::warnings().isEmpty(), qPrintable(test::warnings().join("\n"))); }
+
+  void panelsEditTheSameRun() {
+    MainWindow w;
+    w.resize(900, 600);
+    w.session()->createUNet(4, 3);
+    auto* view = w.placementView();
+    auto* panel = w.trainingPanel();
+    view->patchBox()->setValue(96);
+    QCOMPARE(panel->patchBox()->value(), 96);  // the training panel is never stale
+    QCOMPARE(w.session()->run().patch, (std::array<std::int64_t, 3>{96, 96, 96}));
+    panel->batchBox()->setValue(3);
+    QCOMPARE(view->batchBox()->value(), 3);
+    QCOMPARE(w.session()->run().batch, 3);
+    panel->intensityBox()->setCurrentText("ct-lung");
+    QCOMPARE(w.session()->run().preprocessing.intensity.preset, std::string("ct-lung"));
+    // The planner plans what training trains.
+    const auto req = StageMemoryModel::request(*w.session());
+    QCOMPARE(req.size, (std::array<std::int64_t, 3>{96, 96, 96}));
+    QCOMPARE(req.batch, 3);
+  }
+
+  void sessionIsTheCliRunByteForByte() {
+    const QString path = dir_.path() + "/gui.splitseg";
+    std::string expected;
+    {
+      MainWindow a;
+      a.resize(900, 600);
+      QVERIFY(a.openVolume(image_, label_));
+      a.session()->createUNet(4, 3);
+      a.session()->setRun(edited(a.session()->run(), dir_.path() + "/gui.pt"));
+      a.placementView()->moveStages({"dec0", "head"}, "cpu");
+      expected = a.session()->run().toJson().dump(2);
+      QVERIFY(a.saveSessionFile(path));
+    }
+    // The CLI reads the same run (paths resolved against the session's folder).
+    const auto r = cli({"train", "--session", path, "--print-run"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(r.out.trimmed().toStdString(), expected);
+    // A typed flag overlays only its own field.
+    const auto steps = cli({"train", "--session", path, "--steps", "7", "--print-run"});
+    QVERIFY2(steps.code == 0, qPrintable(steps.err));
+    auto overlaid = run::RunSpec::fromText(steps.out.toStdString());
+    QCOMPARE(overlaid.steps, std::int64_t{7});
+    overlaid.steps = 3;
+    QCOMPARE(overlaid.toJson().dump(2), expected);
+    // And the GUI opens it to the same run.
+    MainWindow b;
+    b.resize(900, 600);
+    const QStringList warnings = b.openSessionFile(path);
+    QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
+    QCOMPARE(b.session()->run().toJson().dump(2), expected);
+  }
+
+  void guiCheckpointInfersLikeTheReview() {
+    MainWindow w;
+    w.resize(900, 600);
+    QVERIFY(w.openVolume(image_, label_));
+    w.session()->createUNet(4, 3);
+    const QString checkpoint = dir_.path() + "/trained.pt";
+    auto run = w.session()->run();
+    run.patch = {16, 16, 16};
+    run.batch = 1;
+    run.steps = 2;
+    run.validateEvery = 0;
+    run.checkpoint = checkpoint.toStdString();
+    run.preprocessing.intensity = intensityPreset("ct-full");
+    run.data.kind = run::DataKind::Volume;
+    w.session()->setRun(run);
+    QSignalSpy finished(w.trainingPanel(), &TrainingPanel::runFinished);
+    QTest::mouseClick(w.trainingPanel()->startButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(180000));
+    QCOMPARE(finished.front().at(1).toString(), QString());
+    // The GUI's checkpoint carries the GUI's run: network, preprocessing, precision, data.
+    const auto info = engine::readCheckpointInfo(checkpoint.toStdString());
+    QCOMPARE(info.step, std::int64_t{2});
+    QCOMPARE(info.run.preprocessing.toJson(), w.session()->run().preprocessing.toJson());
+    QCOMPARE(info.run.data.image, image_.toStdString());
+    QCOMPARE(info.run.networkOptions, w.session()->run().networkOptions);
+
+    // Review: the whole volume through the session's network and run.
+    w.reviewPanel()->modeBox()->setCurrentIndex(w.reviewPanel()->modeBox()->findData("whole"));
+    QSignalSpy reviewed(w.reviewPanel(), &ReviewPanel::inferenceFinished);
+    QTest::mouseClick(w.reviewPanel()->runButton(), Qt::LeftButton);
+    QVERIFY(reviewed.wait(120000));
+    QVERIFY(reviewed.front().at(0).toBool());
+    const auto review = w.session()->prediction();
+    QVERIFY(review);
+
+    // The CLI, given only the checkpoint and the image, rebuilds the same preprocessing.
+    const QString out = dir_.path() + "/cli-seg.nii.gz";
+    const auto r = cli({"infer", "--checkpoint", checkpoint, "--image", image_, "--out", out, "--progress", "none"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const Volume cliSeg = io::readVolume(out.toStdString());
+    QVERIFY(cliSeg.geometry().sameGrid(review->geometry()));
+    double maxDiff = 0;
+    std::int64_t foreground = 0;
+    for (std::size_t i = 0; i < cliSeg.voxels().size(); ++i) {
+      maxDiff = std::max(maxDiff, double(std::fabs(cliSeg.voxels()[i] - review->voxels()[i])));
+      foreground += review->voxels()[i] > 0.5f;
+    }
+    QVERIFY2(maxDiff <= 1e-6, qPrintable(QString("max abs diff %1").arg(maxDiff)));
+    qInfo("review and CLI agree on %zu voxels (%lld foreground)", cliSeg.voxels().size(), static_cast<long long>(foreground));
+  }
+};
+
+QTEST_MAIN(RunDescriptionTest)
+#include "RunDescriptionTest.moc"
