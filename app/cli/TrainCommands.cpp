@@ -4,6 +4,7 @@
 #include "core/base/Units.h"
 #include "core/engine/Devices.h"
 #include "core/engine/Trainer.h"
+#include "core/model/NetworkStructureOf.h"
 #include "core/placement/AutoPlacer.h"
 
 #ifdef SPLITSEG_WITH_ITK
@@ -73,7 +74,7 @@ std::string planSuggestion(model::StagedNetwork& net, const engine::TrainerOptio
       placement::DeviceSpec spec{d.name, d.name == "cpu" && o.cpuBudgetBytes > 0 ? o.cpuBudgetBytes : d.totalBytes};
       req.devices.push_back(spec);
     }
-    placement::MemoryPlanner planner(placement::NetworkStructure::fromNetwork(net));
+    placement::MemoryPlanner planner(model::networkStructure(net));
     auto best = placement::AutoPlacer(planner).place(req);
     if (best.plan.fits) return "the planner suggests --placement " + best.placement.toInline();
     return "no placement of this network fits these devices at this size (limit: stage " + best.plan.limitingStage +

@@ -1,6 +1,7 @@
 #include "ui/session/Session.h"
 #include "core/placement/MemoryPlanner.h"
 
+#include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
 
 #include <QUndoStack>
@@ -43,7 +44,7 @@ void Session::setNetwork(std::shared_ptr<model::StagedNetwork> network) {
   structure_.reset();
   if (network_) {
     try {
-      structure_ = std::make_shared<placement::NetworkStructure>(placement::NetworkStructure::fromNetwork(*network_));
+      structure_ = std::make_shared<placement::NetworkStructure>(model::networkStructure(*network_));
     } catch (const std::exception& e) {
       Q_EMIT message(tr("Memory planner unavailable for this network: %1").arg(e.what()));
     }
