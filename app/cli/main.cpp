@@ -15,18 +15,10 @@ int main(int argc, char** argv) {
   splitseg::cli::addTrainCommands(app);
   splitseg::cli::addInferCommands(app);
   splitseg::cli::addBenchCommands(app);
-#ifdef SPLITSEG_HAVE_PLAN
   splitseg::cli::addPlanCommands(app);
-#endif
-#ifdef SPLITSEG_HAVE_PLUGINS
   splitseg::cli::addPluginCommands(app);
-#endif
-#ifdef SPLITSEG_HAVE_EXPORT
   splitseg::cli::addExportCommands(app);
-#endif
-#ifdef SPLITSEG_HAVE_SESSION
   splitseg::cli::addSessionCommands(app);
-#endif
 #ifdef SPLITSEG_WITH_ITK
   splitseg::cli::addVolumeCommands(app);
 #endif
