@@ -4,6 +4,7 @@
 #include "core/base/Error.h"
 #include "core/base/Units.h"
 #include "core/engine/Devices.h"
+#include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
 #include "core/placement/AutoPlacer.h"
 #include "core/placement/LargestVolume.h"
@@ -128,7 +129,7 @@ void runPlan(const PlanArgs& a) {
   model::UNet3dOptions o;
   o.base_channels(a.base).depth(a.depth).in_channels(a.inChannels).out_channels(a.outChannels);
   o.norm(model::normFromString(a.norm));
-  MemoryPlanner planner(NetworkStructure::fromUNet(o));
+  MemoryPlanner planner(model::unetStructure(o));
   const auto names = planner.network().stageNames();
 
   // The run this plan is for, then the planner's request from it (one vocabulary with train).

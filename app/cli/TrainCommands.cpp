@@ -7,6 +7,7 @@
 #include "core/base/Units.h"
 #include "core/engine/Devices.h"
 #include "core/engine/Trainer.h"
+#include "core/model/NetworkStructureOf.h"
 #include "core/placement/AutoPlacer.h"
 
 #ifdef SPLITSEG_WITH_ITK
@@ -28,7 +29,7 @@ std::string planSuggestion(model::StagedNetwork& net, const run::RunSpec& spec) 
       devices.push_back({d.name, d.name == "cpu" && spec.cpuBudgetBytes > 0 ? spec.cpuBudgetBytes : d.totalBytes});
     auto req = spec.planRequest(net.stageNames(), devices);
     req.placement = {};
-    placement::MemoryPlanner planner(placement::NetworkStructure::fromNetwork(net));
+    placement::MemoryPlanner planner(model::networkStructure(net));
     auto best = placement::AutoPlacer(planner).place(req);
     if (best.plan.fits) return "the planner suggests --placement " + best.placement.toInline();
     return "no placement of this network fits these devices at this size (limit: stage " + best.plan.limitingStage +

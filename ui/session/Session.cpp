@@ -3,6 +3,7 @@
 
 #include "core/engine/NetworkFactory.h"
 #include "core/model/StagedNetwork.h"
+#include "core/model/NetworkStructureOf.h"
 
 #include <QUndoStack>
 
@@ -49,7 +50,7 @@ void Session::setNetwork(std::shared_ptr<model::StagedNetwork> network) {
   structure_.reset();
   if (network_) {
     try {
-      structure_ = std::make_shared<placement::NetworkStructure>(placement::NetworkStructure::fromNetwork(*network_));
+      structure_ = std::make_shared<placement::NetworkStructure>(model::networkStructure(*network_));
     } catch (const std::exception& e) {
       Q_EMIT message(tr("Memory planner unavailable for this network: %1").arg(e.what()));
     }

@@ -1,4 +1,5 @@
 // Planner consistency, auto-placement optimality against brute force, largest-cube search.
+#include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
 #include "core/placement/AutoPlacer.h"
 #include "core/placement/LargestVolume.h"
@@ -17,12 +18,12 @@ constexpr std::int64_t GiB = std::int64_t{1} << 30;
 constexpr std::int64_t MiB = std::int64_t{1} << 20;
 
 const MemoryPlanner& seedPlanner() {
-  static MemoryPlanner p(NetworkStructure::fromUNet(model::UNet3dOptions()));
+  static MemoryPlanner p(model::unetStructure(model::UNet3dOptions()));
   return p;
 }
 
 MemoryPlanner smallPlanner(int depth, std::int64_t base = 4) {
-  return MemoryPlanner(NetworkStructure::fromUNet(model::UNet3dOptions().base_channels(base).depth(depth)));
+  return MemoryPlanner(model::unetStructure(model::UNet3dOptions().base_channels(base).depth(depth)));
 }
 
 PlanRequest request(std::int64_t edge, std::vector<DeviceSpec> devices, Precision p = Precision::FP32) {

@@ -4,6 +4,7 @@
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
 #include "core/placement/MemoryPlanner.h"
 
@@ -85,7 +86,7 @@ private Q_SLOTS:
     }
     const double measured = static_cast<double>(counter.peak());
 
-    placement::MemoryPlanner planner(placement::NetworkStructure::fromNetwork(*net));
+    placement::MemoryPlanner planner(model::networkStructure(*net));
     placement::PlanRequest req;
     req.size = {edge, edge, edge};
     req.batch = batch;

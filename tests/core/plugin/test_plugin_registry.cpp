@@ -6,6 +6,7 @@
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/NetworkFactory.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/model/NetworkStructureOf.h"
 #include "core/placement/MemoryPlanner.h"
 #include "core/plugin/PluginRegistry.h"
 
@@ -80,7 +81,7 @@ private Q_SLOTS:
     QVERIFY(r.loadLibrary(RESUNET_PLUGIN));
     torch::manual_seed(0);
     auto net = r.create("resunet3d", R"({"base_channels":4,"depth":3})");
-    auto structure = placement::NetworkStructure::fromNetwork(*net);
+    auto structure = model::networkStructure(*net);
     QCOMPARE(structure.parameters(), net->parameterCount());
     net->root().train();
     engine::SplitExecutor executor(net, placement::Placement::uniform(net->stageNames(), "cpu"));
