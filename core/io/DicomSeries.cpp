@@ -141,7 +141,7 @@ Volume readDicomSeries(const std::string& folder, const std::string& seriesUid) 
       io->SetFileName(f);
       io->ReadImageInformation();
     } catch (const itk::ExceptionObject& e) {
-      throw FormatError(f, "cannot read DICOM header: " + itkMessage(e));
+      throw FormatError(f, "cannot read DICOM header (truncated or corrupt): " + itkMessage(e));
     }
     Geometry sg = geometryOf(io);
     if (io->GetNumberOfDimensions() > 2 && io->GetDimensions(2) != 1)
@@ -190,7 +190,7 @@ Volume readDicomSeries(const std::string& folder, const std::string& seriesUid) 
     try {
       if (!readComplete(slices[k], raw)) throw FormatError(files[k], "truncated: the file ends before all pixels were read");
     } catch (const itk::ExceptionObject& e) {
-      throw FormatError(files[k], "cannot read DICOM pixels: " + itkMessage(e));
+      throw FormatError(files[k], "cannot read DICOM pixels (truncated or corrupt): " + itkMessage(e));
     }
     if (!componentsToFloat(slices[k]->GetComponentType(), raw.data(), v.data() + k * perSlice, perSlice))
       throw FormatError(files[k], "unsupported DICOM pixel type");

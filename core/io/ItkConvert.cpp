@@ -77,8 +77,10 @@ bool readOnce(itk::ImageIOBase* io, std::vector<unsigned char>& raw, unsigned ch
   }
   io->SetIORegion(region);
   io->Read(raw.data());
-  const std::size_t tail = std::min<std::size_t>(raw.size(), 64);
-  return !std::all_of(raw.end() - static_cast<std::ptrdiff_t>(tail), raw.end(), [fill](unsigned char b) { return b == fill; });
+  // A reader that stops early leaves at least the last byte unwritten; real data cannot end in
+  // both patterns, so "last byte still the pattern" twice means the file ended early, even
+  // when only a few bytes are missing.
+  return raw.empty() || raw.back() != fill;
 }
 } // namespace
 

@@ -24,8 +24,8 @@ bool componentsToFloat(itk::IOComponentEnum t, const unsigned char* raw, float* 
 
 // Reads the IO's whole largest region into raw (sized by the caller); false when the file
 // ended early. ITK readers (NIfTI, MetaImage, GDCM) leave a truncated file's tail unwritten
-// without an error, so raw is pre-filled with a pattern and, when its tail still holds it,
-// read again with a second one.
+// without an error, so raw is pre-filled with a pattern and, when its last byte still holds
+// it, read again with a second one.
 bool readComplete(itk::ImageIOBase* io, std::vector<unsigned char>& raw);
 
 // Short text of an ITK exception without its file/line preamble.

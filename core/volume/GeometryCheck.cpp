@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -40,8 +41,14 @@ std::uint64_t availableMemoryBytes() {
 
 std::int64_t voxelCap(std::size_t bytesPerVoxel) {
   const std::uint64_t perVoxel = bytesPerVoxel ? bytesPerVoxel : 1;
-  const std::uint64_t cap = availableMemoryBytes() / perVoxel;
-  return static_cast<std::int64_t>(std::min<std::uint64_t>(cap, std::uint64_t{1} << 34));
+  std::uint64_t cap = std::min<std::uint64_t>(availableMemoryBytes() / perVoxel, std::uint64_t{1} << 34);
+  // A lower cap for fuzzing or shared machines; never a higher one.
+  if (const char* env = std::getenv("SPLITSEG_MAX_VOXELS")) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (end != env && *end == '\0' && v > 0) cap = std::min<std::uint64_t>(cap, v);
+  }
+  return static_cast<std::int64_t>(cap);
 }
 
 bool checkedVoxelCount(const std::array<std::int64_t, 3>& size, std::int64_t& out) {

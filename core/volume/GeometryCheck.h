@@ -18,7 +18,8 @@ namespace splitseg {
 std::uint64_t availableMemoryBytes();
 
 // Largest voxel count a volume may have when each voxel costs bytesPerVoxel bytes while it is
-// built: available memory / bytesPerVoxel, and never above 2^34.
+// built: available memory / bytesPerVoxel, never above 2^34, and never above the environment
+// variable SPLITSEG_MAX_VOXELS when set (fuzzing, shared machines).
 std::int64_t voxelCap(std::size_t bytesPerVoxel = 4);
 
 // x*y*z into out; false when a size is not positive or the product overflows int64.
