@@ -246,8 +246,9 @@ private Q_SLOTS:
                        (k == "nanOriginMha" ? "Offset = nan 0 0\n" : "TransformMatrix = 1 0 0 1 0 0 0 0 1\n") +
                        "ElementType = MET_UCHAR\nElementDataFile = LOCAL\n" + std::string(8, '\1'));
     } else if (k == "memoryMha") {
-      // One voxel more than the memory available now allows (the cap follows MemAvailable).
-      const std::int64_t z = voxelCap(1 + sizeof(float)) / (1 << 20) + 1;
+      // Twice what the memory available now allows (the cap follows MemAvailable; the margin
+      // keeps the row stable while other processes free memory).
+      const std::int64_t z = voxelCap(1 + sizeof(float)) / (1 << 19) + 1;
       writeText(p, mhaHead + "NDims = 3\nDimSize = 1024 1024 " + std::to_string(z) +
                        "\nElementType = MET_UCHAR\nElementDataFile = LOCAL\n" + std::string(8, '\1'));
     } else if (k.rfind("data", 0) == 0 || k.rfind("nhdr", 0) == 0) {

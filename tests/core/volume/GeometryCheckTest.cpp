@@ -39,9 +39,9 @@ private Q_SLOTS:
     if (k == "negSize") g.size[2] = -3;
     if (k == "overflow") g.size = {std::int64_t(1) << 32, std::int64_t(1) << 32, 2};
     if (k == "memory") {
-      // One more voxel than the memory available now allows (the cap follows MemAvailable).
+      // Twice what the memory available now allows (the cap follows MemAvailable).
       const std::int64_t cap = voxelCap(4);
-      g.size = {cap / (1 << 20) + 1, 1024, 1024};
+      g.size = {cap / (1 << 19) + 1, 1024, 1024};
     }
     if (k == "nanSpacing") g.spacing[1] = std::nan("");
     if (k == "zeroSpacing") g.spacing[0] = 0;
