@@ -4,6 +4,7 @@
 #   LibTorch: the PyPI torch wheel (CUDA build, C++11 ABI) in a project venv, pinned.
 # Options: --core-only   skip the GUI stack (Qt, VTK, ITK), e.g. on a GPU box
 #          --bench       also install the Python peers used by benchmarks (MONAI)
+#          --fuzz        also install clang + libFuzzer runtime (tests/fuzz/run.sh)
 set -euo pipefail
 
 TORCH_VERSION="${SPLITSEG_TORCH_VERSION:-2.11.0}"
@@ -12,12 +13,13 @@ SIMPLEITK_VERSION="${SPLITSEG_SIMPLEITK_VERSION:-2.5.7}"
 SPLITSEG_HOME="${SPLITSEG_HOME:-$HOME/.local/share/splitseg}"
 VENV="${SPLITSEG_VENV:-$SPLITSEG_HOME/venv}"
 
-core_only=0; bench=0
+core_only=0; bench=0; fuzz=0
 for a in "$@"; do
   case "$a" in
     --core-only) core_only=1 ;;
     --bench) bench=1 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --fuzz) fuzz=1 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +34,7 @@ gui_pkgs=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-svg-dev
 
 pkgs=("${core_pkgs[@]}")
 [ "$core_only" = 1 ] || pkgs+=("${gui_pkgs[@]}")
+[ "$fuzz" = 0 ] || pkgs+=(clang libclang-rt-14-dev)
 
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=()

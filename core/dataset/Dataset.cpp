@@ -1,6 +1,7 @@
 #include "core/dataset/Dataset.h"
 
 #include "core/base/Error.h"
+#include "core/io/SafePath.h"
 #include "core/io/VolumeReader.h"
 
 #include <nlohmann/json.hpp>
@@ -20,9 +21,16 @@ namespace splitseg::dataset {
 
 namespace {
 
+constexpr std::uintmax_t kMaxJsonBytes = 64u << 20;
+// Label values 0..kMaxLabel: the network gets one output channel per value.
+constexpr std::int64_t kMaxLabel = 255;
+
 nlohmann::json readJson(const std::string& path) {
+  const std::string problem = io::regularFileProblem(path);
+  if (problem == "does not exist") throw IoError(path, "no such file");
+  if (!problem.empty()) throw IoError(path, problem);  // a FIFO would block the read
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw IoError(path, "no such file");
+  if (fs::file_size(path, ec) > kMaxJsonBytes) throw FormatError(path, "is larger than 64 MiB; not a dataset description");
   std::ifstream f(path);
   if (!f) throw IoError(path, "cannot open for reading");
   try {
@@ -32,9 +40,9 @@ nlohmann::json readJson(const std::string& path) {
   }
 }
 
-std::string resolve(const std::string& root, std::string rel) {
-  if (rel.rfind("./", 0) == 0) rel = rel.substr(2);
-  return (fs::path(root) / rel).lexically_normal().string();
+// An entry of jsonPath, confined to root (no absolute paths, no escaping '..' or symlinks).
+std::string resolve(const std::string& root, const std::string& rel, const std::string& jsonPath) {
+  return io::confinedPath(root, rel, jsonPath);
 }
 
 // MSD/nnU-Net v1: {"0": "background", "1": "liver"}; nnU-Net v2: {"background": 0, "liver": 1}.
@@ -42,15 +50,19 @@ std::map<int, std::string> parseLabels(const nlohmann::json& j, const std::strin
   if (!j.is_object() || j.empty()) throw FormatError(file, "\"labels\" is missing or empty");
   std::map<int, std::string> labels;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    int value;
+    std::int64_t value;
     std::string name;
-    if (it.value().is_number_integer()) {
-      value = it.value().get<int>();
+    if (it.value().is_number_unsigned()) {
+      const std::uint64_t u = it.value().get<std::uint64_t>();
+      value = u > static_cast<std::uint64_t>(kMaxLabel) ? kMaxLabel + 1 : static_cast<std::int64_t>(u);
+      name = it.key();
+    } else if (it.value().is_number_integer()) {
+      value = it.value().get<std::int64_t>();
       name = it.key();
     } else if (it.value().is_string()) {
       try {
         std::size_t used = 0;
-        value = std::stoi(it.key(), &used);
+        value = std::stoll(it.key(), &used);
         if (used != it.key().size()) throw std::invalid_argument("");
       } catch (const std::exception&) {
         throw FormatError(file, "label key \"" + it.key() + "\" is not an integer");
@@ -59,9 +71,11 @@ std::map<int, std::string> parseLabels(const nlohmann::json& j, const std::strin
     } else {
       throw FormatError(file, "label \"" + it.key() + "\" has an unsupported value (regions are not supported)");
     }
-    if (value < 0 || value > 65535) throw FormatError(file, "label value " + std::to_string(value) + " is out of range");
+    if (value < 0 || value > kMaxLabel)
+      throw FormatError(file, "label \"" + it.key() + "\" has value " + (value > kMaxLabel ? "above 255" : std::to_string(value)) +
+                                  "; label values must be 0..255 (one network output per value)");
     if (labels.count(value)) throw FormatError(file, "label value " + std::to_string(value) + " is declared twice");
-    labels[value] = name;
+    labels[static_cast<int>(value)] = name;
   }
   if (!labels.count(0)) throw FormatError(file, "labels do not declare background (0)");
   return labels;
@@ -88,8 +102,8 @@ std::vector<std::string> parseChannels(const nlohmann::json& j, const std::strin
 }
 
 void requireFile(const std::string& listedIn, const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw FormatError(listedIn, what + " " + path + " does not exist");
+  const std::string problem = io::regularFileProblem(path);
+  if (!problem.empty()) throw FormatError(listedIn, what + " " + path + " " + problem);
 }
 
 Dataset openNnUnet(const std::string& root, const nlohmann::json& j, const std::string& jsonPath, const std::string& ending) {
@@ -99,7 +113,7 @@ Dataset openNnUnet(const std::string& root, const nlohmann::json& j, const std::
   d.name = j.value("name", fs::path(root).filename().string());
   d.channelNames = parseChannels(j, jsonPath);
   d.labels = parseLabels(j.value("labels", nlohmann::json()), jsonPath);
-  const fs::path images = fs::path(root) / "imagesTr", labels = fs::path(root) / "labelsTr";
+  const fs::path images = fs::path(root) / "imagesTr";
   std::set<std::string> ids;
   for (const auto& e : fs::directory_iterator(images)) {
     const std::string n = e.path().filename().string();
@@ -114,10 +128,10 @@ Dataset openNnUnet(const std::string& root, const nlohmann::json& j, const std::
     for (std::size_t ch = 0; ch < d.channelNames.size(); ++ch) {
       char suffix[24];
       std::snprintf(suffix, sizeof suffix, "_%04zu", ch);
-      c.images.push_back((images / (id + suffix + ending)).string());
+      c.images.push_back(resolve(root, (fs::path("imagesTr") / (id + suffix + ending)).string(), jsonPath));
       requireFile(jsonPath, c.images.back(), "case " + id + " channel " + std::to_string(ch) + ":");
     }
-    c.label = (labels / (id + ending)).string();
+    c.label = resolve(root, (fs::path("labelsTr") / (id + ending)).string(), jsonPath);
     requireFile(jsonPath, c.label, "case " + id + " label:");
     d.cases.push_back(std::move(c));
   }
@@ -145,8 +159,8 @@ Dataset openMsd(const std::string& root, const nlohmann::json& j, const std::str
     if (!t.is_object() || !t.contains("image") || !t.contains("label") || !t["image"].is_string() || !t["label"].is_string())
       throw FormatError(jsonPath, "training entry " + std::to_string(n) + " lacks an \"image\" or \"label\" path");
     Case c;
-    c.images = {resolve(root, t["image"].get<std::string>())};
-    c.label = resolve(root, t["label"].get<std::string>());
+    c.images = {resolve(root, t["image"].get<std::string>(), jsonPath)};
+    c.label = resolve(root, t["label"].get<std::string>(), jsonPath);
     std::string id = fs::path(c.images[0]).filename().string();
     for (const char* e : {".nii.gz", ".nii", ".nrrd", ".mha", ".mhd", ".nhdr"})
       if (id.size() > std::strlen(e) && id.compare(id.size() - std::strlen(e), std::strlen(e), e) == 0) {
@@ -201,6 +215,9 @@ Dataset openDataset(const std::string& folder) {
 Dataset datasetFromPairs(const std::vector<std::pair<std::string, std::string>>& pairs, std::map<int, std::string> labels) {
   if (pairs.empty()) throw InvalidArgument("no image/label pairs given");
   if (!labels.count(0)) labels[0] = "background";
+  for (const auto& [value, name] : labels)
+    if (value < 0 || value > kMaxLabel)
+      throw InvalidArgument("label " + name + " has value " + std::to_string(value) + "; label values must be 0..255");
   Dataset d;
   d.layout = Layout::Pairs;
   d.name = "pairs";

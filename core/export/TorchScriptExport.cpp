@@ -1,4 +1,5 @@
 #include "core/export/TorchScriptExport.h"
+#include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -98,14 +99,17 @@ ExportResult exportTorchScript(model::StagedNetwork& net, const std::string& pat
 
   std::error_code ec;
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".part";
+  const std::string tmp = makeTempFileBeside(path);  // unique: two exports never collide
   try {
     jm.save(tmp);
   } catch (const c10::Error& e) {
+    fs::remove(tmp, ec);
     throw IoError(path, std::string("cannot write: ") + e.what_without_backtrace());
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
   }
-  fs::rename(tmp, path, ec);
-  if (ec) throw IoError(path, "cannot write: " + ec.message());
+  commitTempFile(tmp, path);  // fsync, rename, fsync folder; removes tmp on failure
 
   ExportResult r;
   r.modelPath = path;
@@ -126,9 +130,7 @@ ExportResult exportTorchScript(model::StagedNetwork& net, const std::string& pat
       {"preprocessing", pre},
       {"window", o.patch},
       {"parameters", r.parameters}};
-  std::ofstream out(r.preprocessingPath);
-  out << meta.dump(2) << "\n";
-  if (!out) throw IoError(r.preprocessingPath, "cannot write");
+  writeFileDurably(r.preprocessingPath, meta.dump(2) + "\n");
   return r;
 }
 

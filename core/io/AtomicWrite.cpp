@@ -1,9 +1,11 @@
 #include "core/io/AtomicWrite.h"
 
+#include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 
-#include <atomic>
-#include <chrono>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <unistd.h>
@@ -14,17 +16,13 @@ namespace fs = std::filesystem;
 namespace splitseg::io {
 
 namespace {
+// A fresh folder with a unique name (mkdtemp) beside the target: two writers never collide.
 fs::path makeTempDir(const fs::path& parent, const std::string& path) {
-  static std::atomic<unsigned> counter{0};
-  const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    fs::path dir = parent / (".splitseg-tmp-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(stamp) + "-" + std::to_string(counter++));
-    std::error_code ec;
-    if (fs::create_directory(dir, ec)) return dir;
-    if (ec) throw IoError(path, "cannot create a temporary folder in " + parent.string() + ": " + ec.message());
-  }
-  throw IoError(path, "cannot create a temporary folder in " + parent.string());
+  std::string pattern = (parent / ".splitseg-tmp-XXXXXX").string();
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data())) throw IoError(path, "cannot create a temporary folder in " + parent.string() + ": " + std::strerror(errno));
+  return fs::path(buf.data());
 }
 } // namespace
 
@@ -43,6 +41,7 @@ void atomicWrite(const std::string& path, const std::function<void(const std::st
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(tmp)) files.push_back(e.path());
     if (files.empty()) throw IoError(path, "the writer produced no file");
+    for (const auto& f : files) fsyncPath(f.string());  // durable before any becomes visible
     for (int pass = 0; pass < 2; ++pass)
       for (const auto& f : files) {
         const bool isMain = f.filename() == target.filename();
@@ -55,6 +54,7 @@ void atomicWrite(const std::string& path, const std::function<void(const std::st
     throw;
   }
   fs::remove_all(tmp, ec);
+  fsyncPath(parent.string());  // the renames themselves
 }
 
 } // namespace splitseg::io

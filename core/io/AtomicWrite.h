@@ -1,7 +1,8 @@
 #pragma once
 // Atomic file writes. Formats like .mhd/.nhdr write a header plus a data file, so the
 // writer runs inside a fresh temporary folder beside the target and every file it made is
-// renamed into place afterwards (data first, header last). On failure nothing remains.
+// renamed into place afterwards (data first, header last). Every file is fsync'd before its
+// rename and the folder after them. On failure nothing remains.
 #include <functional>
 #include <string>
 

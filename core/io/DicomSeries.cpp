@@ -1,7 +1,10 @@
 #include "core/io/DicomSeries.h"
 
+#include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 #include "core/io/ItkConvert.h"
+#include "core/io/SafePath.h"
+#include "core/volume/GeometryCheck.h"
 
 #include <itkCastImageFilter.h>
 #include <itkGDCMImageIO.h>
@@ -11,6 +14,7 @@
 #include <itkMetaDataObject.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
@@ -29,6 +33,14 @@ SeriesNames::Pointer scan(const std::string& folder) {
   std::error_code ec;
   if (!fs::exists(folder, ec)) throw IoError(folder, "no such folder");
   if (!fs::is_directory(folder, ec)) throw IoError(folder, "not a folder");
+  // GDCM opens every entry to see whether it is DICOM: a FIFO would block it, a device
+  // stream forever. Only folders and regular files may sit in a series folder.
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    if (e.is_directory(ec)) continue;
+    const std::string problem = regularFileProblem(e.path().string());
+    if (!problem.empty() && problem != "does not exist")  // a dangling link: GDCM skips it
+      throw FormatError(e.path().string(), problem + " (in a DICOM folder)");
+  }
   auto names = SeriesNames::New();
   names->SetUseSeriesDetails(true);
   names->SetGlobalWarningDisplay(false);
@@ -52,6 +64,18 @@ std::string newUid(std::mt19937_64& rng) {
   std::ostringstream s;
   s << "1.2.826.0.1.3680043.2.1125." << (rng() % 1000000000ULL) << '.' << (rng() % 1000000000ULL);
   return s.str().substr(0, 64);
+}
+
+Geometry geometryOf(const itk::ImageIOBase* io) {
+  Geometry g;
+  for (unsigned i = 0; i < 3; ++i) {
+    g.size[i] = i < io->GetNumberOfDimensions() ? static_cast<std::int64_t>(std::min<itk::SizeValueType>(io->GetDimensions(i), INT32_MAX)) : 1;
+    g.spacing[i] = i < io->GetNumberOfDimensions() ? io->GetSpacing(i) : 1.0;
+    g.origin[i] = i < io->GetNumberOfDimensions() ? io->GetOrigin(i) : 0.0;
+    const auto axis = i < io->GetNumberOfDimensions() ? io->GetDirection(i) : std::vector<double>{};
+    for (unsigned r = 0; r < 3; ++r) g.direction[r * 3 + i] = r < axis.size() ? axis[r] : (r == i);
+  }
+  return g;
 }
 
 std::string num(double v) {
@@ -105,21 +129,80 @@ Volume readDicomSeries(const std::string& folder, const std::string& seriesUid) 
   const auto files = names->GetFileNames(uid);  // sorted by position along the normal
   if (files.size() < 2) throw FormatError(folder, "DICOM series " + uid + " has " + std::to_string(files.size()) +
                                                       " slice; a 3D volume needs at least 2");
-  auto io = itk::GDCMImageIO::New();
+  // Every slice header first (regular files only: a FIFO would block GDCM), each slice's grid
+  // checked before ITK computes with it (a NaN direction would reach VNL's inverse).
+  std::vector<itk::GDCMImageIO::Pointer> slices;
+  std::int64_t nx = 0, ny = 0;
+  for (const auto& f : files) {
+    const std::string problem = regularFileProblem(f);
+    if (!problem.empty()) throw FormatError(f, problem);
+    auto io = itk::GDCMImageIO::New();
+    try {
+      io->SetFileName(f);
+      io->ReadImageInformation();
+    } catch (const itk::ExceptionObject& e) {
+      throw FormatError(f, "cannot read DICOM header (truncated or corrupt): " + itkMessage(e));
+    }
+    Geometry sg = geometryOf(io);
+    if (io->GetNumberOfDimensions() > 2 && io->GetDimensions(2) != 1)
+      throw FormatError(f, "multi-frame DICOM files are not supported in a series");
+    if (io->GetNumberOfComponents() != 1) throw FormatError(f, "DICOM slice is not a scalar image");
+    sg.size[2] = 1;
+    sg.spacing[2] = 1.0;  // the series gives the slice spacing
+    const std::string bad = geometryProblem(sg, io->GetComponentSize() + sizeof(float));
+    if (!bad.empty()) throw FormatError(f, "DICOM slice: " + bad);
+    if (slices.empty()) {
+      nx = sg.size[0];
+      ny = sg.size[1];
+    } else if (sg.size[0] != nx || sg.size[1] != ny) {
+      throw FormatError(f, "DICOM slice is " + std::to_string(sg.size[0]) + "x" + std::to_string(sg.size[1]) +
+                               ", the series' first slice " + std::to_string(nx) + "x" + std::to_string(ny));
+    }
+    slices.push_back(io);
+  }
+  // The series geometry (ITK's slice spacing and order), without reading voxels yet.
   auto reader = itk::ImageSeriesReader<ItkImage>::New();
-  reader->SetImageIO(io);
+  reader->SetImageIO(itk::GDCMImageIO::New());
   reader->SetFileNames(files);
   try {
-    reader->Update();
+    reader->UpdateOutputInformation();
   } catch (const itk::ExceptionObject& e) {
     throw FormatError(folder, "cannot read DICOM series " + uid + ": " + itkMessage(e));
   }
+  Geometry g;
+  const ItkImage* info = reader->GetOutput();
+  for (unsigned i = 0; i < 3; ++i) {
+    g.size[i] = static_cast<std::int64_t>(info->GetLargestPossibleRegion().GetSize(i));
+    g.spacing[i] = info->GetSpacing()[i];
+    g.origin[i] = info->GetOrigin()[i];
+    for (unsigned j = 0; j < 3; ++j) g.direction[i * 3 + j] = info->GetDirection()(i, j);
+  }
+  if (g.size != std::array<std::int64_t, 3>{nx, ny, static_cast<std::int64_t>(files.size())})
+    throw FormatError(folder, "DICOM series " + uid + " has an inconsistent size");
+  const std::string problem = geometryProblem(g, sizeof(float) + 8);
+  if (!problem.empty()) throw FormatError(folder, "DICOM series " + uid + ": " + problem);
+  // Voxels slice by slice; a truncated slice (GDCM reads it as if whole) is refused.
+  Volume v(g);
+  const std::size_t perSlice = static_cast<std::size_t>(nx * ny);
+  std::vector<unsigned char> raw;
+  for (std::size_t k = 0; k < slices.size(); ++k) {
+    raw.resize(perSlice * slices[k]->GetComponentSize());
+    try {
+      if (!readComplete(slices[k], raw)) throw FormatError(files[k], "truncated: the file ends before all pixels were read");
+    } catch (const itk::ExceptionObject& e) {
+      throw FormatError(files[k], "cannot read DICOM pixels (truncated or corrupt): " + itkMessage(e));
+    }
+    if (!componentsToFloat(slices[k]->GetComponentType(), raw.data(), v.data() + k * perSlice, perSlice))
+      throw FormatError(files[k], "unsupported DICOM pixel type");
+  }
+  const auto& io = slices.front();
   std::string pixelType = pixelTypeName(io->GetComponentType());
   if (pixelType.empty()) pixelType = "float32";
   // GDCM applies rescale slope/intercept; the values are then what the type says after it.
   if (io->GetRescaleSlope() != 1.0 || std::fmod(io->GetRescaleIntercept(), 1.0) != 0.0) pixelType = "float32";
   else if (io->GetRescaleIntercept() != 0.0 && (pixelType == "uint16" || pixelType == "uint8")) pixelType = "int16";
-  return fromItk(reader->GetOutput(), pixelType);
+  v.setPixelType(pixelType);
+  return v;
 }
 
 void writeDicomSeries(const Volume& v, const std::string& folder, const DicomWriteOptions& options) {
@@ -130,9 +213,12 @@ void writeDicomSeries(const Volume& v, const std::string& folder, const DicomWri
   if (parent.empty()) parent = ".";
   if (!fs::is_directory(parent, ec)) throw IoError(folder, "parent folder " + parent.string() + " does not exist");
   const auto& g = v.geometry();
-  const fs::path tmp = parent / (".splitseg-tmp-" + target.filename().string());
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec)) throw IoError(folder, "cannot create " + tmp.string() + ": " + ec.message());
+  // A unique temporary folder (mkdtemp): two writers never share or remove each other's.
+  std::string pattern = (parent / (".splitseg-tmp-" + target.filename().string() + "-XXXXXX")).string();
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data())) throw IoError(folder, "cannot create a temporary folder in " + parent.string());
+  const fs::path tmp(buf.data());
 
   using Slice = itk::Image<std::int16_t, 2>;
   using Vol16 = itk::Image<std::int16_t, 3>;
@@ -197,7 +283,15 @@ void writeDicomSeries(const Volume& v, const std::string& folder, const DicomWri
     fs::remove_all(tmp, ec);
     throw;
   }
+  try {
+    for (const auto& e : fs::directory_iterator(tmp)) fsyncPath(e.path().string());
+    fsyncPath(tmp.string());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
   fs::rename(tmp, target, ec);
+  if (!ec) fsyncPath(parent.string());
   if (ec) {
     fs::remove_all(tmp, ec);
     throw IoError(folder, "cannot move the written series into place");

@@ -61,6 +61,50 @@ std::string pixelTypeName(itk::IOComponentEnum t) {
   }
 }
 
+namespace {
+template <typename T>
+void convert(const unsigned char* raw, float* out, std::size_t n) {
+  const T* in = reinterpret_cast<const T*>(raw);
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+}
+
+bool readOnce(itk::ImageIOBase* io, std::vector<unsigned char>& raw, unsigned char fill) {
+  std::fill(raw.begin(), raw.end(), fill);
+  itk::ImageIORegion region(io->GetNumberOfDimensions());
+  for (unsigned d = 0; d < io->GetNumberOfDimensions(); ++d) {
+    region.SetIndex(d, 0);
+    region.SetSize(d, io->GetDimensions(d));
+  }
+  io->SetIORegion(region);
+  io->Read(raw.data());
+  // A reader that stops early leaves at least the last byte unwritten; real data cannot end in
+  // both patterns, so "last byte still the pattern" twice means the file ended early, even
+  // when only a few bytes are missing.
+  return raw.empty() || raw.back() != fill;
+}
+} // namespace
+
+bool componentsToFloat(itk::IOComponentEnum t, const unsigned char* raw, float* out, std::size_t n) {
+  using C = itk::IOComponentEnum;
+  switch (t) {
+    case C::UCHAR: convert<std::uint8_t>(raw, out, n); return true;
+    case C::CHAR: convert<std::int8_t>(raw, out, n); return true;
+    case C::USHORT: convert<std::uint16_t>(raw, out, n); return true;
+    case C::SHORT: convert<std::int16_t>(raw, out, n); return true;
+    case C::UINT: convert<std::uint32_t>(raw, out, n); return true;
+    case C::INT: convert<std::int32_t>(raw, out, n); return true;
+    case C::ULONG: case C::ULONGLONG: convert<std::uint64_t>(raw, out, n); return true;
+    case C::LONG: case C::LONGLONG: convert<std::int64_t>(raw, out, n); return true;
+    case C::FLOAT: convert<float>(raw, out, n); return true;
+    case C::DOUBLE: convert<double>(raw, out, n); return true;
+    default: return false;
+  }
+}
+
+bool readComplete(itk::ImageIOBase* io, std::vector<unsigned char>& raw) {
+  return readOnce(io, raw, 0xA5) || readOnce(io, raw, 0x5A);
+}
+
 std::string itkMessage(const itk::ExceptionObject& e) {
   std::string d = e.GetDescription() ? e.GetDescription() : "";
   if (d.empty()) d = e.what();

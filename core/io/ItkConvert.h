@@ -7,6 +7,7 @@
 #include <itkImageIOBase.h>
 
 #include <string>
+#include <vector>
 
 namespace splitseg::io {
 
@@ -17,6 +18,15 @@ Volume fromItk(const ItkImage* image, std::string pixelType);
 
 // "int16", "uint8", "float32", ... for an ITK component type; "" when unknown.
 std::string pixelTypeName(itk::IOComponentEnum type);
+
+// Converts n components of type t at raw into floats; false for an unsupported type.
+bool componentsToFloat(itk::IOComponentEnum t, const unsigned char* raw, float* out, std::size_t n);
+
+// Reads the IO's whole largest region into raw (sized by the caller); false when the file
+// ended early. ITK readers (NIfTI, MetaImage, GDCM) leave a truncated file's tail unwritten
+// without an error, so raw is pre-filled with a pattern and, when its last byte still holds
+// it, read again with a second one.
+bool readComplete(itk::ImageIOBase* io, std::vector<unsigned char>& raw);
 
 // Short text of an ITK exception without its file/line preamble.
 std::string itkMessage(const itk::ExceptionObject& e);

@@ -34,19 +34,57 @@ std::string UNet3dOptions::toJson() const {
   return j.dump();
 }
 
+namespace {
+// Upper bounds: beyond them a shift passes 64 bits or a layer needs absurd memory.
+constexpr std::int64_t kMaxDepth = 8, kMaxInChannels = 64, kMaxOutChannels = 256, kMaxBaseChannels = 256,
+                       kMaxWidestChannels = 4096;
+
+void checkRange(const char* field, std::int64_t v, std::int64_t lo, std::int64_t hi) {
+  if (v < lo || v > hi)
+    throw InvalidArgument(std::string("U-Net option ") + field + " is " + std::to_string(v) + "; allowed " +
+                          std::to_string(lo) + ".." + std::to_string(hi));
+}
+} // namespace
+
+void checkUNet3dOptions(const UNet3dOptions& o) {
+  checkRange("depth", o.depth(), 2, kMaxDepth);
+  checkRange("in_channels", o.in_channels(), 1, kMaxInChannels);
+  checkRange("out_channels", o.out_channels(), 1, kMaxOutChannels);
+  checkRange("base_channels", o.base_channels(), 1, kMaxBaseChannels);
+  const std::int64_t widest = o.base_channels() << (o.depth() - 1);
+  if (widest > kMaxWidestChannels)
+    throw InvalidArgument("U-Net option base_channels " + std::to_string(o.base_channels()) + " with depth " +
+                          std::to_string(o.depth()) + " makes a " + std::to_string(widest) + "-channel bottleneck; at most " +
+                          std::to_string(kMaxWidestChannels));
+  for (const double p : o.dropout())
+    if (!(p >= 0.0 && p < 1.0)) throw InvalidArgument("U-Net option dropout holds " + std::to_string(p) + "; allowed 0 <= p < 1");
+}
+
 UNet3dOptions UNet3dOptions::fromJson(const std::string& text) {
   UNet3dOptions o;
   try {
     auto j = nlohmann::json::parse(text);
-    o.in_channels(j.value("in_channels", o.in_channels()));
-    o.out_channels(j.value("out_channels", o.out_channels()));
-    o.base_channels(j.value("base_channels", o.base_channels()));
-    o.depth(j.value("depth", o.depth()));
+    if (!j.is_object()) throw InvalidArgument("bad U-Net options: not a JSON object");
+    // Read wide, check, then narrow: a huge depth must not wrap into a small one.
+    auto wide = [&](const char* field, std::int64_t fallback) {
+      if (!j.contains(field)) return fallback;
+      if (!j[field].is_number_integer()) throw InvalidArgument(std::string("U-Net option ") + field + " must be an integer");
+      if (j[field].is_number_unsigned() && j[field].get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        return INT64_MAX;
+      return j[field].get<std::int64_t>();
+    };
+    o.in_channels(wide("in_channels", o.in_channels()));
+    o.out_channels(wide("out_channels", o.out_channels()));
+    o.base_channels(wide("base_channels", o.base_channels()));
+    const std::int64_t depth = wide("depth", o.depth());
+    checkRange("depth", depth, 2, kMaxDepth);
+    o.depth(static_cast<int>(depth));
     o.dropout(j.value("dropout", o.dropout()));
     o.norm(normFromString(j.value("norm", std::string("none"))));
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(std::string("bad U-Net options: ") + e.what());
   }
+  checkUNet3dOptions(o);
   return o;
 }
 
@@ -99,15 +137,8 @@ torch::Tensor UNetStageImpl::forward(const std::vector<torch::Tensor>& inputs) {
 }
 
 UNet3dImpl::UNet3dImpl(const UNet3dOptions& o) : options_(o) {
+  checkUNet3dOptions(o);
   const int d = o.depth();
-  // Bounds before anything is allocated: depth 100 or a million channels is a typo, not a run.
-  if (d < 2 || d > 8) throw InvalidArgument("U-Net depth must be 2..8, got " + std::to_string(d));
-  auto channels = [](const char* name, std::int64_t c) {
-    if (c < 1 || c > 1024) throw InvalidArgument(std::string("U-Net ") + name + " must be 1..1024, got " + std::to_string(c));
-  };
-  channels("base_channels", o.base_channels());
-  channels("in_channels", o.in_channels());
-  channels("out_channels", o.out_channels());
   std::vector<double> drop = o.dropout();
   drop.resize(static_cast<std::size_t>(d - 1), drop.empty() ? 0.0 : drop.back());
 

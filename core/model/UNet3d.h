@@ -32,6 +32,10 @@ public:  // TORCH_ARG leaves the section private
   static UNet3dOptions fromJson(const std::string& json);
 };
 
+// Throws InvalidArgument naming the first field out of range: depth 2..8, in_channels 1..64,
+// out_channels 1..256, base_channels 1..256, base_channels << (depth-1) <= 4096, dropout in [0, 1).
+void checkUNet3dOptions(const UNet3dOptions& options);
+
 // Two conv(+norm)+ReLU, optionally preceded by pool+dropout (encoder) or transposed conv (decoder).
 class UNetStageImpl : public torch::nn::Module {
 public:

@@ -1,4 +1,5 @@
 #include "core/placement/Placement.h"
+#include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 
 #include <algorithm>
@@ -95,14 +96,7 @@ std::string Placement::toJson() const {
 }
 
 void Placement::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw IoError(path, "cannot write placement");
-    out << toJson() << "\n";
-    if (!out) throw IoError(path, "write failed");
-  }
-  std::filesystem::rename(tmp, path);
+  writeFileDurably(path, toJson() + "\n");  // unique temporary, fsync, rename, fsync folder
 }
 
 Placement Placement::load(const std::string& path, const std::vector<std::string>& stages) {

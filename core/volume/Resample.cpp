@@ -1,6 +1,7 @@
 #include "core/volume/Resample.h"
 
 #include "core/base/Error.h"
+#include "core/volume/GeometryCheck.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,17 +9,30 @@
 namespace splitseg {
 
 Geometry gridWithSpacing(const Geometry& g, const std::array<double, 3>& spacing) {
+  checkGeometry(g, "resampling source grid");
   Geometry out = g;
   for (int i = 0; i < 3; ++i) {
-    if (!(spacing[i] > 0)) throw InvalidArgument("target spacing must be positive");
+    if (!std::isfinite(spacing[i]) || !(spacing[i] > 0))
+      throw InvalidArgument("target spacing must be finite and positive (got " + std::to_string(spacing[i]) + ")");
+    // In double first: a tiny spacing must be refused, never rounded into a wrapped size.
+    const double n = std::max(1.0, std::round(static_cast<double>(g.size[i]) * g.spacing[i] / spacing[i]));
+    if (!(n < 2147483648.0))
+      throw InvalidArgument("target spacing " + std::to_string(spacing[i]) + " mm gives an absurd grid (" +
+                            std::to_string(n) + " voxels along one axis)");
     out.spacing[i] = spacing[i];
-    out.size[i] = std::max<std::int64_t>(1, std::llround(static_cast<double>(g.size[i]) * g.spacing[i] / spacing[i]));
+    out.size[i] = static_cast<std::int64_t>(n);
   }
+  checkGeometry(out, "resampling to target spacing");
   return out;
 }
 
 Volume resample(const Volume& v, const Geometry& t, Interpolation interp, float outside) {
   const Geometry& s = v.geometry();
+  checkGeometry(s, "resampling source grid");
+  checkGeometry(t, "resampling target grid");
+  if (static_cast<std::int64_t>(v.voxels().size()) != s.voxelCount())
+    throw InvalidArgument("resampling: the volume holds " + std::to_string(v.voxels().size()) +
+                          " voxels, its geometry says " + std::to_string(s.voxelCount()));
   // Source continuous index = A * target index + b (directions orthonormal: inverse = transpose).
   double A[3][3], b[3];
   for (int r = 0; r < 3; ++r) {
@@ -42,7 +56,9 @@ Volume resample(const Volume& v, const Geometry& t, Interpolation interp, float 
       for (std::int64_t x = 0; x < t.size[0]; ++x, ++o) {
         double p[3];
         for (int r = 0; r < 3; ++r) p[r] = A[r][0] * x + A[r][1] * y + A[r][2] * z + b[r];
-        // Inside means within half a voxel of the source grid (its physical extent).
+        // Inside means within half a voxel of the source grid (its physical extent); the
+        // negated test also sends NaN positions outside.
+        if (!(std::isfinite(p[0]) && std::isfinite(p[1]) && std::isfinite(p[2]))) continue;
         if (p[0] < -0.5 || p[1] < -0.5 || p[2] < -0.5 || p[0] > nx - 0.5 || p[1] > ny - 0.5 || p[2] > nz - 0.5) continue;
         if (interp == Interpolation::Nearest) {
           const std::int64_t ix = std::clamp<std::int64_t>(std::llround(p[0]), 0, nx - 1);

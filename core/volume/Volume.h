@@ -15,9 +15,12 @@ struct Geometry {
   std::array<double, 3> origin{0.0, 0.0, 0.0};       // mm, centre of voxel (0,0,0)
   std::array<double, 9> direction{1, 0, 0, 0, 1, 0, 0, 0, 1};  // row-major, columns are axes
 
-  std::int64_t voxelCount() const { return size[0] * size[1] * size[2]; }
+  // Product of the sizes; throws InvalidArgument when a size is negative or the product
+  // overflows (never wraps). Untrusted geometry goes through GeometryCheck.h first.
+  std::int64_t voxelCount() const;
   bool sameGrid(const Geometry& other, double tolerance = 1e-4) const;
-  // Human-readable difference ("size 64x64x32 vs 64x64x33"), empty when same grid.
+  // Human-readable difference ("size 64x64x32 vs 64x64x33"), empty when same grid. A NaN on
+  // either side is a difference (it never compares equal).
   std::string differenceTo(const Geometry& other, double tolerance = 1e-4) const;
 };
 

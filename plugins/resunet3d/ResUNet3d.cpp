@@ -28,10 +28,14 @@ ResUNet3dOptions ResUNet3dOptions::fromJson(const std::string& text) {
       if (key != "in_channels" && key != "out_channels" && key != "base_channels" && key != "depth")
         throw std::invalid_argument("unknown option '" + key +
                                     "' (in_channels, out_channels, base_channels, depth)");
+    for (const char* k : {"in_channels", "out_channels", "base_channels", "depth"})
+      if (j.contains(k) && (!j[k].is_number_integer() || (j[k].is_number_unsigned() && j[k].get<std::uint64_t>() > 1000000)))
+        throw std::invalid_argument(std::string(k) + " must be an integer of sane size");
     o.inChannels = j.value("in_channels", o.inChannels);
     o.outChannels = j.value("out_channels", o.outChannels);
     o.baseChannels = j.value("base_channels", o.baseChannels);
-    o.depth = j.value("depth", o.depth);
+    const std::int64_t depth = j.value("depth", std::int64_t{o.depth});
+    o.depth = depth < 2 || depth > 7 ? 0 : static_cast<int>(depth);  // refused below, never wrapped
   } catch (const std::exception& e) {
     // The registry turns any exception into a message; say which network refused what.
     throw std::invalid_argument(std::string("resunet3d options: ") + e.what());
@@ -39,6 +43,12 @@ ResUNet3dOptions ResUNet3dOptions::fromJson(const std::string& text) {
   if (o.depth < 2 || o.depth > 7) throw std::invalid_argument("resunet3d: depth must be 2..7");
   if (o.inChannels < 1 || o.outChannels < 1 || o.baseChannels < 1)
     throw std::invalid_argument("resunet3d: channel counts must be positive");
+  if (o.inChannels > 64) throw std::invalid_argument("resunet3d: in_channels " + std::to_string(o.inChannels) + " is above 64");
+  if (o.outChannels > 256) throw std::invalid_argument("resunet3d: out_channels " + std::to_string(o.outChannels) + " is above 256");
+  if (o.baseChannels > 256) throw std::invalid_argument("resunet3d: base_channels " + std::to_string(o.baseChannels) + " is above 256");
+  if ((o.baseChannels << (o.depth - 1)) > 4096)
+    throw std::invalid_argument("resunet3d: base_channels << (depth-1) is " + std::to_string(o.baseChannels << (o.depth - 1)) +
+                                " channels; at most 4096");
   return o;
 }
 

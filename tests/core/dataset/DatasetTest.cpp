@@ -8,6 +8,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -138,6 +140,15 @@ private Q_SLOTS:
     QTest::newRow("undeclared label value") << "labelvalue" << "FormatError" << "labelsTr/case_0.nii.gz" << "not declared";
     QTest::newRow("NaN in image") << "nan" << "FormatError" << "imagesTr/case_0.nii.gz" << "NaN";
     QTest::newRow("nnU-Net channel missing") << "channel" << "FormatError" << "dataset.json" << "channel 1";
+    // Issue 15: bounded labels (one network output per value) and confined paths.
+    QTest::newRow("label value 65535") << "label65535" << "FormatError" << "dataset.json" << "0..255";
+    QTest::newRow("label value 256 (v2)") << "label256" << "FormatError" << "dataset.json" << "0..255";
+    QTest::newRow("label value 2^32+1") << "labelWrap" << "FormatError" << "dataset.json" << "above 255";
+    QTest::newRow("absolute entry") << "absolute" << "FormatError" << "dataset.json" << "absolute";
+    QTest::newRow("entry leaves the folder") << "dotdot" << "FormatError" << "dataset.json" << "leaves its folder";
+    QTest::newRow("entry symlinks out") << "symlink" << "FormatError" << "dataset.json" << "outside its folder";
+    QTest::newRow("entry is a FIFO") << "fifo" << "FormatError" << "dataset.json" << "FIFO";
+    QTest::newRow("nnU-Net file symlinks out") << "nnSymlink" << "FormatError" << "dataset.json" << "outside its folder";
   }
   void broken() {
     QFETCH(QString, kind);
@@ -145,7 +156,8 @@ private Q_SLOTS:
     QFETCH(QString, fileEnds);
     QFETCH(QString, message);
     const std::string k = kind.toStdString();
-    const fs::path root = k == "channel" ? makeNnUnet(dir("b_" + k), 2, 1) : makeMsd(dir("b_" + k), 2);
+    const bool nn = k == "channel" || k == "nnSymlink";
+    const fs::path root = nn ? makeNnUnet(dir("b_" + k), 2, 1) : makeMsd(dir("b_" + k), 2);
     const std::string img0 = (root / "imagesTr/case_0.nii.gz").string(), lab0 = (root / "labelsTr/case_0.nii.gz").string();
     if (k == "nojson") fs::remove(root / "dataset.json");
     if (k == "badjson") writeText(root / "dataset.json", "{\"name\": ");
@@ -169,6 +181,30 @@ private Q_SLOTS:
       p.image.setPixelType("float32");
       p.image.at(1, 1, 1) = std::nanf("");
       io::writeVolume(p.image, img0);
+    }
+    const std::string pair = R"({"image":"./imagesTr/case_0.nii.gz","label":"./labelsTr/case_0.nii.gz"})";
+    auto msdJson = [&](const std::string& labels, const std::string& extra) {
+      writeText(root / "dataset.json", R"({"labels":)" + labels + R"(,"training":[)" + pair + extra + "]}");
+    };
+    if (k == "label65535") msdJson(R"({"0":"bg","1":"x","65535":"y"})", "");
+    if (k == "label256") msdJson(R"({"background":0,"x":1,"y":256})", "");
+    if (k == "labelWrap") msdJson(R"({"background":0,"x":4294967297})", "");
+    if (k == "absolute") msdJson(R"({"0":"bg","1":"x"})", R"(,{"image":")" + img0 + R"(","label":"./labelsTr/case_1.nii.gz"})");
+    if (k == "dotdot" || k == "symlink") {
+      fs::copy_file(img0, dir("outside_" + k + ".nii.gz"), fs::copy_options::overwrite_existing);
+      if (k == "symlink") fs::create_symlink("../../outside_symlink.nii.gz", root / "imagesTr/link.nii.gz");
+      msdJson(R"({"0":"bg","1":"x"})", k == "dotdot" ? R"(,{"image":"../outside_dotdot.nii.gz","label":"./labelsTr/case_1.nii.gz"})"
+                                                     : R"(,{"image":"imagesTr/link.nii.gz","label":"./labelsTr/case_1.nii.gz"})");
+    }
+    if (k == "fifo") {
+      fs::remove(root / "labelsTr/case_1.nii.gz");
+      QCOMPARE(::mkfifo((root / "labelsTr/case_1.nii.gz").c_str(), 0600), 0);
+    }
+    if (k == "nnSymlink") {
+      const fs::path victim = root / "imagesTr/toy_001_0000.nii.gz";
+      fs::copy_file(victim, dir("outside_nn.nii.gz"), fs::copy_options::overwrite_existing);
+      fs::remove(victim);
+      fs::create_symlink("../../outside_nn.nii.gz", victim);
     }
     if (k == "channel")
       writeText(root / "dataset.json", R"({"channel_names":{"0":"T1","1":"T2"},"labels":{"background":0,"x":1},"file_ending":".nii.gz"})");

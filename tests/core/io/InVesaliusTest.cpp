@@ -94,21 +94,47 @@ private Q_SLOTS:
 
   void malformed_data() {
     QTest::addColumn<int>("kind");
-    QTest::newRow("not gzip") << 0;
-    QTest::newRow("matrix too short") << 1;
-    QTest::newRow("no main.plist") << 2;
-    QTest::newRow("mask wrong size") << 3;
+    QTest::addColumn<QString>("fragment");
+    QTest::newRow("not gzip") << 0 << "";
+    QTest::newRow("matrix too short") << 1 << "";
+    QTest::newRow("no main.plist") << 2 << "";
+    QTest::newRow("mask wrong size") << 3 << "";
+    // Issue 15: shapes that wrap, non-finite spacing, sizes claimed but not present.
+    QTest::newRow("shape wraps to 0 voxels") << 4 << "shape";
+    QTest::newRow("NaN spacing") << 5 << "spacing";
+    QTest::newRow("member claims 68 GiB") << 6 << "claims";
+    QTest::newRow("300k-digit number") << 7 << "spacing";
+    QTest::newRow("negative shape") << 8 << "shape";
   }
   void malformed() {
     QFETCH(int, kind);
+    QFETCH(QString, fragment);
     const std::string p = path("bad" + std::to_string(kind) + ".inv3");
     std::string mat = matrix(), msk = mask();
+    std::string plist = mainPlist;
+    auto swap = [&](const std::string& from, const std::string& to) { plist.replace(plist.find(from), from.size(), to); };
+    if (kind == 4) { swap("<integer>2</integer><integer>3</integer>", "<integer>4294967296</integer><integer>4294967296</integer>"); swap("<integer>4</integer>", "<integer>1</integer>"); mat.clear(); }
+    if (kind == 5) swap("<real>0.5</real>", "<real>nan</real>");
+    if (kind == 7) swap("<real>0.5</real>", "<real>" + std::string(300000, '1') + "</real>");
+    if (kind == 8) swap("<integer>2</integer>", "<integer>-4</integer>");
+    if (kind == 6) {
+      // A tar header whose 12-digit octal size claims 68 GiB, followed by a few bytes.
+      gzFile f = gzopen(p.c_str(), "wb");
+      char h[512] = {};
+      std::snprintf(h, 100, "tmpdir/matrix.dat");
+      std::memcpy(h + 124, "777777777777", 12);
+      h[156] = '0';
+      std::memcpy(h + 257, "ustar", 5);
+      gzwrite(f, h, 512);
+      gzwrite(f, "abcd", 4);
+      gzclose(f);
+    }
     if (kind == 0) { FILE* f = std::fopen(p.c_str(), "wb"); std::fputs("plain text, not an archive", f); std::fclose(f); }
     if (kind == 1) mat.resize(mat.size() - 2);
     if (kind == 3) msk.resize(msk.size() - 5);
-    if (kind != 0) {
+    if (kind != 0 && kind != 6) {
       std::vector<std::pair<std::string, std::string>> files{{"matrix.dat", mat}, {"mask_0.plist", maskPlist}, {"mask_0.dat", msk}};
-      if (kind != 2) files.push_back({"main.plist", mainPlist});
+      if (kind != 2) files.push_back({"main.plist", plist});
       writeTarGz(p, files);
     }
     try {
@@ -116,6 +142,8 @@ private Q_SLOTS:
       QFAIL("no error");
     } catch (const FormatError& e) {
       QCOMPARE(e.path(), p);
+      QVERIFY2(std::string(e.what()).find(fragment.toStdString()) != std::string::npos, e.what());
+      QVERIFY(std::string(e.what()).find('\n') == std::string::npos);
     }
   }
 

@@ -4,11 +4,15 @@
 #include "core/io/DicomSeries.h"
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
+#include "core/volume/GeometryCheck.h"
 #include "TestVolumes.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/stat.h>
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -36,6 +40,8 @@ std::string readAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), {}};
 }
+
+void putFloat(std::string& bytes, std::size_t offset, float v) { std::memcpy(&bytes[offset], &v, 4); }
 
 bool hasTempLeftovers(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir))
@@ -158,7 +164,23 @@ private Q_SLOTS:
     QTest::newRow("NaN voxels nii") << "nanNii" << "FormatError" << "NaN";
     QTest::newRow("Inf voxels nii.gz") << "infNiiGz" << "FormatError" << "NaN or infinite";
     QTest::newRow("huge size") << "huge" << "FormatError" << "";
-    QTest::newRow("mhd without data") << "noData" << "FormatError" << "";
+    QTest::newRow("mhd without data") << "noData" << "FormatError" << "does not exist";
+    // Issue 15: hostile headers refused before ITK/VNL compute with them, one line each.
+    QTest::newRow("NaN spacing nii") << "nanSpacingNii" << "FormatError" << "spacing along x";
+    QTest::newRow("NaN origin nii") << "nanOriginNii" << "FormatError" << "qoffset_x";
+    QTest::newRow("NaN direction nii") << "nanDirectionNii" << "FormatError" << "quatern_b";
+    QTest::newRow("vox_offset 1e12 nii") << "voxOffsetHuge" << "FormatError" << "vox_offset";
+    QTest::newRow("vox_offset NaN nii") << "voxOffsetNan" << "FormatError" << "vox_offset";
+    QTest::newRow("NaN origin mha") << "nanOriginMha" << "FormatError" << "origin along x";
+    QTest::newRow("singular direction mha") << "singularMha" << "FormatError" << "singular";
+    QTest::newRow("size beyond memory mha") << "memoryMha" << "FormatError" << "available memory";
+    QTest::newRow("mhd data file absolute") << "dataAbsolute" << "FormatError" << "absolute";
+    QTest::newRow("mhd data file ..") << "dataDotDot" << "FormatError" << "leaves its folder";
+    QTest::newRow("mhd data file symlink out") << "dataSymlink" << "FormatError" << "outside its folder";
+    QTest::newRow("mhd data file FIFO") << "dataFifo" << "FormatError" << "FIFO";
+    QTest::newRow("nhdr data file ..") << "nhdrDotDot" << "FormatError" << "leaves its folder";
+    QTest::newRow("nhdr data file LIST") << "nhdrList" << "FormatError" << "list or pattern";
+    QTest::newRow("FIFO as image") << "fifo" << "IoError" << "FIFO";
   }
   void badInput() {
     QFETCH(QString, kind);
@@ -207,6 +229,48 @@ private Q_SLOTS:
       io::writeVolume(v, p);
     } else if (k == "huge") {
       writeText(p, mhaHead + "NDims = 3\nDimSize = 100000 100000 100000\nElementType = MET_UCHAR\nElementDataFile = LOCAL\n" + std::string(8, '\1'));
+    } else if (k == "nanSpacingNii" || k == "nanOriginNii" || k == "nanDirectionNii" || k == "voxOffsetHuge" ||
+               k == "voxOffsetNan") {
+      p = path("bad_" + k + ".nii");
+      io::writeVolume(test::makeTestVolume({8, 8, 8}, 1, false), p);
+      std::string bytes = readAll(p);
+      const float nan = std::nanf("");
+      if (k == "nanSpacingNii") putFloat(bytes, 80, nan);
+      if (k == "nanOriginNii") { putFloat(bytes, 268, nan); putFloat(bytes, 292, nan); }
+      if (k == "nanDirectionNii") { putFloat(bytes, 256, nan); putFloat(bytes, 280, nan); }
+      if (k == "voxOffsetHuge") putFloat(bytes, 108, 1e12f);
+      if (k == "voxOffsetNan") putFloat(bytes, 108, nan);
+      writeText(p, bytes);
+    } else if (k == "nanOriginMha" || k == "singularMha") {
+      writeText(p, mhaHead + "NDims = 3\nDimSize = 2 2 2\n" +
+                       (k == "nanOriginMha" ? "Offset = nan 0 0\n" : "TransformMatrix = 1 0 0 1 0 0 0 0 1\n") +
+                       "ElementType = MET_UCHAR\nElementDataFile = LOCAL\n" + std::string(8, '\1'));
+    } else if (k == "memoryMha") {
+      // Twice what the memory available now allows (the cap follows MemAvailable; the margin
+      // keeps the row stable while other processes free memory).
+      const std::int64_t z = voxelCap(1 + sizeof(float)) / (1 << 19) + 1;
+      writeText(p, mhaHead + "NDims = 3\nDimSize = 1024 1024 " + std::to_string(z) +
+                       "\nElementType = MET_UCHAR\nElementDataFile = LOCAL\n" + std::string(8, '\1'));
+    } else if (k.rfind("data", 0) == 0 || k.rfind("nhdr", 0) == 0) {
+      // Detached data named by a header in sub/: must stay in sub/ and be a regular file.
+      fs::create_directories(path("sub"));
+      writeText(path("outside.raw"), std::string(8, '\1'));
+      std::string data = "../outside.raw";
+      if (k == "dataAbsolute") data = path("outside.raw");
+      if (k == "dataSymlink") { data = "link.raw"; fs::remove(path("sub/link.raw")); fs::create_symlink("../outside.raw", path("sub/link.raw")); }
+      if (k == "dataFifo") { data = "fifo.raw"; fs::remove(path("sub/fifo.raw")); QCOMPARE(::mkfifo(path("sub/fifo.raw").c_str(), 0600), 0); }
+      if (k == "nhdrList") data = "LIST\nsome.raw";
+      if (k.rfind("nhdr", 0) == 0) {
+        p = path("sub/" + k + ".nhdr");
+        writeText(p, "NRRD0004\ntype: uint8\ndimension: 3\nsizes: 2 2 2\nencoding: raw\ndata file: " + data + "\n");
+      } else {
+        p = path("sub/" + k + ".mhd");
+        writeText(p, mhaHead + "NDims = 3\nDimSize = 2 2 2\nElementType = MET_UCHAR\nElementDataFile = " + data + "\n");
+      }
+    } else if (k == "fifo") {
+      p = path("fifo.nii");
+      fs::remove(p);
+      QCOMPARE(::mkfifo(p.c_str(), 0600), 0);
     } else if (k == "noData") {
       p = path("nodata.mhd");
       writeText(p, mhaHead + "NDims = 3\nDimSize = 2 2 2\nElementType = MET_UCHAR\nElementDataFile = nodata.raw\n");
@@ -215,6 +279,7 @@ private Q_SLOTS:
       io::readVolume(p);
       QFAIL("no error");
     } catch (const FormatError& e) {
+      QVERIFY2(std::string(e.what()).find('\n') == std::string::npos, e.what());
       QCOMPARE(QString("FormatError"), expected);
       QVERIFY2(std::string(e.what()).find(p) != std::string::npos, e.what());
       QVERIFY2(std::string(e.what()).find(message.toStdString()) != std::string::npos, e.what());
@@ -224,6 +289,50 @@ private Q_SLOTS:
       QVERIFY2(std::string(e.what()).find(message.toStdString()) != std::string::npos, e.what());
       QCOMPARE(e.path(), p);
     }
+  }
+
+  // GDCM reads a truncated slice as if whole; the reader must refuse it, naming the slice.
+  void dicomTruncatedSlice() {
+    const std::string dir = path("dicomTrunc");
+    io::writeDicomSeries(test::makeTestVolume({16, 16, 5}, 3, true), dir);
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    const std::string victim = files[2];
+    std::string bytes = readAll(victim);
+    bytes.resize(bytes.size() - 40);
+    writeText(victim, bytes);
+    try {
+      io::readVolume(dir);
+      QFAIL("no error");
+    } catch (const FormatError& e) {
+      QCOMPARE(e.path(), victim);
+      QVERIFY2(std::string(e.what()).find("truncated") != std::string::npos, e.what());
+    }
+  }
+
+  // A FIFO among the slices must not block the scan.
+  void dicomFolderWithFifo() {
+    const std::string dir = path("dicomFifo");
+    io::writeDicomSeries(test::makeTestVolume({6, 6, 3}, 4, true), dir);
+    QCOMPARE(::mkfifo((dir + "/zz.dcm").c_str(), 0600), 0);
+    try {
+      io::readVolume(dir);
+      QFAIL("no error");
+    } catch (const FormatError& e) {
+      QVERIFY2(std::string(e.what()).find("FIFO") != std::string::npos, e.what());
+    }
+  }
+
+  // Temporary names are unique: a writer never removes another writer's temporary.
+  void dicomWriterKeepsOthersTemporaries() {
+    const std::string other = path(".splitseg-tmp-seriesT");
+    fs::create_directory(other);
+    writeText(other + "/inflight.dcm", "another writer's slice");
+    io::writeDicomSeries(test::makeTestVolume({4, 4, 3}, 6, true), path("seriesT"));
+    QVERIFY(fs::exists(other + "/inflight.dcm"));
+    fs::remove_all(other);
+    QVERIFY(!hasTempLeftovers(tmp_.path().toStdString()));
   }
 
   void badDicomFolder() {

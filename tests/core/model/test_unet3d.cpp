@@ -1,4 +1,5 @@
 // The default options must rebuild the seed network exactly, stage by stage.
+#include "core/base/Error.h"
 #include "core/model/UNet3d.h"
 
 #include "core/base/Error.h"
@@ -89,6 +90,40 @@ private Q_SLOTS:
     auto back = UNet3dOptions::fromJson(o.toJson());
     QCOMPARE(back.toJson(), o.toJson());
     QVERIFY_THROWS_EXCEPTION(std::exception, UNet3dOptions::fromJson("{\"norm\": \"group\"}"));
+  }
+
+  // Issue 15: options from shared files have upper bounds; the error names the field.
+  void optionBounds_data() {
+    QTest::addColumn<QString>("json");
+    QTest::addColumn<QString>("field");
+    QTest::newRow("depth 100") << R"({"depth":100})" << "depth";
+    QTest::newRow("depth 2^32+2 (wraps to 2 as int)") << R"({"depth":4294967298})" << "depth";
+    QTest::newRow("depth 1") << R"({"depth":1})" << "depth";
+    QTest::newRow("base channels 100000") << R"({"base_channels":100000})" << "base_channels";
+    QTest::newRow("bottleneck too wide") << R"({"base_channels":256,"depth":8})" << "base_channels";
+    QTest::newRow("65536 classes") << R"({"out_channels":65536})" << "out_channels";
+    QTest::newRow("in channels 1000") << R"({"in_channels":1000})" << "in_channels";
+    QTest::newRow("negative in channels") << R"({"in_channels":-1})" << "in_channels";
+    QTest::newRow("dropout 1.5") << R"({"dropout":[1.5]})" << "dropout";
+    QTest::newRow("depth as text") << R"({"depth":"5"})" << "depth";
+  }
+  void optionBounds() {
+    QFETCH(QString, json);
+    QFETCH(QString, field);
+    try {
+      UNet3dOptions::fromJson(json.toStdString());
+      QFAIL("no error");
+    } catch (const splitseg::InvalidArgument& e) {
+      QVERIFY2(std::string(e.what()).find(field.toStdString()) != std::string::npos, e.what());
+    }
+  }
+  void constructorChecksBounds() {
+    QVERIFY_THROWS_EXCEPTION(splitseg::InvalidArgument, UNet3d(UNet3dOptions().depth(9)));
+    QVERIFY_THROWS_EXCEPTION(splitseg::InvalidArgument, UNet3d(UNet3dOptions().out_channels(257)));
+    QVERIFY_THROWS_EXCEPTION(splitseg::InvalidArgument, UNet3d(UNet3dOptions().base_channels(1 << 20)));
+    QVERIFY_THROWS_EXCEPTION(splitseg::InvalidArgument, UNet3d(UNet3dOptions().in_channels(65)));
+    UNet3d ok(UNet3dOptions().base_channels(2).depth(8).out_channels(256).in_channels(64));
+    QCOMPARE(int(ok->stageSpecs().size()), 16);
   }
 };
 

@@ -218,6 +218,80 @@ private Q_SLOTS:
     QVERIFY2(diff < on / 8, qPrintable(QString("%1 of %2").arg(diff).arg(on)));
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, p.restore(Volume(Geometry{{3, 3, 3}}), g, Interpolation::Nearest));
   }
+  // Hostile geometry (issue 15): counts never wrap, NaN never compares equal, and a tiny
+  // target spacing (as a shared checkpoint or session may carry) is refused, not resampled.
+  void voxelCountOverflowThrows_data() {
+    QTest::addColumn<qint64>("x");
+    QTest::addColumn<qint64>("y");
+    QTest::addColumn<qint64>("z");
+    QTest::newRow("2^64 wraps to 0") << qint64(1) << (qint64(1) << 32) << (qint64(1) << 32);
+    QTest::newRow("2^63 overflow") << qint64(2) << (qint64(1) << 31) << (qint64(1) << 31);
+    QTest::newRow("negative") << qint64(-4) << qint64(4) << qint64(4);
+  }
+  void voxelCountOverflowThrows() {
+    QFETCH(qint64, x);
+    QFETCH(qint64, y);
+    QFETCH(qint64, z);
+    Geometry g;
+    g.size = {x, y, z};
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, g.voxelCount());
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, Volume{g});
+  }
+
+  void nanGeometryNeverSame_data() {
+    QTest::addColumn<int>("field");  // 0 spacing, 1 origin, 2 direction
+    QTest::newRow("NaN spacing") << 0;
+    QTest::newRow("NaN origin") << 1;
+    QTest::newRow("NaN direction") << 2;
+  }
+  void nanGeometryNeverSame() {
+    QFETCH(int, field);
+    Geometry a;
+    a.size = {4, 4, 4};
+    Geometry b = a;
+    const double nan = std::nan("");
+    if (field == 0) b.spacing[1] = nan;
+    if (field == 1) b.origin[2] = nan;
+    if (field == 2) b.direction[4] = nan;
+    QVERIFY(!a.sameGrid(b));
+    QVERIFY(!b.sameGrid(a));
+    QVERIFY(!b.sameGrid(b));
+  }
+
+  void hostileTargetSpacing_data() {
+    QTest::addColumn<QString>("json");
+    QTest::newRow("tiny y") << R"({"targetSpacing":[0,1.6e-19,0]})";
+    QTest::newRow("denormal") << R"({"targetSpacing":[1e-310,1,1]})";
+    QTest::newRow("1e-7 everywhere") << R"({"targetSpacing":[1e-7,1e-7,1e-7]})";
+    QTest::newRow("grid beyond memory") << R"({"targetSpacing":[0.001,0.001,0.001]})";
+  }
+  void hostileTargetSpacing() {
+    QFETCH(QString, json);
+    Geometry g;
+    g.size = {8, 8, 8};
+    g.spacing = {1, 1, 1};
+    const Volume v = ramp(g);
+    const Preprocessing p = Preprocessing::fromJson(json.toStdString());
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, p.applyToImage(v));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, p.applyToLabel(v));
+  }
+
+  void resampleRefusesHostileTarget() {
+    Geometry g;
+    g.size = {6, 6, 6};
+    const Volume v = ramp(g);
+    Geometry t = g;
+    t.origin[0] = std::nan("");
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, resample(v, t, Interpolation::Linear));
+    t = g;
+    t.spacing[2] = 1e300;  // finite but absurd: positions overflow to Inf
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, resample(v, t, Interpolation::Nearest));
+    t = g;
+    t.direction = {1, 0, 0, 1, 0, 0, 0, 0, 1};  // singular
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, resample(v, t, Interpolation::Linear));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, gridWithSpacing(g, {1, std::nan(""), 1}));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, gridWithSpacing(g, {1, INFINITY, 1}));
+  }
 };
 
 QTEST_GUILESS_MAIN(VolumeOpsTest)

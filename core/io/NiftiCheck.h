@@ -1,0 +1,31 @@
+#pragma once
+// The NIfTI header read by hand, before ITK: ITK/VNL abort() on a non-finite matrix, and ITK
+// zero-fills a short file or turns NaN voxels into 0 silently. Internal to core/io.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace splitseg::io {
+
+struct NiftiInfo {
+  int version = 1;           // 1 (348-byte header) or 2 (540-byte header)
+  bool swap = false;         // stored in the other byte order
+  bool singleFile = false;   // magic n+1 / n+2: the voxels follow the header in this file
+  int datatype = 0;
+  int bytesPerVoxel = 0;
+  std::array<std::int64_t, 3> size{1, 1, 1};
+  std::uint64_t voxOffset = 0;  // validated: finite, whole, below 1 GiB
+  std::uint64_t dataBytes = 0;  // voxels * bytesPerVoxel (overflow-checked, under the voxel cap)
+};
+
+// nullopt when the file does not start like a NIfTI/Analyze header (ITK judges it then).
+// Throws FormatError naming path for a NIfTI header with non-finite spacing, origin, quaternion
+// or sform, a bad dimension, an unvalidated vox_offset, or a size beyond the voxel cap.
+std::optional<NiftiInfo> checkNiftiHeader(const std::string& path);
+
+// For single-file NIfTI: the file holds vox_offset + dataBytes (decompressed for .nii.gz);
+// with scanNonFinite, float data is scanned for NaN/Inf (ITK would turn them into zeros).
+void checkNiftiData(const std::string& path, const NiftiInfo& info, bool scanNonFinite);
+
+} // namespace splitseg::io

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets in build-fuzz/ (clang, AddressSanitizer + UBSan, coverage)
+# and runs each for SECONDS (default 60) from seeds made by make_fuzz_seeds plus the
+# regression inputs in tests/fuzz/regressions/<target>/. Prints executions and findings per
+# target; exits non-zero when any target found something (inputs land in build-fuzz/fuzz-artifacts/).
+#   tests/fuzz/run.sh [SECONDS] [target...]
+# Needs clang and libclang-rt-14-dev: packaging/install-deps.sh --fuzz.
+# On 2 cores the first build takes several minutes (ITK-heavy readers, sanitizers).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+secs="${1:-60}"; shift || true
+targets=("$@")
+[ "${#targets[@]}" -gt 0 ] || targets=(fuzz_nifti fuzz_nrrd fuzz_metaimage fuzz_dicom fuzz_inv3 fuzz_dataset_json)
+export CCACHE_BASEDIR="$PWD" CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
+if [ ! -f build-fuzz/build.ninja ]; then
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags -include $PWD/tests/fuzz/itk_clang_compat.h" -DCMAKE_CXX_FLAGS_RELEASE="-O1" -DCMAKE_C_FLAGS_RELEASE="-O1" \
+    -DSPLITSEG_BUILD_GUI=OFF -DSPLITSEG_BUILD_TESTS=OFF -DSPLITSEG_FUZZ=ON >/dev/null || exit 1
+fi
+nice -n 10 cmake --build build-fuzz -j"${FUZZ_JOBS:-1}" --target make_fuzz_seeds "${targets[@]}" || exit 1
+corpus=build-fuzz/fuzz-corpus
+./build-fuzz/tests/fuzz/make_fuzz_seeds "$corpus" || exit 1
+mkdir -p build-fuzz/fuzz-artifacts
+status=0
+for t in "${targets[@]}"; do
+  log="build-fuzz/fuzz-artifacts/$t.log"
+  ASAN_OPTIONS=detect_leaks=0 nice -n 10 "./build-fuzz/tests/fuzz/$t" -max_total_time="$secs" -timeout=20 \
+    -rss_limit_mb=4096 -malloc_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="build-fuzz/fuzz-artifacts/$t-" "$corpus/$t" "tests/fuzz/regressions/$t" >"$log" 2>&1
+  rc=$?
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  found=$(ls build-fuzz/fuzz-artifacts/ 2>/dev/null | grep -c "^$t-" || true)
+  echo "$t: ${execs:-?} executions in ${secs}s, exit $rc, $found finding(s) (log $log)"
+  [ "$rc" = 0 ] || status=1
+done
+exit $status
