@@ -107,7 +107,7 @@ double SegmentationMetrics::dice(const Volume& p, const Volume& t, int label) {
     const bool x = labelOf(p.voxels()[i]) == label, y = labelOf(t.voxels()[i]) == label;
     a += x; b += y; both += x && y;
   }
-  return dice(both, a, b);
+  return metrics::dice(both, a, b);
 }
 
 double SegmentationMetrics::hd95(const Volume& p, const Volume& t, int label) {
@@ -137,7 +137,7 @@ std::vector<LabelMetrics> SegmentationMetrics::compute(const Volume& p, const Vo
       const bool x = labelOf(p.voxels()[i]) == l, y = labelOf(t.voxels()[i]) == l;
       m.predicted += x; m.truth += y; m.falsePositive += x && !y; m.falseNegative += y && !x;
     }
-    m.dice = dice(m.predicted - m.falsePositive, m.predicted, m.truth);
+    m.dice = metrics::dice(m.predicted - m.falsePositive, m.predicted, m.truth);
     m.hd95 = hd95(p, t, l);
     out.push_back(m);
   }

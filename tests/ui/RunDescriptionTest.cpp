@@ -156,7 +156,7 @@ private Q_SLOTS:
     QCOMPARE(info.step, std::int64_t{2});
     QCOMPARE(info.run.preprocessing.toJson(), w.session()->run().preprocessing.toJson());
     QCOMPARE(info.run.data.image, image_.toStdString());
-    QCOMPARE(info.run.networkOptions, w.session()->run().networkOptions);
+    QCOMPARE(info.run.networkOptions.dump(), w.session()->run().networkOptions.dump());
 
     // Review: the whole volume through the session's network and run.
     w.reviewPanel()->modeBox()->setCurrentIndex(w.reviewPanel()->modeBox()->findData("whole"));
