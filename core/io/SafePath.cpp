@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -80,7 +82,26 @@ void checkDetachedDataFile(const std::string& path) {
     while (std::getline(lines, line)) {
       const auto eq = line.find('=');
       if (eq == std::string::npos) continue;
-      if (lower(trim(line.substr(0, eq))) != "elementdatafile") continue;
+      const std::string key = lower(trim(line.substr(0, eq)));
+      // Geometry numbers are checked here, before ITK computes a matrix from them (a NaN origin
+      // makes ITK fail with a misleading message, a NaN matrix can abort in VNL).
+      const bool origin = key == "offset" || key == "origin" || key == "position";
+      const bool spacing = key == "elementspacing" || key == "elementsize";
+      const bool direction = key == "transformmatrix" || key == "rotation" || key == "orientation";
+      if (origin || spacing || direction) {
+        const auto values = words(line.substr(eq + 1));
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          char* end = nullptr;
+          const double v = std::strtod(values[i].c_str(), &end);
+          if (end != values[i].c_str() + values[i].size() || !std::isfinite(v)) {
+            const char* axis = i % 3 == 0 ? "x" : i % 3 == 1 ? "y" : "z";
+            throw FormatError(path, direction ? "direction holds a non-finite or unreadable value (" + values[i] + ")"
+                                              : std::string(origin ? "origin" : "spacing") + " along " + axis +
+                                                    " is not a finite number (" + values[i] + ")");
+          }
+        }
+      }
+      if (key != "elementdatafile") continue;
       const std::string value = trim(line.substr(eq + 1));
       if (lower(value) != "local") checkNamedDataFile(path, value);
       break;  // the last field: binary data may follow

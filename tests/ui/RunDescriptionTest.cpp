@@ -128,7 +128,10 @@ private Q_SLOTS:
     MainWindow b;
     b.resize(900, 600);
     const QStringList warnings = b.openSessionFile(path);
-    QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
+    // The run names a checkpoint training has not written yet: that is the only remark.
+    QCOMPARE(warnings.size(), 1);
+    QVERIFY2(warnings.front().contains("gui.pt"), qPrintable(warnings.front()));
+    test::warnings().clear();  // the status bar showed it on purpose
     QCOMPARE(b.session()->run().toJson().dump(2), expected);
   }
 
@@ -136,15 +139,18 @@ private Q_SLOTS:
     MainWindow w;
     w.resize(900, 600);
     QVERIFY(w.openVolume(image_, label_));
-    w.session()->createUNet(4, 3);
+    torch::manual_seed(4);
+    w.session()->createNetwork("unet3d", {{"base_channels", 4}, {"depth", 3}, {"norm", "instance"}});
     const QString checkpoint = dir_.path() + "/trained.pt";
     auto run = w.session()->run();
     run.patch = {16, 16, 16};
-    run.batch = 1;
-    run.steps = 2;
+    run.batch = 2;
+    run.steps = 30;
+    run.learningRate = 1e-2;
     run.validateEvery = 0;
     run.checkpoint = checkpoint.toStdString();
-    run.preprocessing.intensity = intensityPreset("ct-full");
+    // Phantom intensities are not Hounsfield units: the per-image z-score suits them.
+    run.preprocessing.intensity = intensityPreset("mr-zscore");
     run.data.kind = run::DataKind::Volume;
     w.session()->setRun(run);
     QSignalSpy finished(w.trainingPanel(), &TrainingPanel::runFinished);
@@ -153,7 +159,7 @@ private Q_SLOTS:
     QCOMPARE(finished.front().at(1).toString(), QString());
     // The GUI's checkpoint carries the GUI's run: network, preprocessing, precision, data.
     const auto info = engine::readCheckpointInfo(checkpoint.toStdString());
-    QCOMPARE(info.step, std::int64_t{2});
+    QCOMPARE(info.step, std::int64_t{30});
     QCOMPARE(info.run.preprocessing.toJson(), w.session()->run().preprocessing.toJson());
     QCOMPARE(info.run.data.image, image_.toStdString());
     QCOMPARE(info.run.networkOptions.dump(), w.session()->run().networkOptions.dump());
@@ -180,6 +186,9 @@ private Q_SLOTS:
       foreground += review->voxels()[i] > 0.5f;
     }
     QVERIFY2(maxDiff <= 1e-6, qPrintable(QString("max abs diff %1").arg(maxDiff)));
+    // A trained segmentation, neither empty nor everything: the agreement means something.
+    QVERIFY2(foreground > 0 && foreground < std::int64_t(cliSeg.voxels().size()),
+             qPrintable(QString("%1 foreground voxels").arg(foreground)));
     qInfo("review and CLI agree on %zu voxels (%lld foreground)", cliSeg.voxels().size(), static_cast<long long>(foreground));
   }
 };
