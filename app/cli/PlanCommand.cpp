@@ -66,7 +66,7 @@ std::array<std::int64_t, 3> parseSize(const std::string& s) {
 std::vector<DeviceSpec> parseDevices(const std::string& text) {
   std::vector<DeviceSpec> out;
   if (text.empty()) {
-    for (const auto& d : engine::detectDevices()) out.push_back({d.name, d.totalBytes, -1, d.planningOnly});
+    for (const auto& d : engine::detectDevices()) out.push_back({d.name, d.totalBytes, d.allowanceBytes, d.planningOnly});
     return out;
   }
   for (const auto& item : splitList(text, ',')) {
@@ -209,7 +209,7 @@ void addPlanCommands(CLI::App& app) {
   auto* au = cmd->add_flag("--auto", args->autoPlace, "Choose the placement automatically");
   pl->excludes(au);
   cmd->add_option("--checkpoint", args->checkpoint, "Stages to checkpoint: all | none | enc0,dec0");
-  cmd->add_option("--allowance", args->allowance, "Fixed cost per device (default: 756MiB CUDA, 0 CPU)");
+  cmd->add_option("--allowance", args->allowance, "Fixed cost per device (default: measured on present CUDA devices, else 756MiB CUDA; 0 CPU)");
   cmd->add_option("--optimizer", args->optimizer, "adam | sgd")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits");

@@ -70,7 +70,8 @@ std::string planSuggestion(model::StagedNetwork& net, const engine::TrainerOptio
     req.stagePrecision = precisions.stages;
     req.checkpoint = exec.checkpointStages;
     for (const auto& d : engine::detectDevices()) {
-      placement::DeviceSpec spec{d.name, d.name == "cpu" && o.cpuBudgetBytes > 0 ? o.cpuBudgetBytes : d.totalBytes};
+      placement::DeviceSpec spec{d.name, d.name == "cpu" && o.cpuBudgetBytes > 0 ? o.cpuBudgetBytes : d.totalBytes,
+                                 d.allowanceBytes};
       req.devices.push_back(spec);
     }
     placement::MemoryPlanner planner(placement::NetworkStructure::fromNetwork(net));
