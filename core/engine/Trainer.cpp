@@ -3,6 +3,7 @@
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/NetworkFactory.h"
+#include "core/engine/StepSafety.h"
 #include "core/engine/Tensors.h"
 
 #include <c10/util/Exception.h>
@@ -56,6 +57,7 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, const placement:
   torch::manual_seed(options_.seed);
   optimizer_ = std::make_unique<torch::optim::Adam>(network_->root().parameters(),
                                                     torch::optim::AdamOptions(options_.learningRate));
+  allocateAdamState(*optimizer_);  // moments exist before the first step, beside their parameters
   meter_ = std::make_unique<MemoryMeter>(placement.devices());
   meter_->cpu().setBudget(options_.cpuBudgetBytes);
   executor_.setAfterStage([this](const std::string& stage, const torch::Device& device) {
@@ -86,7 +88,11 @@ StepMetrics Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
 
   torch::Tensor input, target;
-  makeBatch(input, target);
+  try {
+    makeBatch(input, target);
+  } catch (const c10::OutOfMemoryError& e) {
+    throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
+  }
   optimizer_->zero_grad(true);
 
   // Which stage's backward runs now, and where the CPU budget was first exceeded.
@@ -116,8 +122,9 @@ StepMetrics Trainer::step() {
     throw;
   } catch (const c10::OutOfMemoryError& e) {
     const std::string stage = inBackward ? backwardStage : executor_.currentStage();
+    const std::string device = meter_->cpu().exceeded() ? "cpu" : placement().deviceOf(stage);
     abandon();
-    throw OutOfMemoryError(placement().deviceOf(stage), stage + (inBackward ? " (backward)" : ""),
+    throw OutOfMemoryError(device, stage + (inBackward ? " (backward)" : ""),
                            e.what_without_backtrace());
   }
   executor_.setBackwardHook(nullptr);
@@ -128,7 +135,14 @@ StepMetrics Trainer::step() {
     throw OutOfMemoryError("cpu", stage + " (backward)",
                            "allocation beyond the CPU budget of " + std::to_string(meter_->cpu().budget()) + " bytes");
   }
-  optimizer_->step();
+  if (beforeOptimizerStep_) beforeOptimizerStep_();
+  try {
+    adamStep(*optimizer_);  // all-or-nothing: out of memory leaves weights and moments as they were
+  } catch (const c10::OutOfMemoryError& e) {
+    const std::string device = meter_->cpu().exceeded() ? "cpu" : placement().devices().front();
+    abandon();
+    throw OutOfMemoryError(device, "optimizer", e.what_without_backtrace());
+  }
   synchronize(placement());
   ++step_;
 
@@ -146,8 +160,25 @@ StepMetrics Trainer::step() {
 }
 
 ValidationMetrics Trainer::validate() {
+  // Same protection as a step: the budget applies, out of memory frees the cache, and the network
+  // goes back to training mode on every exit.
+  CpuMemoryScope scope(meter_->cpu());
+  meter_->cpu().clearExceeded();
   torch::NoGradGuard noGrad;
-  network_->root().eval();
+  EvalModeGuard eval(network_->root());
+  try {
+    return validateSamples();
+  } catch (const OutOfMemoryError&) {
+    releaseCachedMemory();
+    throw;
+  } catch (const c10::OutOfMemoryError& e) {
+    const std::string device = meter_->cpu().exceeded() ? "cpu" : placement().deviceOf(executor_.currentStage());
+    releaseCachedMemory();
+    throw OutOfMemoryError(device, executor_.currentStage() + " (validation)", e.what_without_backtrace());
+  }
+}
+
+ValidationMetrics Trainer::validateSamples() {
   ValidationMetrics v;
   v.step = step_;
   auto samples = source_->validation(options_.patch);
@@ -165,7 +196,6 @@ ValidationMetrics Trainer::validate() {
   for (const auto& d : dices)
     for (std::size_t c = 0; c < d.size(); ++c) v.dice[c] += d[c] / static_cast<double>(dices.size());
   v.meanDice = mean(v.dice);
-  network_->root().train();
   return v;
 }
 
@@ -244,6 +274,7 @@ void Trainer::saveCheckpoint(const std::string& path) const {
                       {"sample_rng", rng.str()}};
   archive.write("meta", c10::IValue(meta.dump()));
   archive.write("torch_rng", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
+  saveCudaGeneratorStates(archive);
   // Atomic: a crash mid-write leaves the previous checkpoint intact.
   const std::string tmp = path + ".tmp";
   try {
@@ -272,6 +303,7 @@ void Trainer::loadCheckpoint(const std::string& path) {
     archive.read("torch_rng", rngState);
     at::Generator gen = torch::globalContext().defaultGenerator(torch::kCPU);
     gen.set_state(rngState);
+    loadCudaGeneratorStates(archive);
   } catch (const c10::Error& e) {
     throw FormatError(path, std::string("unreadable checkpoint: ") + e.what_without_backtrace());
   }
@@ -280,6 +312,7 @@ void Trainer::loadCheckpoint(const std::string& path) {
   step_ = info.step;
   // Loading put tensors on the CPU; the current placement decides where they live.
   setPlacement(executor_.placement());
+  allocateAdamState(*optimizer_);  // parameters the checkpoint had no moments for (saved before a step)
 }
 
 CheckpointInfo readCheckpointInfo(const std::string& path) {

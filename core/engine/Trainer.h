@@ -7,6 +7,7 @@
 #include "core/engine/SplitExecutor.h"
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -60,6 +61,8 @@ public:
   // model and optimizer keep their state from before that step.
   void run(MetricsSink* sink = nullptr, CancelToken* cancel = nullptr);
   StepMetrics step();
+  // Out of memory: throws OutOfMemoryError (stage "<stage> (validation)") after freeing cached
+  // memory; the network is back in training mode either way.
   ValidationMetrics validate();
 
   // Moves stages (and their optimizer state) to a new placement between steps.
@@ -78,9 +81,14 @@ public:
   const TrainerOptions& options() const { return options_; }
   SplitExecutor& executor() { return executor_; }
   MemoryMeter& meter() { return *meter_; }
+  torch::optim::Adam& optimizer() { return *optimizer_; }
+  // Called in step() after backward, right before the optimizer update (tests lower the budget
+  // there to run out inside the update).
+  void setBeforeOptimizerStep(std::function<void()> callback) { beforeOptimizerStep_ = std::move(callback); }
 
 private:
   void makeBatch(torch::Tensor& input, torch::Tensor& target);
+  ValidationMetrics validateSamples();
 
   std::shared_ptr<model::StagedNetwork> network_;
   SplitExecutor executor_;
@@ -90,6 +98,7 @@ private:
   std::unique_ptr<MemoryMeter> meter_;
   std::mt19937_64 rng_;
   std::int64_t step_ = 0;
+  std::function<void()> beforeOptimizerStep_;
 };
 
 } // namespace splitseg::engine
