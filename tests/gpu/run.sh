@@ -174,6 +174,7 @@ if [ "$CAP" != 0 ]; then
 fi
 
 GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+[ -n "$GPU_NAME" ] || GPU_NAME="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>/dev/null)"
 "$PY" "$ROOT/tests/gpu/summarize.py" --results "$RES" --checks "$OUTDIR/checks.jsonl" --devices "$OUTDIR/devices.json" \
   --out "$OUTDIR" --gpu "${GPU_NAME:-none}" --mode "$MODE" --cap-gib "$CAP" --elapsed "$(( $(date +%s) - START ))"
 log "checks exit status $CHECKS_RC; $(( $(date +%s) - START )) s in all"
