@@ -68,7 +68,7 @@ std::array<std::int64_t, 3> parsePatchXyz(const std::string& s) {
 std::vector<DeviceSpec> parseDevices(const std::string& text) {
   std::vector<DeviceSpec> out;
   if (text.empty()) {
-    for (const auto& d : engine::detectDevices()) out.push_back({d.name, d.totalBytes, -1, d.planningOnly});
+    for (const auto& d : engine::detectDevices()) out.push_back({d.name, d.totalBytes, d.allowanceBytes, d.planningOnly});
     return out;
   }
   for (const auto& item : splitList(text, ',')) {
@@ -210,7 +210,7 @@ void addPlanCommands(CLI::App& app) {
   auto* au = cmd->add_flag("--auto", args->autoPlace, "Choose the placement automatically");
   pl->excludes(au);
   cmd->add_option("--recompute,--checkpoint", args->checkpoint, "activation checkpointing: all | none | enc0,dec0");
-  cmd->add_option("--allowance", args->allowance, "Fixed cost per device (default: 756MiB CUDA, 0 CPU)");
+  cmd->add_option("--allowance", args->allowance, "Fixed cost per device (default: measured on present CUDA devices, else 756MiB CUDA; 0 CPU)");
   cmd->add_option("--optimizer", args->optimizer, "adam | sgd")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits");

@@ -26,7 +26,8 @@ std::string planSuggestion(model::StagedNetwork& net, const run::RunSpec& spec) 
   try {
     std::vector<placement::DeviceSpec> devices;
     for (const auto& d : engine::detectDevices())
-      devices.push_back({d.name, d.name == "cpu" && spec.cpuBudgetBytes > 0 ? spec.cpuBudgetBytes : d.totalBytes});
+      devices.push_back({d.name, d.name == "cpu" && spec.cpuBudgetBytes > 0 ? spec.cpuBudgetBytes : d.totalBytes,
+                         d.allowanceBytes});
     auto req = spec.planRequest(net.stageNames(), devices);
     req.placement = {};
     placement::MemoryPlanner planner(model::networkStructure(net));

@@ -1,10 +1,26 @@
 #pragma once
-// The devices LibTorch can run on here, with their memory.
+// The devices LibTorch can run on here, with their memory, the fixed CUDA costs measured on them
+// and warnings about the bundled cuDNN.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace splitseg::engine {
+
+// Device memory a CUDA device spends outside the tensors of a step, measured once per process.
+struct CudaAllowance {
+  // Context, cuDNN/cuBLAS handles and the kernels a conv3d forward + backward loads: device memory
+  // used after creating the context and running the probe, minus what the caching allocator
+  // holds, minus the memory used before the context existed (through NVML when it loads; else
+  // nothing is subtracted and other processes' memory on the device is counted too).
+  std::int64_t contextBytes = -1;   // -1: not measured
+  // Largest transient the probe (1x32x64^3 fp32 conv3d, 3^3 kernel, forward + backward) needed
+  // beyond its tensors: cuDNN's workspace for that layer, taken from the caching allocator.
+  std::int64_t workspaceBytes = -1;
+  std::string method;               // "nvml-before-after" | "total-minus-free" | why not measured
+  bool measured() const { return contextBytes >= 0 && workspaceBytes >= 0; }
+  std::int64_t total() const { return measured() ? contextBytes + workspaceBytes : -1; }
+};
 
 struct DeviceInfo {
   std::string name;          // "cpu", "cuda:0"
@@ -12,9 +28,38 @@ struct DeviceInfo {
   std::int64_t totalBytes = 0;
   std::int64_t freeBytes = 0;
   bool planningOnly = false; // added by the user for what-if planning; cannot run anything
+  // Fixed cost the planner reserves on this device: the measured CUDA allowance, or -1 for the
+  // planner's default (CPU, planning-only devices, or a CUDA device whose measurement failed).
+  std::int64_t allowanceBytes = -1;
+  CudaAllowance cuda;        // CUDA devices only
+  std::vector<std::string> warnings;  // CUDA devices: cudnnWarnings()
 };
 
+// Runs the CUDA measurement at the first call (about a second per GPU), then returns the cached
+// devices' static facts with fresh free-memory figures.
 std::vector<DeviceInfo> detectDevices();
 std::vector<std::string> runnableDeviceNames();
+
+// Measured once per device and cached; index is the CUDA ordinal.
+CudaAllowance cudaAllowance(int index);
+
+// Version of a library as numbers: {major, minor, patch}.
+struct Version {
+  int major = 0, minor = 0, patch = 0;
+  bool operator<(const Version& o) const;
+  std::string str() const;
+};
+// cuDNN's integer version (cudnnGetVersion): major*10000 + minor*100 + patch from cuDNN 9 on,
+// major*1000 + minor*100 + patch before.
+Version cudnnVersionFromInt(long v);
+Version parseVersion(const std::string& text);  // "2.9.1+cu128" -> 2.9.1
+
+// Known LibTorch/cuDNN traps for 3D convolutions (a pure rule, unit-tested):
+//  - torch 2.9.x disabled cuDNN for conv3d with cuDNN before 9.15 (slow fallback, far more memory);
+//  - cuDNN 9.8 to 9.10 computed wrong bf16 conv3d results.
+// One line per problem, naming the versions; empty when none applies.
+std::vector<std::string> conv3dVersionWarnings(const Version& torch, const Version& cudnn);
+// The same rule for the torch and the runtime cuDNN of this process (empty without CUDA).
+std::vector<std::string> cudnnWarnings();
 
 } // namespace splitseg::engine

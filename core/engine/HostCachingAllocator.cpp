@@ -42,6 +42,15 @@ HostCachingAllocator::~HostCachingAllocator() { emptyCache(); }
 c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (bytes == 0) return {nullptr, nullptr, &release, cpu};
+  // A CPU budget is enforced here, before the memory exists, the way CUDA's allocator refuses
+  // beyond the device: the op that asked fails with c10::OutOfMemoryError and the step unwinds.
+  if (CpuMemoryCounter* counter = activeCpuMemoryCounter();
+      counter && !counter->admits(static_cast<std::int64_t>(bytes))) {
+    counter->markExceeded();
+    c10::reportOutOfMemoryToProfiler(static_cast<std::int64_t>(bytes), 0, 0, cpu);
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU budget: allocating ", bytes, " bytes with ", counter->allocated(),
+                     " in use would exceed the budget of ", counter->budget(), " bytes");
+  }
   const bool large = bytes >= kMinCachedBytes;
   // Large blocks are page multiples so that equal-sized tensors of a step share blocks.
   const std::size_t capacity = large ? roundUp(bytes, kPage) : roundUp(bytes, kAlignment);

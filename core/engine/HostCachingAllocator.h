@@ -8,6 +8,8 @@
 // Allocations are still reported through c10's memory-reporting hook exactly as the default
 // allocator reports them (requested bytes, only while a reporter is active), so CpuMemoryCounter,
 // CPU budgets and the planner's measurements see the same numbers with or without the cache.
+// With the cache installed a CPU budget is also enforced at allocation time: an allocation that
+// would take the active CpuMemoryCounter past its budget is refused with c10::OutOfMemoryError.
 #include <c10/core/Allocator.h>
 
 #include <cstddef>

@@ -37,6 +37,7 @@ public:
     if (device.is_cpu()) counter_.record(size);
   }
   bool memoryProfilingEnabled() const override { return true; }
+  CpuMemoryCounter& counter() const { return counter_; }
 
 private:
   CpuMemoryCounter& counter_;
@@ -48,6 +49,11 @@ struct CpuMemoryScope::Impl {
       : guard(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<Reporter>(c)) {}
   c10::DebugInfoGuard guard;
 };
+
+CpuMemoryCounter* activeCpuMemoryCounter() {
+  auto* reporter = dynamic_cast<Reporter*>(c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE));
+  return reporter ? &reporter->counter() : nullptr;
+}
 
 CpuMemoryScope::CpuMemoryScope(CpuMemoryCounter& counter) : impl_(std::make_unique<Impl>(counter)) {}
 CpuMemoryScope::~CpuMemoryScope() = default;

@@ -23,6 +23,11 @@ public:
   std::int64_t budget() const { return budget_; }
   // Called by the hook with +size on allocation, -size on free. Returns false when over budget.
   bool record(std::int64_t delta);
+  // Whether an allocation of `bytes` stays within the budget. The host caching allocator asks
+  // before allocating and refuses with c10::OutOfMemoryError (as CUDA's allocator does) when not;
+  // without it installed the budget is only checked after the fact (exceeded()).
+  bool admits(std::int64_t bytes) const { return budget_ <= 0 || allocated_.load() + bytes <= budget_; }
+  void markExceeded() { exceeded_ = true; }
   // True once an allocation went beyond the budget; the step that did it is abandoned.
   bool exceeded() const { return exceeded_.load(); }
   void clearExceeded() { exceeded_ = false; }
@@ -46,6 +51,9 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The counter of the CpuMemoryScope active on this thread (autograd workers inherit it), or nullptr.
+CpuMemoryCounter* activeCpuMemoryCounter();
 
 std::int64_t processRssBytes();
 std::int64_t hostTotalBytes();

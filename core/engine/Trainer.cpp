@@ -4,6 +4,7 @@
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/Devices.h"
 #include "core/engine/NetworkFactory.h"
+#include "core/engine/StepSafety.h"
 #include "core/engine/Tensors.h"
 
 #include <c10/util/Exception.h>
@@ -67,6 +68,7 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
   torch::manual_seed(spec_.seed);
   optimizer_ = std::make_unique<torch::optim::Adam>(network_->root().parameters(),
                                                     torch::optim::AdamOptions(spec_.learningRate));
+  allocateAdamState(*optimizer_);  // moments exist before the first step, beside their parameters
   meter_ = std::make_unique<MemoryMeter>(executor_.placement().devices());
   meter_->cpu().setBudget(spec_.cpuBudgetBytes);
   executor_.setAfterStage([this](const std::string& stage, const torch::Device& device) {
@@ -97,7 +99,11 @@ StepMetrics Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
 
   torch::Tensor input, target;
-  makeBatch(input, target);
+  try {
+    makeBatch(input, target);
+  } catch (const c10::OutOfMemoryError& e) {
+    throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
+  }
   optimizer_->zero_grad(true);
 
   // Which stage's backward runs now, and where the CPU budget was first exceeded.
@@ -127,8 +133,9 @@ StepMetrics Trainer::step() {
     throw;
   } catch (const c10::OutOfMemoryError& e) {
     const std::string stage = inBackward ? backwardStage : executor_.currentStage();
+    const std::string device = meter_->cpu().exceeded() ? "cpu" : placement().deviceOf(stage);
     abandon();
-    throw OutOfMemoryError(placement().deviceOf(stage), stage + (inBackward ? " (backward)" : ""),
+    throw OutOfMemoryError(device, stage + (inBackward ? " (backward)" : ""),
                            e.what_without_backtrace());
   }
   executor_.setBackwardHook(nullptr);
@@ -139,7 +146,14 @@ StepMetrics Trainer::step() {
     throw OutOfMemoryError("cpu", stage + " (backward)",
                            "allocation beyond the CPU budget of " + std::to_string(meter_->cpu().budget()) + " bytes");
   }
-  optimizer_->step();
+  if (beforeOptimizerStep_) beforeOptimizerStep_();
+  try {
+    adamStep(*optimizer_);  // all-or-nothing: out of memory leaves weights and moments as they were
+  } catch (const c10::OutOfMemoryError& e) {
+    const std::string device = meter_->cpu().exceeded() ? "cpu" : placement().devices().front();
+    abandon();
+    throw OutOfMemoryError(device, "optimizer", e.what_without_backtrace());
+  }
   synchronize(placement());
   ++step_;
 
@@ -157,8 +171,25 @@ StepMetrics Trainer::step() {
 }
 
 ValidationMetrics Trainer::validate() {
+  // Same protection as a step: the budget applies, out of memory frees the cache, and the network
+  // goes back to training mode on every exit.
+  CpuMemoryScope scope(meter_->cpu());
+  meter_->cpu().clearExceeded();
   torch::NoGradGuard noGrad;
-  network_->root().eval();
+  EvalModeGuard eval(network_->root());
+  try {
+    return validateSamples();
+  } catch (const OutOfMemoryError&) {
+    releaseCachedMemory();
+    throw;
+  } catch (const c10::OutOfMemoryError& e) {
+    const std::string device = meter_->cpu().exceeded() ? "cpu" : placement().deviceOf(executor_.currentStage());
+    releaseCachedMemory();
+    throw OutOfMemoryError(device, executor_.currentStage() + " (validation)", e.what_without_backtrace());
+  }
+}
+
+ValidationMetrics Trainer::validateSamples() {
   ValidationMetrics v;
   v.step = step_;
   auto samples = source_->validation(spec_.patch);
@@ -176,7 +207,6 @@ ValidationMetrics Trainer::validate() {
   for (const auto& d : dices)
     for (std::size_t c = 0; c < d.size(); ++c) v.dice[c] += d[c] / static_cast<double>(dices.size());
   v.meanDice = mean(v.dice);
-  network_->root().train();
   return v;
 }
 
@@ -257,6 +287,7 @@ void Trainer::saveCheckpoint(const std::string& path) const {
                       {"sample_rng", rng.str()}};
   archive.write("meta", c10::IValue(meta.dump()));
   archive.write("torch_rng", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
+  saveCudaGeneratorStates(archive);
   // Atomic: a crash mid-write leaves the previous checkpoint intact.
   const std::string tmp = path + ".tmp";
   try {
@@ -285,6 +316,7 @@ void Trainer::loadCheckpoint(const std::string& path) {
     archive.read("torch_rng", rngState);
     at::Generator gen = torch::globalContext().defaultGenerator(torch::kCPU);
     gen.set_state(rngState);
+    loadCudaGeneratorStates(archive);
   } catch (const c10::Error& e) {
     throw FormatError(path, std::string("unreadable checkpoint: ") + e.what_without_backtrace());
   }
@@ -293,6 +325,7 @@ void Trainer::loadCheckpoint(const std::string& path) {
   step_ = info.step;
   // Loading put tensors on the CPU; the current placement decides where they live.
   setPlacement(executor_.placement());
+  allocateAdamState(*optimizer_);  // parameters the checkpoint had no moments for (saved before a step)
 }
 
 CheckpointInfo readCheckpointInfo(const std::string& path) {

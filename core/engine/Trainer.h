@@ -8,6 +8,7 @@
 #include "core/run/RunSpec.h"
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -43,6 +44,8 @@ public:
   // model and optimizer keep their state from before that step.
   void run(MetricsSink* sink = nullptr, CancelToken* cancel = nullptr);
   StepMetrics step();
+  // Out of memory: throws OutOfMemoryError (stage "<stage> (validation)") after freeing cached
+  // memory; the network is back in training mode either way.
   ValidationMetrics validate();
 
   // Moves stages (and their optimizer state) to a new placement between steps.
@@ -63,9 +66,14 @@ public:
   const run::RunSpec& spec() const { return spec_; }
   SplitExecutor& executor() { return executor_; }
   MemoryMeter& meter() { return *meter_; }
+  torch::optim::Adam& optimizer() { return *optimizer_; }
+  // Called in step() after backward, right before the optimizer update (tests lower the budget
+  // there to run out inside the update).
+  void setBeforeOptimizerStep(std::function<void()> callback) { beforeOptimizerStep_ = std::move(callback); }
 
 private:
   void makeBatch(torch::Tensor& input, torch::Tensor& target);
+  ValidationMetrics validateSamples();
 
   std::shared_ptr<model::StagedNetwork> network_;
   run::RunSpec spec_;
@@ -75,6 +83,7 @@ private:
   std::unique_ptr<MemoryMeter> meter_;
   std::mt19937_64 rng_;
   std::int64_t step_ = 0;
+  std::function<void()> beforeOptimizerStep_;
 };
 
 } // namespace splitseg::engine

@@ -19,16 +19,19 @@ namespace splitseg::placement {
 struct DeviceSpec {
   std::string name;             // "cpu", "cuda:0"
   std::int64_t capacity = 0;    // bytes usable for the run (0: unknown, never fits)
-  std::int64_t allowance = -1;  // fixed cost outside tensors; -1: default for the device type
+  std::int64_t allowance = -1;  // fixed cost outside tensors (measured on present GPUs); -1: PlannerOptions default
   bool planningOnly = false;    // given by the user for what-if planning
   bool isCuda() const { return name.rfind("cuda", 0) == 0; }
 };
 
-// Costs the tensor replay cannot see. Defaults are for the LibTorch build used here and are
-// checked by tests/core/placement against measured peaks.
+// Costs the tensor replay cannot see. The CPU fields are checked by tests/core/placement against
+// peaks measured here. The two CUDA constants are NOT measured: they are only the default for
+// devices without a measurement (planning-only GPUs, or a probe that failed). Present CUDA devices
+// carry their measured allowance (engine::detectDevices -> DeviceSpec::allowance): context +
+// cuDNN workspace from a probe convolution at start-up.
 struct PlannerOptions {
-  std::int64_t cudaContextBytes = std::int64_t{500} << 20;    // CUDA context + kernels (per device)
-  std::int64_t cudnnWorkspaceBytes = std::int64_t{256} << 20; // cuDNN conv workspace (per device)
+  std::int64_t cudaContextBytes = std::int64_t{500} << 20;    // planning-only default: CUDA context + kernels
+  std::int64_t cudnnWorkspaceBytes = std::int64_t{256} << 20; // planning-only default: cuDNN conv workspace
   std::int64_t cpuAllowanceBytes = 0;
   // The Trainer zeroes gradients with set_to_none, so a stage's weight gradients exist from its
   // backward to the optimizer step, not during forward.

@@ -249,18 +249,33 @@ def make_plots(plots, outdir):
 def gpu_section(path):
     p = Path(path)
     if not p.exists():
-        return ("## GPU (H200)\n\nNot measured yet: run `tests/gpu/run.sh` on the accelerator machine; it writes "
-                "`$OUT/gpu.json` — copy it to `docs/bench/gpu.json` and rerun the benchmarks to fold it in.\n")
+        return ("## GPU (H200)\n\nNot measured yet: run `tests/gpu/prepare.sh` here, then `tests/gpu/run.sh OUT` on the accelerator "
+                "machine (carrying `.gpu-kit`); it writes `OUT/gpu.json` — copy it to `docs/bench/gpu.json` and rerun "
+                "the benchmarks to fold it in.\n")
     g = json.loads(p.read_text())
-    lines = [f"## GPU ({g.get('gpu', '?')}, {g.get('date', '?')})", "",
-             "| size | precision | placement | step | measured peak | predicted peak | error |", "|---|---|---|---|---|---|---|"]
+    if g.get("mode") == "rehearse" or g.get("measured_on_gpu") is False:
+        return ("## GPU (H200)\n\nNot measured yet: `docs/bench/gpu.json` holds a rehearsal without a GPU (CPU, tiny "
+                "sizes), not a measurement. Run `tests/gpu/run.sh OUT` on the accelerator machine and copy `OUT/gpu.json`.\n")
+    lines = [f"## GPU ({g.get('gpu', '?')}, {g.get('date', '?')})", ""]
+    checks = g.get("checks") or []
+    if checks:
+        lines += ["| check | result | detail |", "|---|---|---|"]
+        lines += [f"| {c.get('check')} | {c.get('status')} | {c.get('detail', '')} |" for c in checks]
+        lines.append("")
+    if g.get("allowance"):
+        a = g["allowance"]
+        lines += [f"CUDA allowance measured at start-up ({a.get('method')}): context {mib(a.get('context'))}, "
+                  f"cuDNN workspace {mib(a.get('workspace'))}.", ""]
+    lines += ["Peaks are the caching allocator's (tensors + cuDNN workspaces, no context); predicted = planner "
+              "tensors + the measured workspace.", "",
+              "| size | precision | placement | step | measured peak | predicted peak | error |", "|---|---|---|---|---|---|---|"]
     for r in g.get("runs", []):
         meas, pred = r.get("measured_peak"), r.get("predicted_peak")
         err = f"{(pred - meas) / meas * 100:+.1f}%" if meas and pred else "n/a"
         step = r.get("median_step_seconds")
         lines.append(f"| {r.get('size')}^3 | {r.get('mode')} | {r.get('placement')} | "
                      f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | {mib(pred)} | {err} |")
-    if "largest" in g:
+    if g.get("largest"):
         lines += ["", f"Largest cube that trains within {g.get('fraction_gib', '?')} GiB: " + json.dumps(g["largest"])]
     return "\n".join(lines) + "\n"
 

@@ -1,49 +1,118 @@
 #!/usr/bin/env bash
-# GPU checks for the accelerator machine (one H200, torch with CUDA at /opt/torch/.venv, no Qt/VTK/ITK).
-# Builds core + CLI + splitseg-bench, then measures the seed U-Net (base 32):
-#   1. split equivalence: the same weights and volume through cuda:0 only, cpu only and split
-#      cuda:0/cpu; max abs difference of the probabilities;
-#   2. growing cubes x {fp32, bf16, bf16 + recompute all}: step time, allocator peak vs the planner;
-#   3. single device vs split (enc3, bottleneck, dec3 on cpu) step time;
-#   4. the largest cube that trains under a cap standing in for a 16 GiB card.
-# Writes gpu.json + summary.txt into $OUT (or build-gpu/out) and prints the summary. Keeps within
-# GPU_BUDGET_S (default 450 s, build included) by skipping what no longer fits.
-#   --dry-run   CPU only, tiny sizes, reuse an existing build (GPU_BUILD, default build-bench):
-#               checks this script on a machine without a GPU (GPU_NO_BUILD=1: binaries as they are).
+# GPU checks in one command on the bare accelerator machine (one H200, torch with CUDA in
+# /opt/torch/.venv, cmake, ninja, nvcc, a compiler; no Debian dev packages, no network). Carry the
+# kit made here by tests/gpu/prepare.sh (the device tool's carry: [".gpu-kit"]).
+#   tests/gpu/run.sh OUTDIR               build core + CLI + bench + splitseg-gpu-checks against the
+#                                         machine's torch, run the checks, then measure what time allows
+#   tests/gpu/run.sh OUTDIR --rehearse    the same on a machine without a GPU, with Debian's copies of
+#                                         the kit's headers hidden (private mount namespace) and the
+#                                         compiler's dependency files searched for them; CPU, tiny sizes
+# Writes OUTDIR/run.log, checks.jsonl, devices.json, results.jsonl, gpu.json, summary.txt. Exit status:
+# 0 all checks passed, 1 a check failed, 2 build or set-up failed. GPU_BUDGET_S (default 450 s, build
+# included) bounds the measurements after the checks.
+#   Measured: 1. the checks (tests/support/GpuChecks: exact split equivalence with TF32 off, dropout
+#   masks per device, training cuda vs cpu + memory figures, exact resume, measured allowance);
+#   2. split equivalence of sliding-window inference; 3. growing cubes x {fp32, bf16, bf16 + recompute
+#   all}: step time and allocator peak vs the planner; 4. single device vs split; 5. the largest cube
+#   under a cap standing in for a 16 GiB card.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
 START=$(date +%s)
-DRY=0; [ "${1:-}" = "--dry-run" ] && DRY=1
+OUTDIR="${1:?usage: tests/gpu/run.sh OUTDIR [--rehearse]}"
+MODE=gpu; [ "${2:-}" = "--rehearse" ] && MODE=rehearse
+mkdir -p "$OUTDIR"; OUTDIR="$(cd "$OUTDIR" && pwd)"
+exec > >(tee "$OUTDIR/run.log") 2>&1
 BUDGET="${GPU_BUDGET_S:-450}"
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
-log() { echo "gpu: $*" >&2; }
+log() { echo "gpu: $*"; }
+die() { log "$*"; exit 2; }
 
-if [ "$DRY" = 1 ]; then
-  BUILD="${GPU_BUILD:-build-bench}"; PY="${SPLITSEG_VENV:-$HOME/.local/share/splitseg/venv}/bin/python"
-  DEV=cpu; BASE=4; SIZES="32 48"; MODES="fp32 bf16 bf16+recompute"; EQ_SIZE=32; CAP=0; LARGEST="32,16,64"
-  [ "${GPU_NO_BUILD:-0}" = 1 ] || cmake --build "$BUILD" --target splitseg-bench splitseg-cli >/dev/null ||
-    { log "build failed"; exit 1; }
+KIT="$ROOT/.gpu-kit"
+[ -f "$KIT/VERSIONS" ] || die "no $KIT: run tests/gpu/prepare.sh on the build machine and carry .gpu-kit"
+log "kit: $(tr '\n' ';' <"$KIT/VERSIONS")"
+PY=""
+for c in "${SPLITSEG_VENV:+$SPLITSEG_VENV/bin/python}" /opt/torch/.venv/bin/python \
+         "$HOME/.local/share/splitseg/venv/bin/python" python3; do
+  [ -n "$c" ] && "$c" -c 'import torch' 2>/dev/null && { PY="$c"; break; }
+done
+[ -n "$PY" ] || die "no python with torch"
+PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+log "torch $("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())') at $PREFIX"
+
+CMAKE_ARGS=(-S tests/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$KIT;$PREFIX")
+HIDE=()
+if [ "$MODE" = rehearse ]; then
+  BUILD="${GPU_BUILD:-build-gpu-rehearsal}"; JOBS="${GPU_JOBS:-1}"; NICE=(nice -n 10)
+  # Nothing from /usr may satisfy find_package; ccache named explicitly (it lives in /usr/bin).
+  CMAKE_ARGS+=(-DCMAKE_IGNORE_PREFIX_PATH=/usr)
+  command -v ccache >/dev/null && CMAKE_ARGS+=("-DCCACHE_PROGRAM=$(command -v ccache)")
+  HIDE=(/usr/include/nlohmann /usr/include/CLI /usr/include/spdlog /usr/include/fmt /usr/include/gloo
+        /usr/lib/x86_64-linux-gnu/cmake/nlohmann_json /usr/lib/x86_64-linux-gnu/cmake/spdlog
+        /usr/lib/x86_64-linux-gnu/cmake/fmt /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json
+        /usr/lib/x86_64-linux-gnu/libspdlog.so /usr/lib/x86_64-linux-gnu/libfmt.so)
 else
-  export SPLITSEG_VENV="${SPLITSEG_VENV:-/opt/torch/.venv}"
-  PY="$SPLITSEG_VENV/bin/python"; BUILD="${GPU_BUILD:-build-gpu}"
-  DEV=cuda:0; BASE=32; SIZES="${GPU_SIZES:-64 96 128 160 192 224 256}"; MODES="fp32 bf16 bf16+recompute"
-  EQ_SIZE=64; CAP="${GPU_CAP_GIB:-16}"; LARGEST="${GPU_LARGEST:-128,32,512}"
-  PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-  log "configuring ($BUILD) against torch at $PREFIX"
-  cmake -S tests/gpu -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPLITSEG_WITH_ITK=OFF \
-    -DSPLITSEG_BUILD_GUI=OFF -DSPLITSEG_BUILD_TESTS=OFF -DCMAKE_PREFIX_PATH="$PREFIX" \
-    -DCMAKE_CUDA_ARCHITECTURES=90 >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
-  ninja -C "$BUILD" -j16 splitseg-cli splitseg-bench >"$BUILD.build.log" 2>&1 || { tail -40 "$BUILD.build.log"; exit 1; }
-  log "built in $(( $(date +%s) - START )) s"
+  BUILD="${GPU_BUILD:-build-gpu}"; JOBS="${GPU_JOBS:-$(nproc)}"; NICE=()
+  CMAKE_ARGS+=(-DCMAKE_CUDA_ARCHITECTURES=90)
 fi
-BENCH="$ROOT/$BUILD/bin/splitseg-bench"; CLI="$ROOT/$BUILD/bin/splitseg-cli"
-OUTDIR="${OUT:-$ROOT/$BUILD/out}"; mkdir -p "$OUTDIR"
-RES="$OUTDIR/results.jsonl"; : >"$RES"
-WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+CMAKE_ARGS+=(-B "$BUILD")
 
-# Appends one tagged JSON line (the command's last stdout line) or an error record.
-record() {
+# Runs a command with HIDE's paths covered by empty ones (a private mount namespace: other
+# processes still see them). Without the privilege for that, the dependency check below remains.
+hidden() {
+  if [ ${#HIDE[@]} -eq 0 ]; then "$@"; return; fi
+  local empty; empty="$(mktemp -d)"
+  unshare -m bash -c '
+    empty="$1"; shift; n="$1"; shift; hid=()
+    for ((i = 0; i < n; i++)); do
+      p="$1"; shift
+      [ -e "$p" ] || continue
+      if [ -d "$p" ]; then mount --bind "$empty" "$p"; else mount --bind /dev/null "$p"; fi && hid+=("$p")
+    done
+    echo "gpu: hidden from this build: ${hid[*]}"
+    [ -e /usr/include/nlohmann/json.hpp ] && { echo "gpu: hiding failed"; exit 3; }
+    exec "$@"' _ "$empty" "${#HIDE[@]}" "${HIDE[@]}" "$@"
+  local rc=$?
+  rmdir "$empty"
+  return $rc
+}
+
+log "configuring $BUILD ($MODE)"
+hidden cmake "${CMAKE_ARGS[@]}" >"$OUTDIR/configure.log" 2>&1 || { tail -30 "$OUTDIR/configure.log"; die "configure failed"; }
+grep -E "nlohmann_json from|LibTorch" "$OUTDIR/configure.log"
+hidden "${NICE[@]}" cmake --build "$BUILD" -j "$JOBS" --target splitseg-cli splitseg-bench splitseg-gpu-checks \
+  >"$OUTDIR/build.log" 2>&1 || { tail -40 "$OUTDIR/build.log"; die "build failed"; }
+log "built in $(( $(date +%s) - START )) s"
+BIN="$ROOT/$BUILD/bin"
+
+# Which headers the compiler actually read (ninja's dependency log): none of Debian's copies.
+DEPS="$OUTDIR/header-origins.txt"
+ninja -C "$BUILD" -t deps >"$BUILD/deps.txt" 2>/dev/null
+{
+  for d in nlohmann CLI spdlog fmt gloo; do
+    echo "$d: kit $(grep -c "\.gpu-kit/include/$d/" "$BUILD/deps.txt"), /usr/include $(grep -c "^ */usr/include/$d/" "$BUILD/deps.txt")"
+  done
+  echo "linked: $(ldd "$BIN/splitseg-cli" | grep -cE 'libspdlog|libfmt') spdlog/fmt libraries"
+} | tee "$DEPS"
+if grep -qE "/usr/include [1-9]|linked: [1-9]" "$DEPS"; then die "the build used Debian's copies (see $DEPS)"; fi
+
+WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+"$BIN/splitseg-cli" devices --json >"$OUTDIR/devices.json" 2>"$OUTDIR/devices.err"; cat "$OUTDIR/devices.err"
+
+# 1. The checks: tests that fail, not reports.
+log "checks"
+"$BIN/splitseg-gpu-checks" --out "$OUTDIR/checks.jsonl" --work "$WORK"
+CHECKS_RC=$?
+
+# 2-5. Measurements, within the time left.
+if [ "$MODE" = rehearse ]; then
+  DEV=cpu; BASE=4; SIZES="32"; MODES="fp32 bf16+recompute"; EQ_SIZE=32; CAP=0
+else
+  DEV=cuda:0; BASE=32; SIZES="${GPU_SIZES:-64 128 192 256}"; MODES="fp32 bf16 bf16+recompute"
+  EQ_SIZE=64; CAP="${GPU_CAP_GIB:-16}"; LARGEST="${GPU_LARGEST:-128,32,512}"
+fi
+RES="$OUTDIR/results.jsonl"; : >"$RES"
+record() {  # TAG COMMAND...: the command's last JSON line, tagged, or an error record
   local tag="$1"; shift
   local out
   if out="$(timeout "$(( $(left) > 5 ? $(left) : 5 ))" "$@" 2>"$WORK/err")"; then
@@ -52,65 +121,61 @@ record() {
   else
     "$PY" -c "import json,sys; print(json.dumps({'tag':'$tag','error':sys.argv[1]}))" "$(tail -n 3 "$WORK/err" | tr '\n' ' ')" >>"$RES"
   fi
-  tail -n 1 "$RES" | cut -c1-220 >&2
+  tail -n 1 "$RES" | cut -c1-200
 }
-
 SPLIT="enc3=cpu,bottleneck=cpu,dec3=cpu"
-if [ "$DEV" = cpu ]; then SPLITP=""; else SPLITP="$SPLIT"; fi
-ONE=""  # unnamed stages go to the first runnable device: cuda:0 there, cpu in a dry run
-
-# 1. Split equivalence (eval forward of one window = the whole 64^3 volume).
-"$BENCH" export --size "$EQ_SIZE" --base "$BASE" --state "$WORK/eq.pt" >/dev/null
-for p in gpu cpu split; do
-  case $p in
-    gpu) PL="" ;;
-    cpu) PL="enc0=cpu,enc1=cpu,enc2=cpu,enc3=cpu,bottleneck=cpu,dec3=cpu,dec2=cpu,dec1=cpu,dec0=cpu,head=cpu" ;;
-    split) PL="$SPLIT" ;;
-  esac
-  record "equiv:$p" "$BENCH" infer --size "$EQ_SIZE" --base "$BASE" --state "$WORK/eq.pt" --window "$EQ_SIZE" \
-    --repeats 1 --placement "$PL" --out "$WORK/eq_$p.pt"
+ALLCPU="enc0=cpu,enc1=cpu,enc2=cpu,enc3=cpu,bottleneck=cpu,dec3=cpu,dec2=cpu,dec1=cpu,dec0=cpu,head=cpu"
+"$BIN/splitseg-bench" export --size "$EQ_SIZE" --base "$BASE" --state "$WORK/eq.pt" >/dev/null
+for p in one cpu split; do
+  case $p in one) PL="" ;; cpu) PL="$ALLCPU" ;; split) PL="$SPLIT" ;; esac
+  record "equiv:$p" "$BIN/splitseg-bench" infer --size "$EQ_SIZE" --base "$BASE" --state "$WORK/eq.pt" \
+    --window "$EQ_SIZE" --repeats 1 --placement "$PL" --out "$WORK/eq_$p.pt"
 done
-"$PY" - "$WORK" "$ROOT/tests/bench" >>"$RES" <<'EOF'
-import json, sys, torch
-w = sys.argv[1]
+"$PY" - "$WORK" "$ROOT/tests/bench" >>"$RES" <<'PYEOF'
+import json, sys
 sys.path.insert(0, sys.argv[2])
 from peer_unet import load_state
-p = {k: load_state(f"{w}/eq_{k}.pt")["probabilities"] for k in ("gpu", "cpu", "split")}
-print(json.dumps({"tag": "equivalence", "split_vs_gpu": (p["split"] - p["gpu"]).abs().max().item(),
-                  "split_vs_cpu": (p["split"] - p["cpu"]).abs().max().item(),
-                  "gpu_vs_cpu": (p["gpu"] - p["cpu"]).abs().max().item()}))
-EOF
-tail -n 1 "$RES" >&2
-
-# 2. Growing cubes x precision modes: measured allocator peak and time vs the planner.
+try:
+    p = {k: load_state(f"{sys.argv[1]}/eq_{k}.pt")["probabilities"] for k in ("one", "cpu", "split")}
+    print(json.dumps({"tag": "equivalence", "split_vs_one": (p["split"] - p["one"]).abs().max().item(),
+                      "split_vs_cpu": (p["split"] - p["cpu"]).abs().max().item(),
+                      "one_vs_cpu": (p["one"] - p["cpu"]).abs().max().item()}))
+except Exception as e:
+    print(json.dumps({"tag": "equivalence", "error": str(e)}))
+PYEOF
+tail -n 1 "$RES"
 for s in $SIZES; do
   for m in $MODES; do
     [ "$(left)" -gt 60 ] || { log "time budget: skipping ${s}^3 $m"; continue; }
     prec="${m%%+*}"; rc=none; [ "$m" = "bf16+recompute" ] && rc=all
-    record "plan:$s:$m" "$CLI" plan --size "$s" --base "$BASE" --precision "$prec" --checkpoint "$rc" --json
-    record "train:$s:$m:one" "$BENCH" train --size "$s" --base "$BASE" --precision "$prec" --recompute "$rc" \
-      --warmup 1 --repeats 2 ${ONE:+--placement "$ONE"}
+    record "plan:$s:$m" "$BIN/splitseg-cli" plan --size "$s" --base "$BASE" --precision "$prec" --checkpoint "$rc" --json
+    record "train:$s:$m:one" "$BIN/splitseg-bench" train --size "$s" --base "$BASE" --precision "$prec" \
+      --recompute "$rc" --warmup 1 --repeats 2
   done
 done
-
-# 3. Single device vs split across cuda:0 and cpu (low-resolution levels on the host).
-for s in $SIZES; do
-  [ "$s" -le 128 ] || continue
-  [ "$(left)" -gt 60 ] || { log "time budget: skipping split ${s}^3"; continue; }
-  record "train:$s:fp32:split" "$BENCH" train --size "$s" --base "$BASE" --warmup 1 --repeats 2 \
-    ${SPLITP:+--placement "$SPLITP"}
-done
-
-# 4. Largest cube under the cap (one process per mode; grows until a step runs out of memory).
-for m in bf16+recompute fp32; do
-  [ "$(left)" -gt 45 ] || { log "time budget: skipping largest $m"; continue; }
-  prec="${m%%+*}"; rc=none; [ "$m" = "bf16+recompute" ] && rc=all
-  record "largest:$m" "$BENCH" train --base "$BASE" --precision "$prec" --recompute "$rc" --warmup 0 --repeats 1 \
-    --cap-gib "$CAP" --largest "$LARGEST" ${ONE:+--placement "$ONE"}
-  record "plan_largest:$m" "$CLI" plan --size 64 --base "$BASE" --precision "$prec" --checkpoint "$rc" \
-    --devices "cuda:0=${CAP}GiB" --largest --json
-done
+if [ "$DEV" != cpu ]; then
+  for s in $SIZES; do
+    [ "$s" -le 128 ] && [ "$(left)" -gt 60 ] || continue
+    record "train:$s:fp32:split" "$BIN/splitseg-bench" train --size "$s" --base "$BASE" --warmup 1 --repeats 2 --placement "$SPLIT"
+  done
+fi
+if [ "$CAP" != 0 ]; then
+  # The cap limits the caching allocator, which holds tensors and cuDNN workspaces but not the
+  # context: the planner is asked with the measured workspace as the only allowance.
+  WS="$("$PY" -c 'import json,sys; d=[x for x in json.load(open(sys.argv[1])) if x["name"]=="cuda:0"]; a=(d[0].get("allowance") or {}) if d else {}; print(max(a.get("workspace",-1),0))' "$OUTDIR/devices.json")"
+  for m in bf16+recompute fp32; do
+    [ "$(left)" -gt 45 ] || { log "time budget: skipping largest $m"; continue; }
+    prec="${m%%+*}"; rc=none; [ "$m" = "bf16+recompute" ] && rc=all
+    record "largest:$m" "$BIN/splitseg-bench" train --base "$BASE" --precision "$prec" --recompute "$rc" \
+      --warmup 0 --repeats 1 --cap-gib "$CAP" --largest "$LARGEST"
+    record "plan_largest:$m" "$BIN/splitseg-cli" plan --size 64 --base "$BASE" --precision "$prec" --checkpoint "$rc" \
+      --devices "cuda:0=${CAP}GiB" --allowance "${WS}B" --largest --json
+  done
+fi
 
 GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
-"$PY" "$ROOT/tests/gpu/summarize.py" --results "$RES" --out "$OUTDIR" --gpu "${GPU_NAME:-cpu (dry run)}" \
-  --cap-gib "$CAP" --elapsed "$(( $(date +%s) - START ))"
+[ -n "$GPU_NAME" ] || GPU_NAME="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>/dev/null)"
+"$PY" "$ROOT/tests/gpu/summarize.py" --results "$RES" --checks "$OUTDIR/checks.jsonl" --devices "$OUTDIR/devices.json" \
+  --out "$OUTDIR" --gpu "${GPU_NAME:-none}" --mode "$MODE" --cap-gib "$CAP" --elapsed "$(( $(date +%s) - START ))"
+log "checks exit status $CHECKS_RC; $(( $(date +%s) - START )) s in all"
+[ "$CHECKS_RC" = 0 ] && exit 0 || exit 1

@@ -9,6 +9,7 @@ placement::PlanRequest StageMemoryModel::request(const Session& session) {
     spec.name = d.name;
     spec.capacity = d.totalBytes;
     spec.planningOnly = d.planningOnly;
+    spec.allowance = d.allowanceBytes;  // measured on present CUDA devices, else the planner's default
     devices.push_back(spec);
   }
   auto r = session.run().planRequest(session.stageNames(), devices);

@@ -1,9 +1,13 @@
-// CUDA-only checks; they skip cleanly on machines without a GPU.
+// CUDA checks (the same code tests/gpu/gpu_checks runs on the bare accelerator machine): exact
+// cross-device equivalence, dropout masks reproduced per device, training cuda vs cpu, memory
+// figures, exact resume, measured allowance. They skip cleanly on machines without a GPU.
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
+#include "tests/support/GpuChecks.h"
 
 #include <QtTest>
+#include <filesystem>
 #include <torch/torch.h>
 
 using namespace splitseg;
@@ -15,25 +19,23 @@ private Q_SLOTS:
     if (!engine::cudaAvailable()) QSKIP("no CUDA device");
   }
 
-  // A step split across cuda:0 and cpu: the allocator's peak is measured on the GPU, the
-  // memory hook's on the CPU, and both are non-zero.
-  void splitStepMeasuresBothDevices() {
-    torch::manual_seed(1);
-    std::shared_ptr<model::StagedNetwork> net = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4)).ptr();
-    auto plan = placement::Placement::parse("enc0=cuda:0,enc1=cuda:0,dec1=cuda:0,dec0=cuda:0,head=cuda:0",
-                                            net->stageNames(), "cpu");
-    run::RunSpec o;
-    o.steps = 2;
-    o.patch = {32, 32, 32};
-    o.setPlacement(plan);
-    engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(), o);
-    auto m = trainer.step();
-    QCOMPARE(int(m.memory.size()), 2);
-    for (const auto& d : m.memory) {
-      QVERIFY2(d.peak > 0, d.device.c_str());
-      QVERIFY(d.total > 0);
-    }
-    QVERIFY(std::isfinite(m.loss));
+  void check_data() {
+    QTest::addColumn<QString>("name");
+    for (const char* n : {"split_equivalence", "dropout_reproduced", "training_equivalence", "resume_exact",
+                          "cuda_allowance"})
+      QTest::newRow(n) << QString(n);
+  }
+  void check() {
+    QFETCH(QString, name);
+    const std::string dev = "cuda:0";
+    checks::CheckResult r;
+    if (name == "split_equivalence") r = checks::splitEquivalence(dev);
+    else if (name == "dropout_reproduced") r = checks::dropoutReproduced(dev);
+    else if (name == "training_equivalence") r = checks::trainingEquivalence(dev);
+    else if (name == "resume_exact") r = checks::resumeExact(dev, std::filesystem::temp_directory_path().string());
+    else r = checks::allowance(dev);
+    qInfo("%s", r.toJson().dump().c_str());
+    QVERIFY2(r.ok(), r.detail.c_str());
   }
 
   void bf16StepRuns() {

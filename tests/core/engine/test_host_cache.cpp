@@ -128,12 +128,17 @@ private Q_SLOTS:
     QCOMPARE(counter.peak(), bytes / 4 * 4);
   }
 
-  void budgetStillTrips() {
+  // With the cache installed the budget is enforced at allocation time: refused with
+  // c10::OutOfMemoryError (as CUDA's allocator does), nothing allocated, the counter flagged.
+  void budgetRefusedAtAllocation() {
     engine::CpuMemoryCounter counter;
     counter.setBudget(MiB);
     engine::CpuMemoryScope scope(counter);
-    auto t = floats(4 * MiB);
+    QVERIFY_THROWS_EXCEPTION(c10::OutOfMemoryError, floats(4 * MiB));
     QVERIFY(counter.exceeded());
+    QCOMPARE(counter.allocated(), std::int64_t{0});
+    auto small = floats(MiB / 2);  // within the budget: still served
+    QCOMPARE(counter.allocated(), MiB / 2);
   }
 
   void rawInterfaceWorks() {

@@ -1,9 +1,11 @@
 // Split equivalence: a placement changes where stages run, never what they compute.
 // The reference wires the U-Net by hand (decoder l takes encoder l), independent of the
-// stage specs the executor follows, so a wrong skip connection fails here.
+// stage specs the executor follows, so a wrong skip connection fails here. Equivalence runs keep
+// fp32 exact (TF32 off, deterministic cuDNN: checks::ExactFp32Guard).
 #include "core/engine/SplitExecutor.h"
 #include "core/engine/MemoryMeter.h"
 #include "core/model/UNet3d.h"
+#include "tests/support/GpuChecks.h"
 
 #include <QtTest>
 #include <torch/torch.h>
@@ -14,73 +16,99 @@ namespace {
 model::UNet3dOptions tinyOptions() {
   return model::UNet3dOptions().base_channels(4).depth(4).dropout({0.2, 0.2, 0.2});
 }
-
-torch::Tensor referenceForward(model::UNet3dImpl& net, const torch::Tensor& x) {
-  const int d = net.options().depth();
-  std::vector<torch::Tensor> enc;
-  torch::Tensor y = x;
-  for (int l = 0; l < d - 1; ++l) {
-    y = net.runStage(static_cast<std::size_t>(l), {y});
-    enc.push_back(y);
-  }
-  y = net.runStage(static_cast<std::size_t>(d - 1), {y});
-  for (int l = d - 2; l >= 0; --l) y = net.runStage(static_cast<std::size_t>(d + (d - 2 - l)), {y, enc[l]});
-  return net.runStage(static_cast<std::size_t>(2 * d - 1), {y});
-}
-
-std::vector<std::string> availableDevices() {
-  std::vector<std::string> d{"cpu"};
-  if (engine::cudaAvailable()) d.push_back("cuda:0");
-  return d;
-}
 } // namespace
 
 class TestSplitExecutor : public QObject {
   Q_OBJECT
 private Q_SLOTS:
+  // Dropout on: the hand-wired reference runs each stage on its own device, so the same seed
+  // gives the same masks there (CPU and CUDA generators alike). On a machine without CUDA every
+  // row is the same unsplit CPU run; with CUDA the rows split across cuda:0 and cpu.
   void equivalence_data() {
     QTest::addColumn<QString>("placement");
-    // On CPU-only machines every device is cpu; with CUDA the same rows split across cuda:0 and cpu.
     const QString other = engine::cudaAvailable() ? "cuda:0" : "cpu";
     QTest::newRow("unsplit") << QString();
     QTest::newRow("encoders-elsewhere") << QString("enc0=%1,enc1=%1,enc2=%1").arg(other);
     QTest::newRow("skips-cross") << QString("enc0=%1,dec0=%1,head=%1").arg(other);
     QTest::newRow("alternating") << QString("enc1=%1,bottleneck=%1,dec1=%1").arg(other);
     QTest::newRow("decoders-elsewhere") << QString("dec2=%1,dec1=%1,dec0=%1,head=%1").arg(other);
+    if (engine::cudaAvailable())
+      QTest::newRow("all-cuda") << QString("enc0=%1,enc1=%1,enc2=%1,bottleneck=%1,dec2=%1,dec1=%1,dec0=%1,"
+                                           "head=%1").arg(other);
   }
   void equivalence() {
     QFETCH(QString, placement);
+    checks::ExactFp32Guard exact;
     torch::manual_seed(7);
     auto holder = model::UNet3d(tinyOptions());
     auto& net = *holder;
     auto x = torch::randn({2, 1, 16, 16, 16});
     auto target = torch::rand({2, 1, 16, 16, 16});
+    auto plan = placement::Placement::parse(placement.toStdString(), net.stageNames(), "cpu");
+    engine::SplitExecutor exec(holder.ptr(), plan);
 
-    // Reference on the CPU, one device.
+    // Reference: hand-wired, each stage on the device the placement gave it.
     torch::manual_seed(11);
-    auto ref = referenceForward(net, x);
-    (ref - target).pow(2).mean().backward();
+    auto ref = checks::referenceForward(net, 4, x);
+    (ref - target.to(ref.device())).pow(2).mean().backward();
     std::vector<torch::Tensor> refGrads;
     for (const auto& p : net.parameters()) refGrads.push_back(p.grad().clone());
     net.zero_grad();
 
-    auto plan = placement::Placement::parse(placement.toStdString(), net.stageNames(), "cpu");
-    engine::SplitExecutor exec(holder.ptr(), plan);
-    torch::manual_seed(11);  // same dropout masks: same random calls in the same order
+    torch::manual_seed(11);  // same dropout masks: same random calls in the same order, per device
     auto out = exec.forward(x);
     QCOMPARE(out.device().str(), plan.deviceOf("head"));
     (out - target.to(out.device())).pow(2).mean().backward();
-    QVERIFY(torch::allclose(out.cpu(), ref, 1e-5, 1e-5));
+    const auto o = checks::compare(out, ref, 1e-5, 1e-5);
+    QVERIFY2(o.within, qPrintable(QString("output max abs diff %1").arg(o.maxAbs)));
     std::size_t i = 0;
     for (const auto& p : net.parameters()) {
       QVERIFY2(p.grad().defined(), "parameter without gradient");
-      QVERIFY2(torch::allclose(p.grad().cpu(), refGrads[i], 1e-5, 1e-5), "gradient differs from the unsplit model");
+      QVERIFY2(checks::compare(p.grad(), refGrads[i], 1e-5, 1e-5).within, "gradient differs from the reference");
       ++i;
     }
     // Parameters live where the placement says.
     for (std::size_t s = 0; s < net.stageSpecs().size(); ++s)
       for (const auto& p : net.stageModule(s)->parameters())
         QCOMPARE(p.device().str(), plan.deviceOf(net.stageSpecs()[s].name));
+  }
+
+  // The shared checks (the accelerator machine runs them too): without dropout the split model
+  // matches the unsplit CPU model; with dropout the per-device reference reproduces the masks.
+  void sharedChecks_data() {
+    QTest::addColumn<QString>("name");
+    QTest::newRow("split_equivalence") << "split_equivalence";
+    QTest::newRow("dropout_reproduced") << "dropout_reproduced";
+  }
+  void sharedChecks() {
+    QFETCH(QString, name);
+    const auto r = name == "split_equivalence" ? checks::splitEquivalence(checks::checkDevice())
+                                                : checks::dropoutReproduced(checks::checkDevice());
+    QVERIFY2(r.ok(), (r.detail + " " + r.figures.dump()).c_str());
+  }
+
+  // The tolerances catch real mismatches: a wrong skip connection, a perturbed output.
+  void mismatchesAreCaught() {
+    torch::manual_seed(7);
+    auto holder = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4).dropout({0.0, 0.0, 0.0}));
+    auto x = torch::randn({1, 1, 16, 16, 16});
+    torch::NoGradGuard noGrad;
+    auto ref = checks::referenceForward(*holder, 4, x);
+    QVERIFY(checks::compare(ref, ref.clone(), 1e-4, 1e-5).within);
+    QVERIFY(!checks::compare(ref + 1e-3, ref, 1e-4, 1e-5).within);
+    // dec0 fed the skip of enc1 (upsampled) instead of enc0's: a wiring error the check must see.
+    auto e0 = holder->runStage(0, {x});
+    auto e1 = holder->runStage(1, {e0});
+    auto e2 = holder->runStage(2, {e1});
+    auto b = holder->runStage(3, {e2});
+    auto d2 = holder->runStage(4, {b, e2});
+    auto d1 = holder->runStage(5, {d2, e1});
+    auto wrongSkip = torch::nn::functional::interpolate(
+        e1.narrow(1, 0, e0.size(1)), torch::nn::functional::InterpolateFuncOptions().size(
+                                         std::vector<std::int64_t>{16, 16, 16}).mode(torch::kNearest));
+    auto wrong = holder->runStage(7, {holder->runStage(6, {d1, wrongSkip})});
+    const auto c = checks::compare(wrong, ref, 1e-4, 1e-5);
+    QVERIFY2(!c.within, qPrintable(QString("wrong skip passed (max abs diff %1)").arg(c.maxAbs)));
   }
 
   void badPlacements_data() {

@@ -1,0 +1,99 @@
+#include "core/engine/StepSafety.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace splitseg::engine {
+
+namespace {
+torch::optim::AdamParamState* stateOf(torch::optim::Adam& adam, const torch::Tensor& p) {
+  auto it = adam.state().find(p.unsafeGetTensorImpl());
+  return it == adam.state().end() ? nullptr : static_cast<torch::optim::AdamParamState*>(it->second.get());
+}
+} // namespace
+
+void allocateAdamState(torch::optim::Adam& adam) {
+  torch::NoGradGuard noGrad;
+  for (auto& group : adam.param_groups()) {
+    const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (stateOf(adam, p)) continue;
+      auto state = std::make_unique<torch::optim::AdamParamState>();
+      state->step(0);
+      state->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      state->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      if (options.amsgrad()) state->max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      adam.state()[p.unsafeGetTensorImpl()] = std::move(state);
+    }
+  }
+}
+
+void adamStep(torch::optim::Adam& adam) {
+  torch::NoGradGuard noGrad;
+  // 1. Everything that allocates, before anything changes.
+  std::map<std::pair<std::string, int>, std::int64_t> largest;  // (device, dtype) -> numel
+  for (auto& group : adam.param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
+    if (o.weight_decay() != 0 || o.amsgrad()) {
+      adam.step();
+      return;
+    }
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& n = largest[{p.device().str(), static_cast<int>(p.scalar_type())}];
+      n = std::max(n, p.numel());
+    }
+  }
+  allocateAdamState(adam);  // no-op unless a parameter was added after construction
+  std::map<std::pair<std::string, int>, torch::Tensor> scratch;
+  for (const auto& [key, numel] : largest)
+    scratch[key] = torch::empty({numel}, torch::TensorOptions()
+                                             .device(torch::Device(key.first))
+                                             .dtype(static_cast<torch::ScalarType>(key.second)));
+  // 2. In place only: Adam::step's arithmetic, in its order.
+  for (auto& group : adam.param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
+    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto& grad = p.grad();
+      auto& st = *stateOf(adam, p);
+      st.step(st.step() + 1);
+      const double bc1 = 1 - std::pow(beta1, static_cast<double>(st.step()));
+      const double bc2 = 1 - std::pow(beta2, static_cast<double>(st.step()));
+      st.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
+      st.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+      auto denom = scratch.at({p.device().str(), static_cast<int>(p.scalar_type())}).narrow(0, 0, p.numel()).view(p.sizes());
+      torch::sqrt_out(denom, st.exp_avg_sq());
+      denom.div_(std::sqrt(bc2)).add_(o.eps());
+      p.addcdiv_(st.exp_avg(), denom, -(o.lr() / bc1));
+    }
+  }
+}
+
+void saveCudaGeneratorStates(torch::serialize::OutputArchive& archive) {
+  if (!torch::cuda::is_available()) return;
+  const auto n = static_cast<std::int64_t>(torch::cuda::device_count());
+  archive.write("torch_cuda_rng_count", c10::IValue(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const torch::Device d(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
+    archive.write("torch_cuda_rng_" + std::to_string(i), torch::globalContext().defaultGenerator(d).get_state());
+  }
+}
+
+void loadCudaGeneratorStates(torch::serialize::InputArchive& archive) {
+  c10::IValue count;
+  if (!archive.try_read("torch_cuda_rng_count", count) || !torch::cuda::is_available()) return;
+  const auto n = std::min<std::int64_t>(count.toInt(), static_cast<std::int64_t>(torch::cuda::device_count()));
+  for (std::int64_t i = 0; i < n; ++i) {
+    torch::Tensor state;
+    archive.read("torch_cuda_rng_" + std::to_string(i), state);
+    auto gen = torch::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
+    gen.set_state(state);
+  }
+}
+
+} // namespace splitseg::engine

@@ -1,0 +1,44 @@
+#pragma once
+// Pieces that keep a training step all-or-nothing when memory runs out, and checkpoints exact on
+// every device. Used by Trainer; kept apart so the step's body stays short.
+#include <torch/nn/module.h>
+#include <torch/optim/adam.h>
+#include <torch/serialize/archive.h>
+
+namespace splitseg::engine {
+
+// Creates Adam's state (step 0, zero moments beside each parameter) for every parameter that has
+// none, as Adam::step would on its first call: the optimizer's big allocations happen when it is
+// built (or after a checkpoint load), not inside the first step.
+void allocateAdamState(torch::optim::Adam& adam);
+
+// Adam's update, numerically the same as torch::optim::Adam::step, but all-or-nothing under
+// out-of-memory: the only allocation (one scratch buffer per device and dtype, as large as the
+// largest parameter there, for the denominator) happens before any parameter or moment changes;
+// everything after is in place. A c10::OutOfMemoryError thrown from it leaves parameters, moments
+// and step counts untouched. Options it cannot do in place (weight decay, amsgrad) fall back to
+// Adam::step.
+void adamStep(torch::optim::Adam& adam);
+
+// The default generators of every CUDA device (dropout masks on CUDA stages): stored beside the
+// CPU generator so a resumed run draws the same masks. Loading ignores devices the checkpoint
+// lacks or this machine lacks.
+void saveCudaGeneratorStates(torch::serialize::OutputArchive& archive);
+void loadCudaGeneratorStates(torch::serialize::InputArchive& archive);
+
+// Puts a module in eval mode and back in its previous mode on every exit (exceptions included).
+class EvalModeGuard {
+public:
+  explicit EvalModeGuard(torch::nn::Module& module) : module_(module), training_(module.is_training()) {
+    module_.eval();
+  }
+  ~EvalModeGuard() { module_.train(training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+private:
+  torch::nn::Module& module_;
+  bool training_;
+};
+
+} // namespace splitseg::engine

@@ -1,0 +1,78 @@
+// The cuDNN/torch version rule for 3D convolutions (a pure function), version decoding, and the
+// device list's allowance fields (measured only on present CUDA devices).
+#include "core/engine/Devices.h"
+#include "core/engine/MemoryMeter.h"
+
+#include <QtTest>
+
+using namespace splitseg;
+
+class TestDevices : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void cudnnVersionDecoding_data() {
+    QTest::addColumn<int>("value");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("9.15.0") << 91500 << "9.15.0";
+    QTest::newRow("9.10.2") << 91002 << "9.10.2";
+    QTest::newRow("9.1.0") << 90100 << "9.1.0";
+    QTest::newRow("8.9.7 (old encoding)") << 8907 << "8.9.7";
+  }
+  void cudnnVersionDecoding() {
+    QFETCH(int, value);
+    QFETCH(QString, expected);
+    QCOMPARE(QString::fromStdString(engine::cudnnVersionFromInt(value).str()), expected);
+  }
+
+  void conv3dWarnings_data() {
+    QTest::addColumn<QString>("torch");
+    QTest::addColumn<QString>("cudnn");
+    QTest::addColumn<QStringList>("mentions");  // one entry per expected warning (text it contains)
+    QTest::newRow("2.9.1 + 9.10.2: both") << "2.9.1+cu128" << "9.10.2" << QStringList{"2.9.1", "9.10.2"};
+    QTest::newRow("2.9.0 + 9.14.9: regression") << "2.9.0" << "9.14.9" << QStringList{"9.14.9"};
+    QTest::newRow("2.9.1 + 9.15.0: fixed") << "2.9.1" << "9.15.0" << QStringList{};
+    QTest::newRow("2.8.0 + 9.7.1: clean") << "2.8.0" << "9.7.1" << QStringList{};
+    QTest::newRow("2.8.0 + 9.8.0: bf16 first bad") << "2.8.0" << "9.8.0" << QStringList{"9.8.0"};
+    QTest::newRow("2.10.0 + 9.10.9: bf16 last bad") << "2.10.0" << "9.10.9" << QStringList{"9.10.9"};
+    QTest::newRow("2.10.0 + 9.11.0: clean") << "2.10.0" << "9.11.0" << QStringList{};
+    QTest::newRow("2.11.0 + 9.13.0: clean") << "2.11.0" << "9.13.0" << QStringList{};
+    QTest::newRow("2.19.0 + 9.1.0: only 2.9.x") << "2.19.0" << "9.1.0" << QStringList{};
+  }
+  void conv3dWarnings() {
+    QFETCH(QString, torch);
+    QFETCH(QString, cudnn);
+    QFETCH(QStringList, mentions);
+    const auto w = engine::conv3dVersionWarnings(engine::parseVersion(torch.toStdString()),
+                                                 engine::parseVersion(cudnn.toStdString()));
+    QCOMPARE(int(w.size()), int(mentions.size()));
+    for (int i = 0; i < mentions.size(); ++i)
+      QVERIFY2(QString::fromStdString(w[std::size_t(i)]).contains(mentions[i]), w[std::size_t(i)].c_str());
+  }
+
+  void parseVersionStopsAtSuffix() {
+    const auto v = engine::parseVersion("2.11.0+cu130");
+    QCOMPARE(v.major, 2);
+    QCOMPARE(v.minor, 11);
+    QCOMPARE(v.patch, 0);
+  }
+
+  // CPU: never measured, planner default (-1). CUDA devices: a measurement or a reason.
+  void allowances() {
+    for (const auto& d : engine::detectDevices()) {
+      if (d.name == "cpu") {
+        QCOMPARE(d.allowanceBytes, std::int64_t{-1});
+        continue;
+      }
+      QVERIFY2(!d.cuda.method.empty(), d.name.c_str());
+      if (d.cuda.measured()) {
+        QCOMPARE(d.allowanceBytes, d.cuda.contextBytes + d.cuda.workspaceBytes);
+        QVERIFY2(d.cuda.contextBytes > (std::int64_t{16} << 20), "a CUDA context takes more than 16 MiB");
+        QVERIFY(d.cuda.contextBytes < d.totalBytes / 4);
+      }
+    }
+    if (!engine::cudaAvailable()) QCOMPARE(engine::cudaAllowance(0).measured(), false);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDevices)
+#include "test_devices.moc"
