@@ -52,8 +52,19 @@ void CliMetrics::onStep(const engine::StepMetrics& m) {
 }
 
 void CliMetrics::onValidation(const engine::ValidationMetrics& v) {
+  if (v.cases == 0) {
+    // No validation cases (a single training case, or phantoms without a validation set): say so
+    // instead of reporting a loss of 0.
+    if (mode_ == "jsonl")
+      std::cout << nlohmann::json{{"validation", true}, {"step", v.step}, {"cases", 0},
+                                  {"message", "no validation cases"}}.dump()
+                << std::endl;
+    else if (mode_ == "bar")
+      std::fprintf(stderr, "\n  validation @%lld: no validation cases\n", static_cast<long long>(v.step));
+    return;
+  }
   if (mode_ == "jsonl")
-    std::cout << nlohmann::json{{"validation", true}, {"step", v.step}, {"loss", v.loss}, {"dice", v.dice}}.dump()
+    std::cout << nlohmann::json{{"validation", true}, {"step", v.step}, {"cases", v.cases}, {"loss", v.loss}, {"dice", v.dice}}.dump()
               << std::endl;
   else if (mode_ == "bar")
     std::fprintf(stderr, "\n  validation @%lld: loss %.4f dice %.3f\n", static_cast<long long>(v.step), v.loss,

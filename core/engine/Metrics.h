@@ -32,6 +32,7 @@ struct StepMetrics {
 
 struct ValidationMetrics {
   std::int64_t step = 0;
+  int cases = 0;                // validation samples evaluated; 0: the data has none (loss and Dice mean nothing)
   double loss = 0;
   std::vector<double> dice;
   double meanDice = 0;

@@ -1,4 +1,5 @@
 #include "core/engine/Trainer.h"
+#include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
@@ -194,6 +195,7 @@ ValidationMetrics Trainer::validateSamples() {
   v.step = step_;
   auto samples = source_->validation(spec_.patch);
   if (samples.empty()) return v;
+  v.cases = static_cast<int>(samples.size());
   std::vector<std::vector<double>> dices;
   for (const auto& s : samples) {
     auto input = toTensor(s.channels).unsqueeze(0);
@@ -288,15 +290,16 @@ void Trainer::saveCheckpoint(const std::string& path) const {
   archive.write("meta", c10::IValue(meta.dump()));
   archive.write("torch_rng", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
   saveCudaGeneratorStates(archive);
-  // Atomic: a crash mid-write leaves the previous checkpoint intact.
-  const std::string tmp = path + ".tmp";
+  // Atomic and durable: a unique temporary beside the target, fsynced, renamed over it; a crash
+  // or a second writer leaves the previous checkpoint intact.
+  const std::string tmp = makeTempFileBeside(path);
   try {
     archive.save_to(tmp);
   } catch (const c10::Error& e) {
     std::filesystem::remove(tmp);
     throw IoError(path, std::string("cannot write checkpoint: ") + e.what_without_backtrace());
   }
-  std::filesystem::rename(tmp, path);
+  commitTempFile(tmp, path);
 }
 
 void Trainer::loadCheckpoint(const std::string& path) {

@@ -1,4 +1,5 @@
 #include "core/session/Session.h"
+#include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 #include "core/base/Units.h"
 
@@ -189,15 +190,7 @@ void saveSession(const Session& s, const std::string& path) {
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);
   const std::string text = toJson(s, target.parent_path().string()).dump(2) + "\n";
-  const fs::path tmp = target.string() + ".part";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw IoError(path, "cannot write session");
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) throw IoError(path, "cannot write session: " + ec.message());
+  writeFileDurably(target.string(), text);  // unique temporary, fsync, rename, fsync folder
 }
 
 } // namespace splitseg::session

@@ -48,6 +48,25 @@ private Q_SLOTS:
                   "--intensity", "none", "--patch", "16", "--base", "4", "--depth", "3", "--steps", "3",
                   "--save", ckpt, "--progress", "none"}, &err), 0);
     QVERIFY2(QFile::exists(ckpt), qPrintable(err));
+    // One image/label pair has no validation case: validation says so instead of a loss of 0.
+    {
+      QProcess p;
+      p.start(SPLITSEG_CLI, {"train", "--image", QString::fromStdString(image), "--label", QString::fromStdString(label),
+                             "--intensity", "none", "--patch", "16", "--base", "4", "--depth", "3", "--steps", "2",
+                             "--validate-every", "1", "--progress", "jsonl"});
+      QVERIFY(p.waitForFinished(600000));
+      QCOMPARE(p.exitCode(), 0);
+      int validations = 0;
+      for (const auto& line : QString::fromUtf8(p.readAllStandardOutput()).split('\n', Qt::SkipEmptyParts)) {
+        const auto o = QJsonDocument::fromJson(line.toUtf8()).object();
+        if (!o.value("validation").toBool()) continue;
+        ++validations;
+        QCOMPARE(o.value("cases").toInt(-1), 0);
+        QVERIFY2(!o.contains("loss"), qPrintable(line));
+        QCOMPARE(o.value("message").toString(), QString("no validation cases"));
+      }
+      QCOMPARE(validations, 2);
+    }
     QCOMPARE(cli({"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--window", "16",
                   "--out", out, "--progress", "none"}, &err), 0);
     const auto seg = io::readVolume(out.toStdString());

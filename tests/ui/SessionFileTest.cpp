@@ -133,6 +133,27 @@ private Q_SLOTS:
     test::warnings().clear();  // the status bar reported the missing file on purpose
   }
 
+  // Opening a session replaces the network a run is using: refused while one is busy, with the
+  // run description left as it was.
+  void refusedWhileBusy() {
+    const QString path = dir_.path() + "/busy.splitseg";
+    MainWindow w;
+    w.session()->createUNet(4, 3);
+    QVERIFY(w.saveSessionFile(path));
+    auto run = w.session()->run();
+    run.batch = 5;
+    w.session()->setRun(run);
+    w.session()->setBusy(true);
+    const QStringList warnings = w.openSessionFile(path);
+    QCOMPARE(warnings.size(), 1);
+    QVERIFY2(warnings.front().contains("busy"), qPrintable(warnings.front()));
+    QCOMPARE(w.session()->run().batch, 5);
+    w.session()->setBusy(false);
+    QVERIFY(w.openSessionFile(path).isEmpty());
+    QCOMPARE(w.session()->run().batch, 2);  // the saved run
+    test::warnings().clear();
+  }
+
   void notASession() {
     const QString bogus = dir_.path() + "/bogus.splitseg";
     QFile f(bogus);

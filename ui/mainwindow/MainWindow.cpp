@@ -254,6 +254,12 @@ bool MainWindow::exportModel(const QString& path) {
 }
 
 QStringList MainWindow::openSessionFile(const QString& path) {
+  // A session replaces the network and the run: not while a training or inference run uses them.
+  if (session_->busy()) {
+    const QString why = tr("Cannot open a session while a run is busy: stop it or wait for it to finish");
+    showStatus(why, true);
+    return {why};
+  }
   session::LoadResult loaded;
   try {
     loaded = session::loadSession(path.toStdString());

@@ -370,7 +370,14 @@ void TrainingPanel::onStep(const engine::StepMetrics& m) {
   Q_EMIT stepDone(m.step, m.totalSteps);
 }
 
-void TrainingPanel::onValidation(const engine::ValidationMetrics& m) { charts_->addValidation(m); }
+void TrainingPanel::onValidation(const engine::ValidationMetrics& m) {
+  if (m.cases == 0) {
+    // Nothing to validate on: no point at 0 in the chart, a line saying why instead.
+    status_->setText(tr("step %1: no validation cases in this data (validation skipped)").arg(m.step));
+    return;
+  }
+  charts_->addValidation(m);
+}
 
 void TrainingPanel::onFinished(bool stopped, const QString& error) {
   stall_->stop();

@@ -115,7 +115,10 @@ private Q_SLOTS:
     QCOMPARE(info.run.toJson().dump(), trainer.spec().toJson().dump());
     QCOMPARE(info.run.checkpointEvery, std::int64_t(2));
     QCOMPARE(info.run.architecture, net->architecture());
-    QVERIFY(!std::filesystem::exists(path + ".tmp"));
+    // No temporary left beside it (writes go through uniquely named ".splitseg-tmp-*" files).
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+      QVERIFY2(e.path().filename().string().rfind(".splitseg-tmp-" + std::filesystem::path(path).filename().string(), 0) != 0,
+               e.path().c_str());
     std::filesystem::remove(path);
   }
 
