@@ -9,6 +9,7 @@
 #include "ui/session/Session.h"
 
 #include <QComboBox>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -47,7 +48,10 @@ private Q_SLOTS:
   void cleanup() { QVERIFY2(test::warnings().isEmpty(), qPrintable(test::warnings().join("\n"))); }
 
   void perfectPredictionHasDiceOne() {
+    QCOMPARE(panel_->progressBar()->format(), QString("no prediction yet"));
     session_->setPrediction(std::make_shared<Volume>(phantom_.label));
+    // Metrics of a prediction are on screen: the bar must not say there is none.
+    QCOMPARE(panel_->progressBar()->format(), QString("prediction shown"));
     QCOMPARE(panel_->metricsTable()->rowCount(), 1);
     QCOMPARE(panel_->metricsTable()->item(0, 3)->text(), QString("1.0000"));
     QCOMPARE(panel_->metricsTable()->item(0, 4)->text(), QString("0.00"));

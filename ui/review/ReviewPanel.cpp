@@ -208,6 +208,12 @@ void ReviewPanel::evaluate() {
   publishOverlay();
   publishSurfaces();
   hasPending_ = false;
+  // The bar says what is shown: a prediction from a run, one set otherwise (session, test), or none.
+  if (!running_) {
+    progress_->setValue(pred ? 100 : 0);
+    if (!pred) progress_->setFormat(tr("no prediction yet"));
+    else if (progress_->format() == tr("no prediction yet")) progress_->setFormat(tr("prediction shown"));
+  }
 }
 
 void ReviewPanel::refreshTable() {

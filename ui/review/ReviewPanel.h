@@ -39,6 +39,7 @@ public:
   bool running() const { return running_; }
 
   QPushButton* runButton() const { return run_; }
+  QProgressBar* progressBar() const { return progress_; }
   QComboBox* modeBox() const { return mode_; }
   QSpinBox* windowBox() const { return window_; }
   QTableWidget* metricsTable() const { return table_; }
