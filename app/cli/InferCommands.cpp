@@ -34,13 +34,19 @@ struct InferArgs {
   std::uint64_t seed = 1;
 };
 
-// Runs the inferer with the run's window and overlap; returns seconds taken.
-double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const torch::Tensor& image,
-                    engine::Prediction& prediction) {
+// The run's window and overlap, with the windows per pass of the command line.
+engine::InferOptions inferOptions(const InferArgs& a, const run::RunSpec& spec) {
   engine::InferOptions o;
   o.window = spec.window;
   o.overlap = spec.overlap;
   o.batch = a.batch;
+  return o;
+}
+
+// Runs the inferer with the run's window and overlap; returns seconds taken.
+double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const torch::Tensor& image,
+                    engine::Prediction& prediction) {
+  const engine::InferOptions o = inferOptions(a, spec);
   CliProgress progress(a.progress);
   const auto t0 = std::chrono::steady_clock::now();
   prediction = inferer.predict(image, o, &progress);
@@ -53,10 +59,7 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
 void inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const std::string& placement) {
   if (a.out.empty()) throw InvalidArgument("give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
   const Volume source = io::readVolume(spec.data.image);
-  engine::InferOptions o;
-  o.window = spec.window;
-  o.overlap = spec.overlap;
-  o.batch = a.batch;
+  const engine::InferOptions o = inferOptions(a, spec);
   CliProgress progress(a.progress);
   const auto t0 = std::chrono::steady_clock::now();
   const Volume labels = engine::predictLabels(inferer, source, spec.preprocessing, o, &progress);

@@ -1,5 +1,5 @@
 // `plugins`: which architectures are available, where they came from, and why any plugin did
-// not load. Also the CLI's single way to build a network by architecture name (train --arch).
+// not load. Networks are built by the registry from the run description (RunOptions).
 #include "app/cli/CliSupport.h"
 #include "app/cli/Commands.h"
 #include "core/base/Error.h"
@@ -10,53 +10,6 @@
 #include <sstream>
 
 namespace splitseg::cli {
-
-namespace {
-nlohmann::json parseOptions(const std::string& text) {
-  if (text.empty()) return nlohmann::json::object();
-  std::string json = text;
-  // Not inline JSON: a file holding it (--arch-options opts.json).
-  if (text.front() != '{') {
-    std::ifstream in(text);
-    if (!in) throw InvalidArgument("--arch-options: neither a JSON object nor a readable file: " + text);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json = ss.str();
-  }
-  try {
-    auto j = nlohmann::json::parse(json);
-    if (!j.is_object()) throw InvalidArgument("--arch-options must be a JSON object");
-    return j;
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(std::string("--arch-options: bad JSON: ") + e.what());
-  }
-}
-} // namespace
-
-std::string networkOptionsJson(const std::string& arch, const std::string& optionsJson, const NetworkArgs& net) {
-  auto& registry = plugin::PluginRegistry::instance();
-  const std::string name = arch.empty() ? "unet3d" : arch;
-  nlohmann::json options;
-  if (name == "unet3d") {
-    // The U-Net keeps its dedicated flags (--base, --depth, --norm); --arch-options overrides them.
-    options = nlohmann::json::parse(net.options().toJson());
-    options.update(parseOptions(optionsJson));
-  } else {
-    options = nlohmann::json::parse(registry.info(name).defaultOptionsJson);
-    options.update(parseOptions(optionsJson));
-    // Channel counts follow the data (dataset channels, --classes), as for the U-Net.
-    const auto unet = net.options();
-    options["in_channels"] = unet.in_channels();
-    options["out_channels"] = unet.out_channels();
-  }
-  return options.dump();
-}
-
-std::shared_ptr<model::StagedNetwork> makeNetwork(const std::string& arch, const std::string& optionsJson,
-                                                  const NetworkArgs& net) {
-  const std::string name = arch.empty() ? "unet3d" : arch;
-  return plugin::PluginRegistry::instance().create(name, networkOptionsJson(name, optionsJson, net));
-}
 
 void addPluginCommands(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
