@@ -246,6 +246,33 @@ def make_plots(plots, outdir):
     return made
 
 
+def check_detail(c):
+    """One line of a GPU check's key figures (worst case over its placements), from the check itself."""
+    f = c.get("figures") or {}
+    name = c.get("check")
+    if name == "cuda_allowance":
+        return f"{f.get('method')}: context {mib(f.get('context'))}, cuDNN workspace {mib(f.get('workspace'))}"
+    per = [v for v in f.values() if isinstance(v, dict)]
+    if name == "split_equivalence":
+        out = max((v.get("output_max_abs", 0) for v in per), default=None)
+        grad = max((v.get("grad_max_abs", 0) for v in per), default=None)
+        return (f"{len(per)} placements vs one device, TF32 off: output max abs {out:.2e}, gradient max abs "
+                f"{grad:.2e} (atol {f.get('atol')}, rtol {f.get('rtol')})") if per else ""
+    if name == "dropout_reproduced":
+        same = all(v.get("same_seed_identical") for v in per)
+        ref = max((v.get("vs_reference_max_abs", 0) for v in per), default=None)
+        other = min((v.get("other_seed_max_abs", 0) for v in per), default=None)
+        return (f"{len(per)} placements: same seed identical {same}, vs reference max abs {ref:.2e}, "
+                f"another seed differs by >= {other:.2e}") if per else ""
+    if name == "training_equivalence":
+        l1, l2 = f.get("loss_step1", {}), f.get("loss_step2", {})
+        return (f"loss step 1 cpu {l1.get('cpu'):.7f} / cuda {l1.get('device'):.7f}, step 2 cpu {l2.get('cpu'):.7f} / "
+                f"cuda {l2.get('device'):.7f}; weights max abs after 2 steps {f.get('weights_max_abs_after_2_steps'):.2e}")
+    if name == "resume_exact":
+        return f"weights max abs after resume {f.get('weights_max_abs_after_resume')}"
+    return c.get("detail", "")
+
+
 def gpu_section(path):
     p = Path(path)
     if not p.exists():
@@ -256,27 +283,51 @@ def gpu_section(path):
     if g.get("mode") == "rehearse" or g.get("measured_on_gpu") is False:
         return ("## GPU (H200)\n\nNot measured yet: `docs/bench/gpu.json` holds a rehearsal without a GPU (CPU, tiny "
                 "sizes), not a measurement. Run `tests/gpu/run.sh OUT` on the accelerator machine and copy `OUT/gpu.json`.\n")
-    lines = [f"## GPU ({g.get('gpu', '?')}, {g.get('date', '?')})", ""]
+    lines = [f"## GPU ({g.get('gpu', '?')}, {g.get('date', '?')}, tests/gpu/run.sh, {g.get('elapsed_s', '?')} s)", ""]
     checks = g.get("checks") or []
     if checks:
-        lines += ["| check | result | detail |", "|---|---|---|"]
-        lines += [f"| {c.get('check')} | {c.get('status')} | {c.get('detail', '')} |" for c in checks]
+        lines += ["| check | result | figures |", "|---|---|---|"]
+        lines += [f"| {c.get('check')} | {c.get('status')} | {check_detail(c)} |" for c in checks]
         lines.append("")
-    if g.get("allowance"):
-        a = g["allowance"]
-        lines += [f"CUDA allowance measured at start-up ({a.get('method')}): context {mib(a.get('context'))}, "
-                  f"cuDNN workspace {mib(a.get('workspace'))}.", ""]
-    lines += ["Peaks are the caching allocator's (tensors + cuDNN workspaces, no context); predicted = planner "
-              "tensors + the measured workspace.", "",
-              "| size | precision | placement | step | measured peak | predicted peak | error |", "|---|---|---|---|---|---|---|"]
+    e = g.get("equivalence")
+    if e:
+        lines += [f"Sliding-window inference, probabilities max abs difference: split vs one device "
+                  f"{e.get('split_vs_one'):.2e}, split vs CPU {e.get('split_vs_cpu'):.2e}, one device vs CPU "
+                  f"{e.get('one_vs_cpu'):.2e}.", ""]
+    lines += ["Training steps (U-Net base 32, batch 1). Peaks are the caching allocator's (tensors + cuDNN "
+              "workspaces, no context); predicted = planner tensors + the measured workspace; error = "
+              "(predicted - measured) / measured.", "",
+              "| size | precision | placement | median step | measured peak | predicted peak | error |",
+              "|---|---|---|---|---|---|---|"]
+    errs = []
     for r in g.get("runs", []):
         meas, pred = r.get("measured_peak"), r.get("predicted_peak")
-        err = f"{(pred - meas) / meas * 100:+.1f}%" if meas and pred else "n/a"
+        err = (pred - meas) / meas * 100 if meas and pred else None
+        if err is not None:
+            errs.append((err, r))
         step = r.get("median_step_seconds")
         lines.append(f"| {r.get('size')}^3 | {r.get('mode')} | {r.get('placement')} | "
-                     f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | {mib(pred)} | {err} |")
+                     f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | {mib(pred)} | "
+                     f"{'n/a' if err is None else f'{err:+.1f}%'} |")
+    if errs:
+        lo, hi = min(errs, key=lambda t: t[0]), max(errs, key=lambda t: t[0])
+        lines += ["", f"Planner error over {len(errs)} measured rows: from {lo[0]:+.1f}% ({lo[1].get('size')}^3 "
+                  f"{lo[1].get('mode')}) to {hi[0]:+.1f}% ({hi[1].get('size')}^3 {hi[1].get('mode')}); "
+                  f"{sum(1 for x, _ in errs if x < 0)} rows under-predict."]
+    sv = g.get("split_vs_single") or {}
+    if sv:
+        lines += ["", "| size | one device | split cuda:0/cpu | split cost |", "|---|---|---|---|"]
+        for size, v in sorted(sv.items(), key=lambda t: int(t[0])):
+            a, b = v.get("single"), v.get("split")
+            cost = f"{(b - a) / a * 100:+.0f}%" if a and b else "n/a"
+            lines.append(f"| {size}^3 | {fmt_s(a)} | {fmt_s(b)} | {cost} |")
     if g.get("largest"):
-        lines += ["", f"Largest cube that trains within {g.get('fraction_gib', '?')} GiB: " + json.dumps(g["largest"])]
+        lines += ["", f"Largest cube that trains under a {g.get('fraction_gib', '?')} GiB allocator cap "
+                  "(a 16 GiB card's stand-in), steps of 32 voxels:", "",
+                  "| mode | measured | planner says | sizes tried |", "|---|---|---|---|"]
+        for mode, v in g["largest"].items():
+            tried = ", ".join(f"{t.get('size')}{' OOM' if t.get('oom') else ''}" for t in v.get("tried", []))
+            lines.append(f"| {mode} | {v.get('measured')}^3 | {v.get('predicted')}^3 | {tried} |")
     return "\n".join(lines) + "\n"
 
 
@@ -286,6 +337,8 @@ def main():
     ap.add_argument("--docs", help="write benchmarks.md and bench/*.png here")
     ap.add_argument("--gpu", default="")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--date", default=datetime.date.today().isoformat(),
+                    help="when the CPU results were measured (re-rendering old results keeps their date)")
     a = ap.parse_args()
     rows = load(a.results)
     table, plots = build(rows)
@@ -302,7 +355,7 @@ def main():
         tv = "?"
     tr = first(rows, "train_splitseg") or {}
     md = ["# Benchmarks", "",
-          f"Measured {datetime.date.today().isoformat()} by `./test.sh --bench` (tests/bench/run.sh) on "
+          f"Measured {a.date} by `./test.sh --bench` (tests/bench/run.sh) on "
           f"{cpu_model()}, {tr.get('threads', '?')} threads on both sides, torch {tv}. "
           "Medians over interleaved rounds after warm-up; ratios always against the peer measured in the same run."
           + (" QUICK MODE: tiny sizes, numbers meaningless." if a.quick else ""), "",
