@@ -30,9 +30,18 @@ nlohmann::json toJson(const engine::DeviceMemory& m) {
 nlohmann::json toJson(const engine::StepMetrics& m) {
   nlohmann::json mem = nlohmann::json::array();
   for (const auto& d : m.memory) mem.push_back(toJson(d));
-  return {{"step", m.step},       {"total_steps", m.totalSteps}, {"epoch", m.epoch},
-          {"loss", m.loss},       {"dice", m.dice},              {"mean_dice", m.meanDice},
-          {"seconds", m.seconds}, {"memory", mem},               {"host_rss", m.hostRss}};
+  nlohmann::json j{{"step", m.step},       {"total_steps", m.totalSteps}, {"epoch", m.epoch},
+                   {"loss", m.loss},       {"dice", m.dice},              {"mean_dice", m.meanDice},
+                   {"seconds", m.seconds}, {"memory", mem},               {"host_rss", m.hostRss}};
+  if (!m.ranks.empty()) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& r : m.ranks)
+      ranks.push_back({{"rank", r.rank}, {"device", r.device}, {"compute_s", r.computeSeconds},
+                       {"wait_s", r.waitSeconds}, {"idle_s", r.idleSeconds}, {"bytes_sent", r.bytesSent},
+                       {"bytes_received", r.bytesReceived}, {"peak_bytes", r.peakBytes}});
+    j["ranks"] = ranks;
+  }
+  return j;
 }
 
 void CliMetrics::onStep(const engine::StepMetrics& m) {

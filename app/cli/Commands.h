@@ -16,6 +16,7 @@ void addPluginCommands(CLI::App& app);   // plugins (PluginCommands.cpp)
 void addExportCommands(CLI::App& app);   // export (ExportCommands.cpp)
 // session show|save (SessionCommands.cpp); --session on train/infer comes with RunOptions
 void addSessionCommands(CLI::App& app);
+void addDistCommands(CLI::App& app);    // launch, worker (DistCommands.cpp)
 
 #ifdef SPLITSEG_WITH_ITK
 void addVolumeCommands(CLI::App& app);   // info, import-invesalius (VolumeCommands.cpp)

@@ -73,11 +73,17 @@ void RunOptions::addExecution(CLI::App& cmd) {
                           "fp32 | bf16 (every stage) | P:stage,stage (those stages in P, the others in the other: "
                           "bf16:enc0,dec0, fp32:head)"));
   remember(cmd.add_option("--recompute", recompute, "activation checkpointing: all, none or a stage list (enc0,dec0)"));
+  remember(cmd.add_option("--rank-timeout", rankTimeout,
+                          "ranks: seconds to wait for another rank before stopping (it died, hangs or is unreachable)")
+               ->check(CLI::Range(1, 86400)));
 }
 
 void RunOptions::addShape(CLI::App& cmd) {
   remember(cmd.add_option("--patch", patch, "patch (network input) size N or X,Y,Z"));
   remember(cmd.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber));
+  remember(cmd.add_option("--micro-batches", microBatches,
+                          "ranks: split each batch into M micro-batches that flow through the ranks (GPipe)")
+               ->check(CLI::PositiveNumber));
 }
 
 void RunOptions::addSchedule(CLI::App& cmd) {
@@ -129,6 +135,8 @@ run::RunSpec RunOptions::build(const run::RunSpec& base) const {
   if (given("--precision")) r.precision = placement::StagePrecisions::parse(precision);
   if (given("--patch")) r.patch = run::parseSize(patch);
   if (given("--batch")) r.batch = batch;
+  if (given("--micro-batches")) r.microBatches = microBatches;
+  if (given("--rank-timeout")) r.rankTimeoutSeconds = rankTimeout;
   if (given("--steps")) r.steps = steps;
   if (given("--epochs")) r.epochs = epochs;
   if (given("--steps-per-epoch")) r.stepsPerEpoch = stepsPerEpoch;

@@ -46,7 +46,7 @@ private:
   std::vector<CLI::Option*> options_;
   std::string arch, archOptions, dataset, image, label, intensity, spacing, placement, precision, recompute;
   std::string patch, cpuBudget, save, session_;
-  int batch = 1, epochs = 0;
+  int batch = 1, epochs = 0, microBatches = 1, rankTimeout = 120;
   std::int64_t steps = 100, stepsPerEpoch = 50, validateEvery = 0, checkpointEvery = 0;
   double lr = 1e-3;
   std::uint64_t seed = 0;

@@ -1,4 +1,5 @@
 #include "app/cli/CliSupport.h"
+#include "app/cli/DistTraining.h"
 #include "app/cli/Commands.h"
 #include "app/cli/RunOptions.h"
 #include "core/data/Phantom.h"
@@ -14,6 +15,7 @@
 #include "core/dataset/DatasetSource.h"
 #endif
 
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -47,6 +49,15 @@ struct TrainArgs {
 };
 
 void runTrain(const TrainArgs& a) {
+  // Started by torchrun (or srun) as a rank other than 0: the run comes from rank 0.
+  const auto env = dist::RankEnv::fromEnvironment();
+  if (env.rank > 0) {
+    int timeout = a.run.given("--rank-timeout") ? a.run.build().rankTimeoutSeconds : 120;
+    if (const char* t = std::getenv("SPLITSEG_RANK_TIMEOUT"); t && *t && !a.run.given("--rank-timeout"))
+      timeout = std::max(1, std::atoi(t));
+    trainAsWorker(env, timeout);
+    return;
+  }
   // The run: defaults, or the checkpoint being resumed, or the session; then the typed flags.
   run::RunSpec base;
   if (!a.resume.empty()) base = engine::readCheckpointInfo(a.resume).run;
@@ -59,6 +70,11 @@ void runTrain(const TrainArgs& a) {
   if (a.resume.empty() && a.run.sessionPath().empty() && !a.run.given("--synthetic") && !a.run.given("--dataset") &&
       !a.run.given("--image"))
     throw InvalidArgument("give training data: --synthetic SIZE, --dataset DIR, or --image FILE --label FILE");
+  // `launch --rank-timeout` reaches every rank through the environment.
+  if (const char* t = std::getenv("SPLITSEG_RANK_TIMEOUT"); t && *t && !a.run.given("--rank-timeout"))
+    spec.rankTimeoutSeconds = std::max(1, std::atoi(t));
+  if (!env.distributed() && dropRanks(spec))
+    std::cerr << "note: the placement names ranks; this is one process, so each stage runs on its device here\n";
   spec.check(engine::runnableDeviceNames());  // a bad run stops here, before data or network are built
   std::shared_ptr<data::SampleSource> source;
   switch (spec.data.kind) {
@@ -93,6 +109,10 @@ void runTrain(const TrainArgs& a) {
   a.run.applyStages(spec, net->stageNames());
   spec.check(engine::runnableDeviceNames(), net->stageNames());
 
+  if (env.distributed()) {
+    trainAsRankZero(env, spec, net, source, a.resume, a.progress);
+    return;
+  }
   engine::Trainer trainer(net, source, spec);
   if (!a.resume.empty()) trainer.loadCheckpoint(a.resume);
   CliMetrics metrics(a.progress);

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   splitseg::cli::addPluginCommands(app);
   splitseg::cli::addExportCommands(app);
   splitseg::cli::addSessionCommands(app);
+  splitseg::cli::addDistCommands(app);
 #ifdef SPLITSEG_WITH_ITK
   splitseg::cli::addVolumeCommands(app);
 #endif

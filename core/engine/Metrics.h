@@ -18,6 +18,19 @@ struct DeviceMemory {
   std::int64_t free = 0;         // cudaMemGetInfo free / host available
 };
 
+// One rank's share of a step (runs over several processes): measured with a steady clock and
+// counted on that rank, then gathered by rank 0.
+struct RankStepStats {
+  int rank = 0;
+  std::string device;            // the rank's device, "cpu" / "cuda:0"
+  double computeSeconds = 0;     // running its stages (forward, backward, optimizer)
+  double waitSeconds = 0;        // blocked receiving activations or gradients from other ranks
+  double idleSeconds = 0;        // the rest of the step's wall time
+  std::int64_t bytesSent = 0;
+  std::int64_t bytesReceived = 0;
+  std::int64_t peakBytes = 0;    // the rank's device allocator peak during the step
+};
+
 struct StepMetrics {
   std::int64_t step = 0;         // 1-based, steps done so far
   std::int64_t totalSteps = 0;
@@ -28,6 +41,7 @@ struct StepMetrics {
   double seconds = 0;            // wall time of this step
   std::vector<DeviceMemory> memory;
   std::int64_t hostRss = 0;      // process resident set size
+  std::vector<RankStepStats> ranks;  // runs over several ranks: one entry per rank
 };
 
 struct ValidationMetrics {

@@ -1,5 +1,6 @@
 #include "core/engine/SplitExecutor.h"
 #include "core/base/Error.h"
+#include "core/engine/AutocastScope.h"
 #include "core/engine/StageCheckpoint.h"
 
 #include <ATen/autocast_mode.h>
@@ -7,33 +8,6 @@
 #include <torch/torch.h>
 
 namespace splitseg::engine {
-
-namespace {
-// bf16 autocast for one stage on its device type; weights stay fp32 (master copy).
-class AutocastScope {
-public:
-  AutocastScope(bool enabled, c10::DeviceType type) : enabled_(enabled), type_(type) {
-    if (!enabled_) return;
-    previous_ = at::autocast::is_autocast_enabled(type_);
-    previousType_ = at::autocast::get_autocast_dtype(type_);
-    at::autocast::set_autocast_enabled(type_, true);
-    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastScope() {
-    if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(type_, previous_);
-    at::autocast::set_autocast_dtype(type_, previousType_);
-  }
-
-private:
-  bool enabled_;
-  c10::DeviceType type_;
-  bool previous_ = false;
-  at::ScalarType previousType_ = at::kBFloat16;
-};
-} // namespace
 
 SplitExecutor::SplitExecutor(std::shared_ptr<model::StagedNetwork> network, placement::Placement placement,
                              placement::StagePrecisions precision, std::set<std::string> recompute)

@@ -81,10 +81,13 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
 
 Trainer::~Trainer() = default;
 
-void Trainer::makeBatch(torch::Tensor& input, torch::Tensor& target) {
+void Trainer::makeBatch(torch::Tensor& input, torch::Tensor& target) { drawBatch(*source_, spec_, rng_, input, target); }
+
+void drawBatch(data::SampleSource& source, const run::RunSpec& run, std::mt19937_64& rng, torch::Tensor& input,
+               torch::Tensor& target) {
   std::vector<torch::Tensor> images, labels;
-  for (int b = 0; b < spec_.batch; ++b) {
-    data::Sample s = source_->next(spec_.patch, rng_);
+  for (int b = 0; b < run.batch; ++b) {
+    data::Sample s = source.next(run.patch, rng);
     images.push_back(toTensor(s.channels));
     labels.push_back(toTensor(s.label).round().to(torch::kLong));
   }
@@ -275,18 +278,20 @@ void Trainer::setRecompute(const std::set<std::string>& stages) {
 }
 
 void Trainer::saveCheckpoint(const std::string& path) const {
-  torch::serialize::OutputArchive archive, modelArchive, optimArchive;
-  network_->root().save(modelArchive);
-  optimizer_->save(optimArchive);
-  archive.write("model", modelArchive);
-  archive.write("optimizer", optimArchive);
   std::ostringstream rng;
   rng << rng_;
+  writeCheckpoint(path, *network_, *optimizer_, spec_, step_, rng.str());
+}
+
+void writeCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer,
+                     const run::RunSpec& run, std::int64_t step, const std::string& sampleRng) {
+  torch::serialize::OutputArchive archive, modelArchive, optimArchive;
+  network.root().save(modelArchive);
+  optimizer.save(optimArchive);
+  archive.write("model", modelArchive);
+  archive.write("optimizer", optimArchive);
   // The run description travels with the weights: infer and --resume rebuild exactly this run.
-  nlohmann::json meta{{"version", kCheckpointVersion},
-                      {"run", spec_.toJson()},
-                      {"step", step_},
-                      {"sample_rng", rng.str()}};
+  nlohmann::json meta{{"version", kCheckpointVersion}, {"run", run.toJson()}, {"step", step}, {"sample_rng", sampleRng}};
   archive.write("meta", c10::IValue(meta.dump()));
   archive.write("torch_rng", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
   saveCudaGeneratorStates(archive);
@@ -302,10 +307,10 @@ void Trainer::saveCheckpoint(const std::string& path) const {
   commitTempFile(tmp, path);
 }
 
-void Trainer::loadCheckpoint(const std::string& path) {
+CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer) {
   CheckpointInfo info = readCheckpointInfo(path);
-  if (info.run.architecture != network_->architecture() ||
-      info.run.networkOptions != nlohmann::json::parse(network_->optionsJson()))
+  if (info.run.architecture != network.architecture() ||
+      info.run.networkOptions != nlohmann::json::parse(network.optionsJson()))
     throw InvalidArgument(path + ": checkpoint was trained with another network (" + info.run.architecture + " " +
                           info.run.networkOptions.dump() + ")");
   torch::serialize::InputArchive archive, modelArchive, optimArchive;
@@ -313,8 +318,8 @@ void Trainer::loadCheckpoint(const std::string& path) {
     archive.load_from(path, torch::kCPU);
     archive.read("model", modelArchive);
     archive.read("optimizer", optimArchive);
-    network_->root().load(modelArchive);
-    optimizer_->load(optimArchive);
+    network.root().load(modelArchive);
+    optimizer.load(optimArchive);
     torch::Tensor rngState;
     archive.read("torch_rng", rngState);
     at::Generator gen = torch::globalContext().defaultGenerator(torch::kCPU);
@@ -323,6 +328,11 @@ void Trainer::loadCheckpoint(const std::string& path) {
   } catch (const c10::Error& e) {
     throw FormatError(path, std::string("unreadable checkpoint: ") + e.what_without_backtrace());
   }
+  return info;
+}
+
+void Trainer::loadCheckpoint(const std::string& path) {
+  CheckpointInfo info = readCheckpoint(path, *network_, *optimizer_);
   std::istringstream rng(info.sampleRng);
   rng >> rng_;
   step_ = info.step;

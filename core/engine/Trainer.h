@@ -31,6 +31,19 @@ CheckpointInfo readCheckpointInfo(const std::string& path);
 // Builds the checkpoint's network and loads its weights (on the CPU).
 std::shared_ptr<model::StagedNetwork> loadNetwork(const std::string& path, CheckpointInfo* info = nullptr);
 
+// The one checkpoint format, for the Trainer and for runs over ranks (rank 0 gathers first):
+// weights, the Adam state of every parameter (in root().parameters() order), the run, the step,
+// the sampler's and LibTorch's generators. Atomic and durable.
+void writeCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer,
+                     const run::RunSpec& run, std::int64_t step, const std::string& sampleRng);
+// Loads weights and optimizer state (on the CPU) and LibTorch's generators; refuses a checkpoint
+// of another network.
+CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer);
+
+// One training batch as the Trainer draws it (rank 0 of a run over ranks draws the same).
+void drawBatch(data::SampleSource& source, const run::RunSpec& run, std::mt19937_64& rng, torch::Tensor& input,
+               torch::Tensor& target);
+
 class Trainer {
 public:
   // Trains `network` as `run` describes (its network fields are taken from `network`; stages

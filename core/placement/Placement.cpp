@@ -25,6 +25,15 @@ std::string trim(const std::string& s) {
 
 std::string canonicalDevice(const std::string& device) {
   const std::string d = trim(device);
+  // "r<rank>:<device>": the device of another process (a rank); the rank number stays, canonical.
+  if (d.size() > 2 && d[0] == 'r' && std::isdigit(static_cast<unsigned char>(d[1]))) {
+    const auto colon = d.find(':');
+    const std::string digits = d.substr(1, colon == std::string::npos ? std::string::npos : colon - 1);
+    if (colon == std::string::npos || digits.size() > 6 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      throw InvalidArgument("unknown device '" + device + "' (a rank's device is r<rank>:<device>, e.g. r1:cuda:0)");
+    return "r" + std::to_string(std::stoi(digits)) + ":" + canonicalDevice(d.substr(colon + 1));
+  }
   if (d == "cpu") return d;
   if (d == "cuda") return "cuda:0";
   if (d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
@@ -122,6 +131,21 @@ void Placement::assign(const std::string& stage, const std::string& device) {
     throw InvalidArgument("unknown stage '" + stage + "' (stages: " + joined(order_) + ")");
   map_[stage] = canonicalDevice(device);
 }
+
+RankDevice splitRank(const std::string& device) {
+  const std::string d = canonicalDevice(device);
+  if (d[0] != 'r') return {-1, d};
+  const auto colon = d.find(':');
+  return {std::stoi(d.substr(1, colon - 1)), d.substr(colon + 1)};
+}
+
+int Placement::rankCount() const {
+  int n = 0;
+  for (const auto& s : order_) n = std::max(n, splitRank(map_.at(s)).rank + 1);
+  return n;
+}
+
+int Placement::rankOf(const std::string& stage) const { return std::max(0, splitRank(deviceOf(stage)).rank); }
 
 std::vector<std::string> Placement::devices() const {
   std::vector<std::string> d;

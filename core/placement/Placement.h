@@ -27,6 +27,10 @@ public:
   void assign(const std::string& stage, const std::string& device);
   // Distinct devices in stage order.
   std::vector<std::string> devices() const;
+  // Ranks the placement names ("r1:cuda:0"): 1 + the highest rank, 0 when it names none (one
+  // process). A stage without a rank runs in rank 0's process.
+  int rankCount() const;
+  int rankOf(const std::string& stage) const;
   // Throws DeviceError when a stage's device is not among `available`.
   void checkDevices(const std::vector<std::string>& available) const;
   std::string describe() const;
@@ -41,7 +45,16 @@ private:
   std::map<std::string, std::string> map_;
 };
 
-// "cpu", "cuda", "cuda:1" -> canonical "cpu" / "cuda:0" / "cuda:1"; throws InvalidArgument.
+// "cpu", "cuda", "cuda:1" -> canonical "cpu" / "cuda:0" / "cuda:1"; a rank's device "r1:cuda" ->
+// "r1:cuda:0". Throws InvalidArgument.
 std::string canonicalDevice(const std::string& device);
+
+// A device split into the rank that owns it (-1: this process, no rank named) and the device
+// inside that rank's process.
+struct RankDevice {
+  int rank = -1;
+  std::string device;
+};
+RankDevice splitRank(const std::string& device);
 
 } // namespace splitseg::placement

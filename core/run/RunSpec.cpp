@@ -159,6 +159,9 @@ std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
   for (int i = 0; i < 3; ++i)
     if (patch[i] < 1 || patch[i] > 4096) bad("patch", "each size must be 1..4096 voxels");
   if (batch < 1 || batch > 4096) bad("batch", "must be 1..4096");
+  if (microBatches < 1 || microBatches > batch)
+    bad("micro_batches", "must be 1..batch (" + std::to_string(batch) + "): each micro-batch holds at least one sample");
+  if (rankTimeoutSeconds < 1 || rankTimeoutSeconds > 86400) bad("rank_timeout", "must be 1..86400 seconds");
   if (steps < 1) bad("schedule.steps", "must be at least 1");
   if (epochs < 0) bad("schedule.epochs", "must not be negative");
   if (epochs > 0 && stepsPerEpoch < 1) bad("schedule.steps_per_epoch", "must be at least 1");
@@ -196,7 +199,9 @@ std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
       bad(field, e.what());
       continue;
     }
-    if (!devices.empty() && std::find(devices.begin(), devices.end(), canonical) == devices.end())
+    // Another rank's device is checked by that rank when it joins.
+    if (!devices.empty() && placement::splitRank(canonical).rank < 0 &&
+        std::find(devices.begin(), devices.end(), canonical) == devices.end())
       bad(field, "device '" + device + "' is not available (available: " + joined(devices) + ")");
   }
   if (!stages.empty()) {
@@ -224,6 +229,8 @@ nlohmann::ordered_json RunSpec::toJson() const {
   j["recompute"] = std::vector<std::string>(recompute.begin(), recompute.end());
   j["patch"] = patch;
   j["batch"] = batch;
+  j["micro_batches"] = microBatches;
+  j["rank_timeout"] = rankTimeoutSeconds;
   j["schedule"] = {{"steps", steps},
                    {"epochs", epochs},
                    {"steps_per_epoch", stepsPerEpoch},
@@ -287,6 +294,8 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
   }
   if (const auto* p = top.take("patch")) r.patch = readTriple<std::int64_t>(*p, "patch");
   top.read("batch", r.batch);
+  top.read("micro_batches", r.microBatches);
+  top.read("rank_timeout", r.rankTimeoutSeconds);
   {
     auto s = top.sub("schedule");
     s.read("steps", r.steps);

@@ -1,0 +1,227 @@
+#include "app/cli/CliSupport.h"
+#include "app/cli/Commands.h"
+#include "app/cli/DistTraining.h"
+#include "core/base/Error.h"
+#include "core/dist/Comm.h"
+#include "core/dist/PipelineTrainer.h"
+#include "core/engine/Devices.h"
+#include "core/placement/Placement.h"
+#include "core/plugin/PluginRegistry.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+namespace splitseg::cli {
+
+namespace {
+std::string identity() { return std::string("SplitSeg ") + SPLITSEG_VERSION + ", LibTorch " + TORCH_VERSION; }
+
+// What this rank can run: every device its stages are placed on must exist here.
+std::string rankProblem(const run::RunSpec& spec, const std::vector<std::string>& stages, int rank, int worldSize) {
+  try {
+    const auto p = spec.resolvePlacement(stages, "cpu");
+    const auto owners = dist::stageOwners(p, worldSize);
+    const auto here = engine::runnableDeviceNames();
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      if (owners[i] != rank) continue;
+      const auto d = placement::splitRank(p.deviceOf(stages[i])).device;
+      if (std::find(here.begin(), here.end(), d) == here.end())
+        return "stage " + stages[i] + " is placed on " + d + ", which this rank's machine lacks (it has " +
+               [&] {
+                 std::string s;
+                 for (const auto& h : here) s += (s.empty() ? "" : ", ") + h;
+                 return s;
+               }() + ")";
+    }
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std::int64_t(s) * 1000); }
+} // namespace
+
+bool dropRanks(run::RunSpec& spec) {
+  bool changed = false;
+  for (auto& [stage, device] : spec.placement) {
+    const auto rd = placement::splitRank(device);
+    if (rd.rank < 0) continue;
+    device = rd.device;
+    changed = true;
+  }
+  return changed;
+}
+
+void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
+                     std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress) {
+  dist::Comm comm(env, identity(), seconds(spec.rankTimeoutSeconds));
+  comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"resume", !resume.empty()}}.dump());
+  comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
+  comm.startGroup(seconds(spec.rankTimeoutSeconds));
+  dist::PipelineTrainer trainer(comm, net, source, spec);
+  if (!resume.empty()) trainer.loadCheckpoint(resume);
+  CliMetrics metrics(progress);
+  if (progress == "bar")
+    std::cerr << net->architecture() << " " << net->optionsJson() << " (" << net->parameterCount() << " parameters) on "
+              << env.worldSize << " ranks, " << spec.microBatches << " micro-batches\n";
+  trainer.run(&metrics);
+}
+
+void trainAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
+  dist::Comm comm(env, identity(), seconds(timeoutSeconds));
+  const auto message = nlohmann::json::parse(comm.fetch("run"), nullptr, false);
+  std::string problem;
+  run::RunSpec spec;
+  std::shared_ptr<model::StagedNetwork> net;
+  try {
+    if (message.is_discarded() || !message.contains("run")) throw FormatError("rank 0", "an unreadable run description");
+    spec = run::RunSpec::fromJson(message.at("run"));
+    torch::manual_seed(spec.seed);
+    net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
+    problem = rankProblem(spec, net->stageNames(), env.rank, env.worldSize);
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  comm.agree("ready", problem);
+  comm.startGroup(seconds(spec.rankTimeoutSeconds));
+  dist::PipelineTrainer trainer(comm, net, nullptr, spec);
+  if (message.value("resume", false)) trainer.loadCheckpoint("");
+  trainer.run(nullptr);
+}
+
+namespace {
+struct LaunchArgs {
+  int ranks = 2;
+  int port = 0;
+  int timeout = 120;
+};
+
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error("launch: cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  close(fd);
+  if (port <= 0) throw Error("launch: no free port on 127.0.0.1");
+  return port;
+}
+
+// Starts `ranks` copies of this program with torchrun's environment and the given arguments, then
+// waits. When one rank fails, the others get the rank timeout (plus a margin) to stop by
+// themselves before they are killed. Exit status: the first failing rank's, else 0.
+int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
+  if (args.empty() || (args.front() != "train"))
+    throw InvalidArgument("launch: give the command the ranks run, e.g. launch --local-ranks 2 train --synthetic 32 ...");
+  const int port = a.port > 0 ? a.port : freePort();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < a.ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) throw Error("launch: cannot start rank " + std::to_string(r));
+    if (pid == 0) {
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(a.ranks).c_str(), 1);
+      setenv("SPLITSEG_RANK_TIMEOUT", std::to_string(a.timeout).c_str(), 1);
+      // c10d logs each lost connection with a stack trace; the ranks' own one-line messages say it.
+      setenv("TORCH_CPP_LOG_LEVEL", "ERROR", 0);
+      std::vector<std::string> argv{"splitseg-cli"};
+      argv.insert(argv.end(), args.begin(), args.end());
+      std::vector<char*> cargv;
+      for (auto& s : argv) cargv.push_back(s.data());
+      cargv.push_back(nullptr);
+      execv("/proc/self/exe", cargv.data());
+      std::perror("launch: exec");
+      _exit(127);
+    }
+    pids.push_back(pid);
+    std::cerr << "launch: rank " << r << " pid " << pid << " (127.0.0.1:" << port << ")" << std::endl;
+  }
+  int status = 0, running = a.ranks;
+  std::chrono::steady_clock::time_point deadline{};
+  while (running > 0) {
+    int ws = 0;
+    const pid_t pid = waitpid(-1, &ws, WNOHANG);
+    if (pid > 0) {
+      --running;
+      const auto it = std::find(pids.begin(), pids.end(), pid);
+      const int rank = static_cast<int>(it - pids.begin());
+      const int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+      if (code != 0) {
+        std::cerr << "launch: rank " << rank << " "
+                  << (WIFEXITED(ws) ? "exited with status " + std::to_string(code)
+                                    : "was killed by signal " + std::to_string(WTERMSIG(ws)))
+                  << std::endl;
+        if (status == 0) {
+          status = code;
+          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout + 10);
+        }
+      }
+      continue;
+    }
+    if (status != 0 && std::chrono::steady_clock::now() > deadline) {
+      for (pid_t p : pids) kill(p, SIGKILL);
+      std::cerr << "launch: ranks still running " << a.timeout + 10 << " s after a failure were killed" << std::endl;
+      deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return status;
+}
+} // namespace
+
+void addDistCommands(CLI::App& app) {
+  auto a = std::make_shared<LaunchArgs>();
+  auto* launchCmd = app.add_subcommand(
+      "launch", "start N local ranks (torchrun's environment) running the command that follows, e.g. "
+                "launch --local-ranks 2 train --synthetic 32 --placement enc0=r0:cpu,dec0=r1:cpu");
+  launchCmd->add_option("--local-ranks", a->ranks, "ranks to start on this machine")->check(CLI::Range(1, 64));
+  launchCmd->add_option("--port", a->port, "rendezvous port on 127.0.0.1 (default: a free one)")
+      ->check(CLI::Range(1, 65535));
+  launchCmd->add_option("--rank-timeout", a->timeout, "seconds a rank waits for another (default 120)")
+      ->check(CLI::Range(1, 86400));
+  launchCmd->prefix_command();
+  launchCmd->callback([a, launchCmd] {
+    const int status = launch(*a, launchCmd->remaining());
+    if (status != 0) std::exit(status);
+  });
+
+  auto timeout = std::make_shared<int>(120);
+  auto* worker = app.add_subcommand("worker", "join a run over ranks as RANK (torchrun's environment); the run "
+                                              "comes from rank 0");
+  worker->add_option("--rank-timeout", *timeout, "seconds to wait for rank 0 and the others (default: "
+                                                 "SPLITSEG_RANK_TIMEOUT or 120)")
+      ->check(CLI::Range(1, 86400));
+  worker->callback([timeout, worker] {
+    const auto env = dist::RankEnv::fromEnvironment();
+    if (env.rank == 0) throw InvalidArgument("worker: RANK=0 is the rank that starts the run (splitseg-cli train)");
+    int t = *timeout;
+    if (worker->count("--rank-timeout") == 0)
+      if (const char* s = std::getenv("SPLITSEG_RANK_TIMEOUT"); s && *s) t = std::max(1, std::atoi(s));
+    trainAsWorker(env, t);
+  });
+}
+
+} // namespace splitseg::cli

@@ -1,0 +1,28 @@
+#pragma once
+// Training over ranks from the command line: rank 0 (`train` with WORLD_SIZE > 1), the other
+// ranks (`worker`, or `train` with RANK > 0 as torchrun starts it), and `launch`, which starts N
+// local ranks with torchrun's environment. (DistCommands.cpp)
+#include "core/data/SampleSource.h"
+#include "core/dist/RankEnv.h"
+#include "core/model/StagedNetwork.h"
+#include "core/run/RunSpec.h"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+namespace splitseg::cli {
+
+// Rank 0: sends the run to the others, trains, writes the checkpoint, prints the progress.
+void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
+                     std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress);
+// Any other rank: joins, receives the run from rank 0, trains its stages.
+void trainAsWorker(const dist::RankEnv& env, int timeoutSeconds);
+// One process: a placement that names ranks runs each stage on its device here (a run saved over
+// ranks resumes or infers in one process). Returns whether it changed anything.
+bool dropRanks(run::RunSpec& spec);
+
+void addDistCommands(CLI::App& app);  // launch, worker
+
+} // namespace splitseg::cli

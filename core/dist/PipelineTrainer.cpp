@@ -1,0 +1,307 @@
+#include "core/dist/PipelineTrainer.h"
+#include "core/base/Error.h"
+#include "core/data/SampleSource.h"
+#include "core/engine/AutocastScope.h"
+#include "core/engine/Devices.h"
+#include "core/engine/Loss.h"
+#include "core/engine/MemoryMeter.h"
+#include "core/engine/StageCheckpoint.h"
+#include "core/engine/StepSafety.h"
+#include "core/engine/Trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <map>
+#include <numeric>
+
+namespace splitseg::dist {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string microName(const std::string& what, int m) { return what + " of micro-batch " + std::to_string(m); }
+} // namespace
+
+std::vector<int> stageOwners(const placement::Placement& placement, int worldSize) {
+  std::vector<int> owners;
+  std::vector<bool> used(static_cast<std::size_t>(worldSize), false);
+  for (const auto& s : placement.stages()) {
+    const int r = placement.rankOf(s);
+    if (r >= worldSize)
+      throw InvalidArgument("placement." + s + ": rank " + std::to_string(r) + " does not exist (WORLD_SIZE=" +
+                            std::to_string(worldSize) + ", ranks 0.." + std::to_string(worldSize - 1) + ")");
+    used[static_cast<std::size_t>(r)] = true;
+    owners.push_back(r);
+  }
+  for (int r = 0; r < worldSize; ++r)
+    if (!used[static_cast<std::size_t>(r)])
+      throw InvalidArgument("placement: rank " + std::to_string(r) + " has no stage (WORLD_SIZE=" +
+                            std::to_string(worldSize) + "); place a stage on r" + std::to_string(r) + ":<device>");
+  return owners;
+}
+
+PipelineTrainer::PipelineTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork> network,
+                                 std::shared_ptr<data::SampleSource> source, run::RunSpec run)
+    : comm_(comm), network_(std::move(network)), source_(std::move(source)), spec_(std::move(run)),
+      placement_(spec_.resolvePlacement(network_->stageNames(), "cpu")),
+      schedule_(network_->stageSpecs(), stageOwners(placement_, comm.size()), spec_.microBatches),
+      rng_(spec_.seed) {
+  if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
+  if (spec_.validateEvery > 0)
+    throw InvalidArgument("validate_every: validation is not run over ranks yet; set it to 0 for this run");
+  for (int i = 0; i < schedule_.stageCount(); ++i)
+    devices_.emplace_back(placement::splitRank(placement_.deviceOf(schedule_.spec(i).name)).device);
+  // This rank's stages move to its devices; the rest of its copy of the network stays on the CPU
+  // (rank 0 gathers checkpoints into it).
+  moveOwnedToDevices();
+  std::vector<torch::Tensor> params;
+  std::vector<std::string> devices;
+  for (int i : schedule_.stagesOf(comm_.rank())) {
+    for (auto& p : network_->stageModule(i)->parameters()) params.push_back(p);
+    const std::string d = devices_[static_cast<std::size_t>(i)].str();
+    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  }
+  optimizer_ = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(spec_.learningRate));
+  engine::allocateAdamState(*optimizer_);
+  meter_ = std::make_unique<engine::MemoryMeter>(devices);
+  // One set of initial weights for all: rank 0's. LibTorch's generator restarts from the seed
+  // after the network is built, as the Trainer's does (checkpoints store it).
+  scatter(false, nullptr);
+  torch::manual_seed(spec_.seed);
+}
+
+PipelineTrainer::~PipelineTrainer() = default;
+
+torch::Device PipelineTrainer::deviceOf(int stage) const { return devices_.at(static_cast<std::size_t>(stage)); }
+
+void PipelineTrainer::moveOwnedToDevices() {
+  for (int i : schedule_.stagesOf(comm_.rank())) network_->stageModule(i)->to(deviceOf(i));
+}
+
+engine::StepMetrics PipelineTrainer::step() {
+  const auto t0 = Clock::now();
+  comm_.counters() = {};
+  engine::CpuMemoryScope scope(meter_->cpu());
+  meter_->resetPeaks();
+  network_->root().train();
+  const int me = comm_.rank();
+  const int S = schedule_.stageCount(), M = schedule_.microBatches();
+  const int head = schedule_.headStage();
+  const auto sizes = PipelineSchedule::microSizes(spec_.batch, M);
+  double compute = 0;
+
+  // Rank 0 draws the batch as the Trainer does and sends each reader its micro-batches.
+  std::vector<torch::Tensor> inputs(M), targets(M);
+  if (me == 0) {
+    torch::Tensor input, target;
+    engine::drawBatch(*source_, spec_, rng_, input, target);
+    const std::vector<std::int64_t> split(sizes.begin(), sizes.end());
+    auto ins = input.split_with_sizes(split), tgs = target.split_with_sizes(split);
+    for (int m = 0; m < M; ++m) {
+      inputs[m] = ins[m].contiguous();
+      targets[m] = tgs[m].contiguous();
+      for (int r : schedule_.inputReaders())
+        comm_.send(inputs[m], r, PipelineSchedule::tag(Message::Input, 0, m), microName("the input", m));
+      if (schedule_.owner(head) != 0)
+        comm_.send(targets[m], schedule_.owner(head), PipelineSchedule::tag(Message::Target, 0, m),
+                   microName("the labels", m));
+    }
+  }
+  optimizer_->zero_grad(true);
+
+  auto at = [M](int stage, int m) { return static_cast<std::size_t>(stage * M + m); };
+  std::vector<torch::Tensor> outputs(static_cast<std::size_t>(S * M)), gradients(outputs.size());
+  std::vector<std::vector<torch::Tensor>> leaves(outputs.size());
+  std::map<std::pair<int, int>, torch::Tensor> received, outgoing;
+  std::map<std::pair<int, int>, int> readsLeft;
+  std::vector<torch::Tensor> losses(M), labels(M), headTargets(M);
+  double lossValue = 0;
+
+  auto fetch = [&](const std::string& name, int m) -> torch::Tensor {
+    const int p = schedule_.producer(name);
+    if (p < 0 && me == 0) return inputs[m];
+    if (p >= 0 && schedule_.owner(p) == me) return outputs[at(p, m)];
+    auto& slot = received[{p, m}];
+    if (!slot.defined())
+      slot = p < 0 ? comm_.recv(0, PipelineSchedule::tag(Message::Input, 0, m), microName("the input", m))
+                   : comm_.recv(schedule_.owner(p), PipelineSchedule::tag(Message::Activation, p, m),
+                                microName(schedule_.spec(p).name + "'s output", m));
+    return slot;
+  };
+
+  // Forward, on the wavefront order.
+  for (const Cell& c : schedule_.forwardOrder(me)) {
+    const auto& spec = schedule_.spec(c.stage);
+    const torch::Device device = deviceOf(c.stage);
+    const bool bf16 = spec_.precision.of(spec.name) == placement::Precision::BF16;
+    std::vector<torch::Tensor> in;
+    for (const auto& name : spec.inputs) {
+      torch::Tensor t = fetch(name, c.micro).to(device);
+      if (!bf16 && t.scalar_type() == torch::kBFloat16) t = t.to(torch::kFloat);
+      // Each stage's inputs are leaves of its own graph: backward runs stage by stage, and the
+      // gradient of each input goes to its producer (here or on another rank).
+      t = t.detach();
+      if (schedule_.producer(name) >= 0 && t.is_floating_point()) t.requires_grad_(true);
+      in.push_back(t);
+    }
+    const auto tc = Clock::now();
+    torch::Tensor out;
+    {
+      engine::AutocastScope autocast(bf16, device.type());
+      if (spec_.recompute.count(spec.name)) {
+        auto fn = [this, c](const std::vector<torch::Tensor>& x) { return network_->runStage(c.stage, x); };
+        out = engine::runCheckpointed(fn, in, network_->stageModule(c.stage)->parameters());
+      } else {
+        out = network_->runStage(c.stage, in);
+      }
+    }
+    compute += since(tc);
+    leaves[at(c.stage, c.micro)] = std::move(in);
+    if (c.stage == head) {
+      torch::Tensor target = me == 0 ? targets[c.micro]
+                                     : comm_.recv(0, PipelineSchedule::tag(Message::Target, 0, c.micro),
+                                                  microName("the labels", c.micro));
+      const auto tl = Clock::now();
+      target = target.to(out.device());
+      auto r = engine::segmentationLoss(out, target);
+      const double share = static_cast<double>(sizes[c.micro]) / spec_.batch;
+      losses[c.micro] = r.loss * share;
+      lossValue += r.loss.item<double>() * share;
+      labels[c.micro] = engine::labelsFromLogits(out.detach().to(torch::kFloat)).cpu();
+      headTargets[c.micro] = target.cpu();
+      compute += since(tl);
+    }
+    outputs[at(c.stage, c.micro)] = out;
+    for (int r : schedule_.remoteReaders(c.stage))
+      comm_.send(out, r, PipelineSchedule::tag(Message::Activation, c.stage, c.micro),
+                 microName(spec.name + "'s output", c.micro));
+  }
+
+  // Backward, on the reverse wavefront.
+  for (const Cell& c : schedule_.backwardOrder(me)) {
+    const auto& spec = schedule_.spec(c.stage);
+    auto& out = outputs[at(c.stage, c.micro)];
+    torch::Tensor grad = gradients[at(c.stage, c.micro)];
+    if (c.stage != head) {
+      for (int r : schedule_.remoteReaders(c.stage)) {
+        auto g = comm_.recv(r, PipelineSchedule::tag(Message::Gradient, c.stage, c.micro),
+                            microName("the gradient of " + spec.name + "'s output", c.micro))
+                     .to(out.device());
+        grad = grad.defined() ? grad + g : g;
+      }
+    }
+    const auto tc = Clock::now();
+    if (c.stage == head)
+      torch::autograd::backward({losses[c.micro]});
+    else if (grad.defined() && out.requires_grad())
+      torch::autograd::backward({out}, {grad.to(out.scalar_type())});
+    auto& in = leaves[at(c.stage, c.micro)];
+    for (std::size_t k = 0; k < spec.inputs.size(); ++k) {
+      const int p = schedule_.producer(spec.inputs[k]);
+      if (p < 0) continue;
+      torch::Tensor g = in[k].grad();
+      if (!g.defined()) g = torch::zeros_like(in[k]);
+      if (schedule_.owner(p) == me) {
+        auto& acc = gradients[at(p, c.micro)];
+        g = g.to(outputs[at(p, c.micro)].device());
+        acc = acc.defined() ? acc + g : g;
+        continue;
+      }
+      const std::pair<int, int> key{p, c.micro};
+      auto& acc = outgoing[key];
+      acc = acc.defined() ? acc + g : g.detach();
+      auto left = readsLeft.find(key);
+      if (left == readsLeft.end()) left = readsLeft.emplace(key, schedule_.readsOn(p, me)).first;
+      if (--left->second == 0) {
+        comm_.send(acc, schedule_.owner(p), PipelineSchedule::tag(Message::Gradient, p, c.micro),
+                   microName("the gradient of " + schedule_.spec(p).name + "'s output", c.micro));
+        outgoing.erase(key);
+      }
+    }
+    compute += since(tc);
+    // This cell's activations are no longer needed.
+    out = torch::Tensor();
+    in.clear();
+    gradients[at(c.stage, c.micro)] = torch::Tensor();
+  }
+  const auto to = Clock::now();
+  engine::adamStep(*optimizer_);
+  compute += since(to);
+  ++step_;
+
+  // The head's rank knows loss and Dice (over the whole batch, as one process computes them).
+  std::vector<double> result;
+  if (me == schedule_.owner(head)) {
+    const auto classes = network_->outChannels();
+    result.push_back(lossValue);
+    for (double d : engine::dicePerClass(torch::cat(labels), torch::cat(headTargets),
+                                         classes == 1 ? 1 : static_cast<int>(classes - 1)))
+      result.push_back(d);
+  }
+  auto memory = meter_->read();
+  std::int64_t peak = 0;
+  for (const auto& d : memory) peak = std::max(peak, d.peak);
+  const double wall = since(t0);
+  const auto& cnt = comm_.counters();
+  engine::RankStepStats mine{me, devices_[static_cast<std::size_t>(schedule_.stagesOf(me).front())].str(), compute,
+                             cnt.waitSeconds, std::max(0.0, wall - compute - cnt.waitSeconds), cnt.bytesSent,
+                             cnt.bytesReceived, peak};
+  engine::StepMetrics m;
+  if (me != 0) {
+    if (me == schedule_.owner(head))
+      comm_.send(torch::tensor(result, torch::kDouble), 0, PipelineSchedule::tag(Message::Result, 0, 0), "the loss");
+    comm_.send(torch::tensor(std::vector<double>{mine.computeSeconds, mine.waitSeconds, mine.idleSeconds,
+                                                 double(mine.bytesSent), double(mine.bytesReceived), double(peak)},
+                             torch::kDouble),
+               0, PipelineSchedule::tag(Message::Stats, 0, 0), "the step's figures");
+    comm_.flush();
+    m.step = step_;
+    return m;
+  }
+  if (schedule_.owner(head) != 0) {
+    auto r = comm_.recv(schedule_.owner(head), PipelineSchedule::tag(Message::Result, 0, 0), "the loss");
+    result.assign(r.data_ptr<double>(), r.data_ptr<double>() + r.numel());
+  }
+  m.ranks.push_back(mine);
+  for (int r = 1; r < comm_.size(); ++r) {
+    auto s = comm_.recv(r, PipelineSchedule::tag(Message::Stats, 0, 0), "the step's figures");
+    const double* v = s.data_ptr<double>();
+    m.ranks.push_back({r, "", v[0], v[1], v[2], static_cast<std::int64_t>(v[3]), static_cast<std::int64_t>(v[4]),
+                       static_cast<std::int64_t>(v[5])});
+  }
+  comm_.flush();
+  for (auto& rs : m.ranks)
+    if (rs.device.empty())
+      rs.device = placement::splitRank(placement_.deviceOf(schedule_.spec(schedule_.stagesOf(rs.rank).front()).name)).device;
+  m.step = step_;
+  m.totalSteps = spec_.totalSteps();
+  m.epoch = spec_.epochs > 0 ? static_cast<int>((step_ - 1) / spec_.stepsPerEpoch) + 1 : 1;
+  m.loss = result.empty() ? 0.0 : result.front();
+  if (result.size() > 1) m.dice.assign(result.begin() + 1, result.end());
+  m.meanDice = m.dice.empty() ? 0.0 : std::accumulate(m.dice.begin(), m.dice.end(), 0.0) / double(m.dice.size());
+  m.seconds = since(t0);
+  m.memory = memory;
+  m.hostRss = engine::processRssBytes();
+  return m;
+}
+
+void PipelineTrainer::run(engine::MetricsSink* sink) {
+  const auto total = spec_.totalSteps();
+  while (step_ < total) {
+    auto m = step();
+    if (sink && comm_.rank() == 0) sink->onStep(m);
+    if (spec_.checkpointEvery > 0 && step_ % spec_.checkpointEvery == 0 && step_ < total && !spec_.checkpoint.empty()) {
+      saveCheckpoint(spec_.checkpoint);
+      if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);
+    }
+  }
+  if (!spec_.checkpoint.empty()) {
+    saveCheckpoint(spec_.checkpoint);
+    if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);
+  }
+  comm_.barrier("the end of the run");
+}
+
+} // namespace splitseg::dist

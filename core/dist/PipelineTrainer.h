@@ -1,0 +1,74 @@
+#pragma once
+// Training over ranks: every rank runs this with the same run description (rank 0's); each runs
+// the stages placed on it, sends activations and skip tensors forward and gradients back through
+// Comm, and steps an Adam over its own parameters. Each batch is cut into micro-batches that flow
+// through the ranks on the GPipe schedule (PipelineSchedule). Rank 0 draws the data, gathers the
+// checkpoint (the Trainer's format: a run saved on 3 ranks resumes in one process and back) and
+// reports the step with every rank's compute, wait and idle time, bytes moved and memory peak.
+//
+// Equal to single-process training: the loss is a mean over samples (soft Dice per sample and
+// class, cross-entropy per voxel, all batches' patches the same size), so micro-batch m's loss
+// weighted by its share of the batch sums to the batch's loss and the gradients add up to the
+// batch's; Adam is elementwise, so one Adam per rank equals one over all parameters.
+#include "core/dist/Comm.h"
+#include "core/dist/PipelineSchedule.h"
+#include "core/engine/Metrics.h"
+#include "core/model/StagedNetwork.h"
+#include "core/run/RunSpec.h"
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace torch::optim { class Adam; }
+namespace splitseg::data { class SampleSource; }
+namespace splitseg::engine { class MemoryMeter; }
+
+namespace splitseg::dist {
+
+// "enc0=r1:cpu" -> each stage's rank (stages without a rank: rank 0). Throws InvalidArgument when
+// the placement names a rank outside 0..worldSize-1 or leaves a rank without a stage.
+std::vector<int> stageOwners(const placement::Placement& placement, int worldSize);
+
+class PipelineTrainer {
+public:
+  // `source`: rank 0's training data (the others pass nullptr). The network is built from the run
+  // on every rank; rank 0's weights are sent to the owners of the other stages.
+  PipelineTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork> network,
+                  std::shared_ptr<data::SampleSource> source, run::RunSpec run);
+  ~PipelineTrainer();
+
+  // Collective calls: every rank makes them in the same order.
+  void run(engine::MetricsSink* sink = nullptr);  // steps, checkpoints, the final checkpoint
+  engine::StepMetrics step();                     // complete on rank 0 (loss, Dice, ranks)
+  void saveCheckpoint(const std::string& path);   // rank 0 gathers and writes
+  void loadCheckpoint(const std::string& path);   // rank 0 reads and sends each rank its part
+
+  std::int64_t stepsDone() const { return step_; }
+  const run::RunSpec& spec() const { return spec_; }
+  const PipelineSchedule& schedule() const { return schedule_; }
+
+private:
+  torch::Device deviceOf(int stage) const;
+  void moveOwnedToDevices();
+  // Rank 0 -> owners: weights (with `withState`, also Adam state, from rank 0's `full`) of the
+  // stages on other ranks. (RankCheckpoint.cpp, with the two below.)
+  void scatter(bool withState, torch::optim::Adam* full);
+  // Owners -> rank 0: into rank 0's copy of the network and into `full` (rank 0 only).
+  void gather(torch::optim::Adam* full);
+
+  Comm& comm_;
+  std::shared_ptr<model::StagedNetwork> network_;
+  std::shared_ptr<data::SampleSource> source_;
+  run::RunSpec spec_;
+  placement::Placement placement_;
+  PipelineSchedule schedule_;
+  std::vector<torch::Device> devices_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  std::unique_ptr<engine::MemoryMeter> meter_;
+  std::mt19937_64 rng_;
+  std::int64_t step_ = 0;
+};
+
+} // namespace splitseg::dist

@@ -1,0 +1,22 @@
+#pragma once
+// Where this process stands in a run over ranks, read from torchrun's environment conventions
+// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK), so torchrun, Slurm's srun (with those
+// exported) and `splitseg-cli launch` can all start the ranks.
+#include <string>
+
+namespace splitseg::dist {
+
+struct RankEnv {
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+
+  bool distributed() const { return worldSize > 1; }
+  // Throws InvalidArgument naming the variable ("RANK=3 is not below WORLD_SIZE=2").
+  static RankEnv fromEnvironment();
+  std::string describe() const;  // "rank 1 of 3 (rendezvous 127.0.0.1:29500)"
+};
+
+} // namespace splitseg::dist
