@@ -328,6 +328,18 @@ def gpu_section(path):
         for mode, v in g["largest"].items():
             tried = ", ".join(f"{t.get('size')}{' OOM' if t.get('oom') else ''}" for t in v.get("tried", []))
             lines.append(f"| {mode} | {v.get('measured')}^3 | {v.get('predicted')}^3 | {tried} |")
+    ranks = [r for r in g.get("ranks") or [] if "error" not in r]
+    if ranks:
+        lines += ["", "Ranks (two processes joined through c10d, tensors through host memory; U-Net base 8, 32^3, "
+                  "batch 4, 5 steps, dropout off) against one process:", "",
+                  "| run | placement | micro-batches | weights max abs diff | loss max abs diff | median step | "
+                  "one process | per rank: compute / wait / idle, sent |", "|---|---|---|---|---|---|---|---|"]
+        for r in ranks:
+            per = "; ".join(f"r{x['rank']} {x['device']}: {x['compute_s']:.3f} / {x['wait_s']:.3f} / {x['idle_s']:.3f} s, "
+                            f"{x['bytes_sent'] / 2**20:.1f} MiB" for x in r.get("ranks") or [])
+            lines.append(f"| {r['tag'][6:]} | {r['placement']} | {r['micro_batches']} | {r['max_weight_diff']:.2e} | "
+                         f"{r['loss_diff']:.2e} | {fmt_s(r['median_step_seconds'])} | "
+                         f"{fmt_s(r['single_median_step_seconds'])} | {per} |")
     return "\n".join(lines) + "\n"
 
 

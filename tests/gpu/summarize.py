@@ -88,7 +88,8 @@ def main():
                "devices": devices, "allowance": allowance,
                "equivalence": by_tag.get("equivalence"), "runs": runs,
                "split_vs_single": {s: {"single": single.get(s), "split": split[s]} for s in split},
-               "largest": largest}
+               "largest": largest,
+               "ranks": [r for r in rows if str(r.get("tag", "")).startswith("ranks:")]}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu.json").write_text(json.dumps(summary, indent=1))
@@ -124,6 +125,11 @@ def main():
     for m, v in largest.items():
         lines.append(f"largest cube within {a.cap_gib:g} GiB allocator cap, {m}: measured {v['measured']}, "
                      f"planner {v['predicted']}" + (f" ({v['error']})" if v.get("error") else ""))
+    for r in summary["ranks"]:
+        if "error" in r:
+            continue
+        lines.append(f"{r['tag']}: weights vs one process max abs {r['max_weight_diff']:.2e}, step "
+                     f"{r['median_step_seconds']:.3f}s (one process {r['single_median_step_seconds']:.3f}s)")
     for r in rows:
         if r.get("error") and not r.get("oom"):
             lines.append(f"error in {r.get('tag')}: {str(r['error'])[:160]}")
