@@ -3,7 +3,11 @@
 #include "core/base/Error.h"
 #include "core/engine/HostCachingAllocator.h"
 
+#include <ATen/Context.h>
 #include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <string>
 
 #include <iostream>
 
@@ -26,6 +30,15 @@ int main(int argc, char** argv) {
   try {
     // Reuses freed CPU tensor memory between steps and windows (SPLITSEG_HOST_CACHE=off disables).
     splitseg::engine::installHostCachingAllocatorFromEnvironment();
+    // SPLITSEG_DETERMINISTIC=1: exact fp32 on CUDA (no TF32, deterministic cuDNN algorithms), for
+    // comparing runs bit for bit (the GPU kit's ranks check); slower.
+    if (const char* d = std::getenv("SPLITSEG_DETERMINISTIC"); d && std::string(d) == "1") {
+      auto& c = at::globalContext();
+      c.setAllowTF32CuDNN(false);
+      c.setAllowTF32CuBLAS(false);
+      c.setDeterministicCuDNN(true);
+      c.setBenchmarkCuDNN(false);
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

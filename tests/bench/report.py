@@ -106,6 +106,38 @@ def build(rows):
     plots["training"] = {"SplitSeg": ss, "SplitSeg, split": split, "SplitSeg, host cache off": nc,
                          "C++ plain loop": plain, "PyTorch eager": pt}
 
+    m1, m4, one = pooled(rows, "ranks_m1"), pooled(rows, "ranks_m4"), pooled(rows, "ranks_one")
+    r4 = first(rows, "ranks_m4") or {}
+    label = (f"2 ranks x 1 thread, base {r4.get('base', '?')}, batch {r4.get('batch', '?')}, {r4.get('size', '?')}^3: "
+             "4 micro-batches vs 1 (GPipe)")
+    if m1 and m4:
+        table.append((label, fmt_s(m4), f"{fmt_s(m1)} (M=1)", f"{m1 / m4:.2f}x throughput", ">= 1.5x",
+                      "met" if m1 / m4 >= 1.5 else "missed"))
+        if one:
+            table.append(("  2 ranks (M=4) vs one process with 2 threads", fmt_s(m4), fmt_s(one),
+                          f"{one / m4:.2f}x throughput", "", ""))
+        def spread(kind):
+            v = [x for r in rows if r.get("kind") == kind and "error" not in r for x in r.get("steps", [])]
+            return f"{min(v):.2f}-{max(v):.2f} s over {len(v)} steps" if v else ""
+        table.append(("  range of step times (M=4; M=1; one process)", spread("ranks_m4"), spread("ranks_m1"),
+                      spread("ranks_one"), "", ""))
+        for kind in ("ranks_m1", "ranks_m4"):
+            per = {}
+            for r in rows:
+                if r.get("kind") == kind and "error" not in r:
+                    for x in r.get("per_rank") or []:
+                        per.setdefault(x["rank"], []).append((x["compute_s"], x["wait_s"]))
+            if per:
+                text = "; ".join(f"r{k}: {statistics.median(c for c, _ in v):.2f} / {statistics.median(w for _, w in v):.2f} s"
+                                 for k, v in sorted(per.items()))
+                table.append((f"  diagnostic, {kind[-2:].upper()}: per rank compute / wait (last step)", text, "", "", "", ""))
+        moved = [r.get("bytes_per_step") for r in rows if r.get("kind") in ("ranks_m1", "ranks_m4") and "error" not in r]
+        if moved:
+            table.append(("  bytes moved between the ranks per step", f"{max(moved) / 2**20:.1f} MiB", "", "", "", ""))
+    elif first(rows, "ranks_m4") or first(rows, "ranks_m1"):
+        err = (first(rows, "ranks_m4") or first(rows, "ranks_m1") or {}).get("error", "did not run")
+        table.append((label, fmt_s(m4), fmt_s(m1), "n/a", ">= 1.5x", f"not measured: {err}"))
+
     si, mi = first(rows, "infer_splitseg") or {}, first(rows, "infer_monai") or {}
     vol = "x".join(str(s) for s in si.get("size", [])) or "?"
     label = f"sliding window {vol}, window {si.get('window', ['?'])[0]}, overlap {si.get('overlap', '?')}"

@@ -133,6 +133,19 @@ else
     >>"$OUTD/results.jsonl"
 fi
 
+# 4b. Ranks (issue 13): 2 local ranks x 1 thread, the seed network at base $BASE, batch 4, ${SIZE}^3:
+# GPipe with 4 micro-batches against 1, and against one process with 2 threads. Interleaved rounds.
+RSTEPS="${BENCH_RANK_STEPS:-3}"; [ "${BENCH_QUICK:-0}" = 1 ] && RSTEPS=2
+# A contiguous split balanced by FLOPs (the decoders at full resolution cost about twice their encoders).
+RPLACE="enc0=r0:cpu,enc1=r0:cpu,enc2=r0:cpu,enc3=r0:cpu,bottleneck=r0:cpu,dec3=r0:cpu,dec2=r0:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu"
+RB=("$PY" "$HERE/ranks_bench.py" --cli "$CLI" --size "$SIZE" --base "$BASE" --batch 4 --steps "$RSTEPS")
+for r in $(seq 1 "$ROUNDS"); do
+  log "ranks round $r/$ROUNDS"
+  record ranks_m1 "${RB[@]}" --ranks 2 --micro 1 --threads 1 --placement "$RPLACE"
+  record ranks_m4 "${RB[@]}" --ranks 2 --micro 4 --threads 1 --placement "$RPLACE"
+  record ranks_one "${RB[@]}" --ranks 0 --threads 2
+done
+
 # 5. UI responsiveness (GUI builds): the UI thread's longest and 99th-percentile stall while the whole
 # workstation trains (heartbeat every 5 ms).
 UISTEPS="${BENCH_UI_STEPS:-20}"; [ "${BENCH_QUICK:-0}" = 1 ] && UISTEPS=4

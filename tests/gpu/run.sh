@@ -127,11 +127,16 @@ record() {  # TAG COMMAND...: the command's last JSON line, tagged, or an error 
 # both on cuda:0 and split cpu | cuda:0, against one process; M micro-batches. Weights after 5
 # steps compared with torch in Python; each run's last step says where the time went.
 RANKDEV="$DEV"
+export SPLITSEG_DETERMINISTIC=1  # TF32 off, deterministic cuDNN: differences are the ranks', not TF32's
 RFLAGS=(--synthetic 32 --patch 32 --base 8 --depth 3 --arch-options '{"dropout":[0,0,0]}' --batch 4 --steps 5
         --seed 3 --lr 0.01 --progress jsonl)
 rp() { echo "enc0=$1,enc1=$1,bottleneck=$2,dec1=$2,dec0=$2,head=$2"; }
-"$BIN/splitseg-cli" train "${RFLAGS[@]}" --placement "$(rp "$RANKDEV" "$RANKDEV")" --save "$WORK/r_one.pt" \
-  >"$WORK/r_one.jsonl" 2>"$WORK/r_one.err" || tail -n 3 "$WORK/r_one.err"
+# The references: one process with the same devices (same kernels, so exact in fp32).
+for ref in same mixed; do
+  a="$RANKDEV"; [ $ref = mixed ] && a=cpu
+  "$BIN/splitseg-cli" train "${RFLAGS[@]}" --placement "$(rp "$a" "$RANKDEV")" --save "$WORK/r_one-$ref.pt" \
+    >"$WORK/r_one-$ref.jsonl" 2>"$WORK/r_one-$ref.err" || tail -n 3 "$WORK/r_one-$ref.err"
+done
 for name in same-M1 same-M4 mixed-M1 mixed-M4; do
   case $name in same-*) first="r0:$RANKDEV" ;; *) first="r0:cpu" ;; esac
   second="r1:$RANKDEV"; M="${name##*-M}"
@@ -144,11 +149,13 @@ work, name, placement, micro = sys.argv[1:5]
 rec = {"tag": "ranks:" + name, "placement": placement, "micro_batches": int(micro)}
 try:
     import torch
-    one, many = torch.jit.load(f"{work}/r_one.pt"), torch.jit.load(f"{work}/r_{name}.pt")
+    ref = "one-" + name.split("-")[0]
+    rec["reference"] = "one process, same devices"
+    one, many = (torch.jit.load(f"{work}/r_{n}.pt", map_location="cpu") for n in (ref, name))
     a = dict(one.named_parameters()); b = dict(many.named_parameters())
     rec["max_weight_diff"] = max((a[k] - b[k]).abs().max().item() for k in a if k.startswith("model."))
     steps = [json.loads(l) for l in open(f"{work}/r_{name}.jsonl") if l.startswith("{") and '"loss"' in l]
-    single = [json.loads(l) for l in open(f"{work}/r_one.jsonl") if l.startswith("{") and '"loss"' in l]
+    single = [json.loads(l) for l in open(f"{work}/r_{ref}.jsonl") if l.startswith("{") and '"loss"' in l]
     rec["loss_diff"] = max(abs(x["loss"] - y["loss"]) for x, y in zip(steps, single))
     rec["median_step_seconds"] = statistics.median(s["seconds"] for s in steps[1:])
     rec["single_median_step_seconds"] = statistics.median(s["seconds"] for s in single[1:])
@@ -160,6 +167,7 @@ PYEOF
   tail -n 1 "$RES" | cut -c1-240
 done
 
+unset SPLITSEG_DETERMINISTIC
 SPLIT="enc3=cpu,bottleneck=cpu,dec3=cpu"
 ALLCPU="enc0=cpu,enc1=cpu,enc2=cpu,enc3=cpu,bottleneck=cpu,dec3=cpu,dec2=cpu,dec1=cpu,dec0=cpu,head=cpu"
 "$BIN/splitseg-bench" export --size "$EQ_SIZE" --base "$BASE" --state "$WORK/eq.pt" >/dev/null
