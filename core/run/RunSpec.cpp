@@ -159,7 +159,7 @@ std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
   for (int i = 0; i < 3; ++i)
     if (patch[i] < 1 || patch[i] > 4096) bad("patch", "each size must be 1..4096 voxels");
   if (batch < 1 || batch > 4096) bad("batch", "must be 1..4096");
-  if (microBatches < 1 || microBatches > batch)
+  if (microBatches < 1 || (batch >= 1 && microBatches > batch))
     bad("micro_batches", "must be 1..batch (" + std::to_string(batch) + "): each micro-batch holds at least one sample");
   if (rankTimeoutSeconds < 1 || rankTimeoutSeconds > 86400) bad("rank_timeout", "must be 1..86400 seconds");
   if (steps < 1) bad("schedule.steps", "must be at least 1");

@@ -30,6 +30,8 @@ run::RunSpec fullRun() {
   r.recompute = {"enc1", "dec1"};
   r.patch = {96, 80, 64};
   r.batch = 3;
+  r.microBatches = 2;
+  r.rankTimeoutSeconds = 30;
   r.steps = 1234;
   r.epochs = 4;
   r.stepsPerEpoch = 25;
@@ -80,6 +82,8 @@ private Q_SLOTS:
     QCOMPARE(back.recompute, r.recompute);
     QCOMPARE(back.patch, r.patch);
     QCOMPARE(back.batch, r.batch);
+    QCOMPARE(back.microBatches, r.microBatches);
+    QCOMPARE(back.rankTimeoutSeconds, r.rankTimeoutSeconds);
     QCOMPARE(back.totalSteps(), r.totalSteps());
     QCOMPARE(back.validateEvery, r.validateEvery);
     QCOMPARE(back.checkpointEvery, r.checkpointEvery);
@@ -118,6 +122,8 @@ private Q_SLOTS:
     b.stepsPerEpoch = a.stepsPerEpoch;
     b.epochs = a.epochs;
     b.steps = a.steps;
+    b.rankTimeoutSeconds = a.rankTimeoutSeconds;
+    b.microBatches = a.microBatches;
     b.batch = a.batch;
     b.patch = a.patch;
     b.recompute = {"dec1", "enc1"};
@@ -208,6 +214,9 @@ private Q_SLOTS:
     QTest::newRow("patch 0") << "patch 0" << none << false << "patch";
     QTest::newRow("patch too large") << "patch 5000" << none << false << "patch";
     QTest::newRow("batch 0") << "batch 0" << none << false << "batch";
+    QTest::newRow("more micro-batches than samples") << "micro 5 of 4" << none << false << "micro_batches";
+    QTest::newRow("micro-batches 0") << "micro 0" << none << false << "micro_batches";
+    QTest::newRow("rank timeout 0") << "rank timeout 0" << none << false << "rank_timeout";
     QTest::newRow("steps 0") << "steps 0" << none << false << "schedule.steps";
     QTest::newRow("epochs negative") << "epochs -1" << none << false << "schedule.epochs";
     QTest::newRow("steps per epoch 0") << "steps per epoch 0" << none << false << "schedule.steps_per_epoch";
@@ -248,6 +257,9 @@ private Q_SLOTS:
         {"patch 0", [](run::RunSpec& r) { r.patch = {0, 64, 64}; }},
         {"patch 5000", [](run::RunSpec& r) { r.patch = {64, 64, 5000}; }},
         {"batch 0", [](run::RunSpec& r) { r.batch = 0; }},
+        {"micro 5 of 4", [](run::RunSpec& r) { r.batch = 4; r.microBatches = 5; }},
+        {"micro 0", [](run::RunSpec& r) { r.microBatches = 0; }},
+        {"rank timeout 0", [](run::RunSpec& r) { r.rankTimeoutSeconds = 0; }},
         {"steps 0", [](run::RunSpec& r) { r.steps = 0; }},
         {"epochs -1", [](run::RunSpec& r) { r.epochs = -1; }},
         {"steps per epoch 0", [](run::RunSpec& r) { r.epochs = 2; r.stepsPerEpoch = 0; }},
