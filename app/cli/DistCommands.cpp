@@ -3,6 +3,7 @@
 #include "app/cli/DistTraining.h"
 #include "core/base/Error.h"
 #include "core/dist/Comm.h"
+#include "core/dist/PipelineInferer.h"
 #include "core/dist/PipelineTrainer.h"
 #include "core/engine/Devices.h"
 #include "core/placement/Placement.h"
@@ -69,7 +70,7 @@ bool dropRanks(run::RunSpec& spec) {
 void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
                      std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress) {
   dist::Comm comm(env, identity(), seconds(spec.rankTimeoutSeconds));
-  comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"resume", !resume.empty()}}.dump());
+  comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "train"}, {"resume", !resume.empty()}}.dump());
   comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
   dist::PipelineTrainer trainer(comm, net, source, spec);
@@ -81,7 +82,19 @@ void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_pt
   trainer.run(&metrics);
 }
 
-void trainAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
+void inferAsRankZero(const dist::RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
+                     const std::function<void(engine::Inferer&)>& use) {
+  dist::Comm comm(env, identity(), seconds(spec.rankTimeoutSeconds));
+  comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "infer"}}.dump());
+  comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
+  comm.startGroup(seconds(spec.rankTimeoutSeconds));
+  dist::PipelineInferer ranks(comm, net, spec);
+  engine::Inferer inferer(ranks);
+  use(inferer);
+  ranks.finish();
+}
+
+void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   dist::Comm comm(env, identity(), seconds(timeoutSeconds));
   const auto message = nlohmann::json::parse(comm.fetch("run"), nullptr, false);
   std::string problem;
@@ -98,9 +111,20 @@ void trainAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   }
   comm.agree("ready", problem);
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
+  if (message.value("mode", std::string("train")) == "infer") {
+    dist::PipelineInferer ranks(comm, net, spec);
+    ranks.serve();
+    return;
+  }
   dist::PipelineTrainer trainer(comm, net, nullptr, spec);
   if (message.value("resume", false)) trainer.loadCheckpoint("");
   trainer.run(nullptr);
+}
+
+int workerTimeout(int flagValue, bool flagGiven) {
+  if (flagGiven) return flagValue;
+  if (const char* s = std::getenv("SPLITSEG_RANK_TIMEOUT"); s && *s) return std::max(1, std::atoi(s));
+  return 120;
 }
 
 namespace {
@@ -131,8 +155,9 @@ int freePort() {
 // waits. When one rank fails, the others get the rank timeout (plus a margin) to stop by
 // themselves before they are killed. Exit status: the first failing rank's, else 0.
 int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
-  if (args.empty() || (args.front() != "train"))
-    throw InvalidArgument("launch: give the command the ranks run, e.g. launch --local-ranks 2 train --synthetic 32 ...");
+  if (args.empty() || (args.front() != "train" && args.front() != "infer"))
+    throw InvalidArgument("launch: give the command the ranks run (train or infer), e.g. launch --local-ranks 2 train "
+                          "--synthetic 32 ...");
   const int port = a.port > 0 ? a.port : freePort();
   std::vector<pid_t> pids;
   for (int r = 0; r < a.ranks; ++r) {
@@ -221,10 +246,7 @@ void addDistCommands(CLI::App& app) {
   worker->callback([timeout, worker] {
     const auto env = dist::RankEnv::fromEnvironment();
     if (env.rank == 0) throw InvalidArgument("worker: RANK=0 is the rank that starts the run (splitseg-cli train)");
-    int t = *timeout;
-    if (worker->count("--rank-timeout") == 0)
-      if (const char* s = std::getenv("SPLITSEG_RANK_TIMEOUT"); s && *s) t = std::max(1, std::atoi(s));
-    trainAsWorker(env, t);
+    runAsWorker(env, workerTimeout(*timeout, worker->count("--rank-timeout") > 0));
   });
 }
 

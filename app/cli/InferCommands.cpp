@@ -1,4 +1,5 @@
 #include "app/cli/CliSupport.h"
+#include "app/cli/DistTraining.h"
 #include "app/cli/Commands.h"
 #include "app/cli/RunOptions.h"
 #include "core/plugin/PluginRegistry.h"
@@ -10,6 +11,8 @@
 #include "core/engine/Tensors.h"
 #include "core/engine/Trainer.h"
 
+#include <torch/serialize.h>
+
 #ifdef SPLITSEG_WITH_ITK
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
@@ -17,6 +20,7 @@
 #endif
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 
 namespace splitseg::cli {
@@ -32,6 +36,7 @@ struct InferArgs {
   int batch = 1;
   std::string progress = "bar";
   std::uint64_t seed = 1;
+  std::string probabilities;
 };
 
 // The run's window and overlap, with the windows per pass of the command line.
@@ -70,6 +75,12 @@ void inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& 
 #endif
 
 void runInfer(const InferArgs& a) {
+  // Started as a rank other than 0 (torchrun): rank 0 sends the run and the windows.
+  const auto env = dist::RankEnv::fromEnvironment();
+  if (env.rank > 0) {
+    runAsWorker(env, workerTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
+    return;
+  }
   // The run: the checkpoint's (network, preprocessing, precision), or the session's; flags overlay.
   run::RunSpec base;
   if (!a.checkpoint.empty()) base = engine::readCheckpointInfo(a.checkpoint).run;
@@ -92,34 +103,45 @@ void runInfer(const InferArgs& a) {
     net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
   }
   a.run.applyStages(spec, net->stageNames());
+  if (const char* t = std::getenv("SPLITSEG_RANK_TIMEOUT"); t && *t && !a.run.given("--rank-timeout"))
+    spec.rankTimeoutSeconds = std::max(1, std::atoi(t));
+  if (!env.distributed() && dropRanks(spec))
+    std::cerr << "note: the placement names ranks; this is one process, so each stage runs on its device here\n";
   spec.check(engine::runnableDeviceNames(), net->stageNames());
   if (a.run.printRun()) {
     std::cout << spec.toJson().dump(2) << "\n";
     return;
   }
   const auto placement = spec.resolvePlacement(net->stageNames(), engine::runnableDeviceNames().front());
+  auto use = [&](engine::Inferer& inferer) {
+    if (!synthetic) {
+#ifdef SPLITSEG_WITH_ITK
+      inferVolume(a, spec, inferer, placement.describe());
+      return;
+#else
+      throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
+#endif
+    }
+    data::PhantomOptions po;
+    po.size = run::parseSize(a.run.synthetic);
+    po.seed = a.seed;
+    po.foregroundClasses = net->outChannels() == 1 ? 1 : static_cast<int>(net->outChannels() - 1);
+    auto phantom = data::makePhantom(po);
+    engine::Prediction pred;
+    const double seconds = timedPredict(a, spec, inferer, engine::toTensor(phantom.image).unsqueeze(0), pred);
+    auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
+                                     po.foregroundClasses);
+    if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);
+    nlohmann::json out{{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
+    std::cout << out.dump() << "\n";
+  };
+  if (env.distributed()) {
+    inferAsRankZero(env, spec, net, use);
+    return;
+  }
   engine::SplitExecutor executor(net, placement, spec.precision);
   engine::Inferer inferer(executor);
-  if (!synthetic) {
-#ifdef SPLITSEG_WITH_ITK
-    inferVolume(a, spec, inferer, placement.describe());
-    return;
-#else
-    throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
-#endif
-  }
-
-  data::PhantomOptions po;
-  po.size = run::parseSize(a.run.synthetic);
-  po.seed = a.seed;
-  po.foregroundClasses = net->outChannels() == 1 ? 1 : static_cast<int>(net->outChannels() - 1);
-  auto phantom = data::makePhantom(po);
-  engine::Prediction pred;
-  const double seconds = timedPredict(a, spec, inferer, engine::toTensor(phantom.image).unsqueeze(0), pred);
-  auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
-                                   po.foregroundClasses);
-  nlohmann::json out{{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
-  std::cout << out.dump() << "\n";
+  use(inferer);
 }
 } // namespace
 
@@ -137,6 +159,8 @@ void addInferCommands(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "windows per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--progress", a->progress, "jsonl|bar|none")->capture_default_str();
   cmd->add_option("--seed", a->seed, "phantom seed")->capture_default_str();
+  cmd->add_option("--probabilities", a->probabilities,
+                  "with --synthetic: also save the predicted probabilities (C, D, H, W) as a LibTorch tensor file");
   cmd->callback([a] { runInfer(*a); });
 }
 

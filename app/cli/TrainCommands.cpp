@@ -52,10 +52,7 @@ void runTrain(const TrainArgs& a) {
   // Started by torchrun (or srun) as a rank other than 0: the run comes from rank 0.
   const auto env = dist::RankEnv::fromEnvironment();
   if (env.rank > 0) {
-    int timeout = a.run.given("--rank-timeout") ? a.run.build().rankTimeoutSeconds : 120;
-    if (const char* t = std::getenv("SPLITSEG_RANK_TIMEOUT"); t && *t && !a.run.given("--rank-timeout"))
-      timeout = std::max(1, std::atoi(t));
-    trainAsWorker(env, timeout);
+    runAsWorker(env, workerTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
     return;
   }
   // The run: defaults, or the checkpoint being resumed, or the session; then the typed flags.

@@ -31,6 +31,10 @@ namespace splitseg::dist {
 // the placement names a rank outside 0..worldSize-1 or leaves a rank without a stage.
 std::vector<int> stageOwners(const placement::Placement& placement, int worldSize);
 
+// Rank 0's weights (parameters and buffers) of every stage placed on another rank, sent to that
+// rank (collective; every rank calls it). Starts a run from one set of weights.
+void sendWeightsFromRank0(Comm& comm, model::StagedNetwork& network, const PipelineSchedule& schedule);
+
 class PipelineTrainer {
 public:
   // `source`: rank 0's training data (the others pass nullptr). The network is built from the run

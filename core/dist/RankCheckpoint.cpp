@@ -37,7 +37,30 @@ std::unique_ptr<torch::optim::Adam> fullOptimizer(model::StagedNetwork& net, dou
 }
 } // namespace
 
+void sendWeightsFromRank0(Comm& comm, model::StagedNetwork& network, const PipelineSchedule& schedule) {
+  torch::NoGradGuard noGrad;
+  for (int i = 0; i < schedule.stageCount(); ++i) {
+    const int owner = schedule.owner(i);
+    if (owner == 0 || (comm.rank() != 0 && comm.rank() != owner)) continue;
+    const std::string stage = schedule.spec(i).name;
+    auto module = network.stageModule(i);
+    int k = 0;
+    auto tensors = module->parameters();
+    for (auto& b : module->buffers()) tensors.push_back(b);
+    for (auto& t : tensors) {
+      const int tag = PipelineSchedule::tag(Message::State, i, k++);
+      if (comm.rank() == 0) comm.send(t, owner, tag, stage + "'s weights");
+      else t.copy_(comm.recv(0, tag, stage + "'s weights"));
+    }
+  }
+  comm.flush();
+}
+
 void PipelineTrainer::scatter(bool withState, torch::optim::Adam* full) {
+  if (!withState) {
+    sendWeightsFromRank0(comm_, *network_, schedule_);
+    return;
+  }
   torch::NoGradGuard noGrad;
   const int me = comm_.rank();
   for (int i = 0; i < schedule_.stageCount(); ++i) {

@@ -43,34 +43,35 @@ torch::Tensor gaussianWindow(const std::array<std::int64_t, 3>& w, double sigmaS
 
 torch::Tensor Inferer::runPadded(const torch::Tensor& batch) {
   // Pad each spatial size up to the network's divisor, run, crop back.
-  const auto div = executor_.network().sizeDivisor();
+  const auto div = network().sizeDivisor();
   const auto d = batch.size(2), h = batch.size(3), w = batch.size(4);
   const auto pd = roundUp(d, div) - d, ph = roundUp(h, div) - h, pw = roundUp(w, div) - w;
   torch::Tensor x = batch;
   if (pd || ph || pw) x = torch::constant_pad_nd(batch, {0, pw, 0, ph, 0, pd}, 0.0);
-  auto logits = executor_.forward(x.to(executor_.inputDevice()));
+  auto logits = executor_ ? executor_->forward(x.to(executor_->inputDevice())) : forward_->forward(x);
   return logits.index({Slice(), Slice(), Slice(0, d), Slice(0, h), Slice(0, w)}).to(torch::kCPU);
 }
 
 Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o, ProgressSink* progress,
                             CancelToken* cancel) {
   if (imageIn.dim() != 4) throw InvalidArgument("inference input must be (channels, D, H, W)");
-  if (imageIn.size(0) != executor_.network().inChannels())
+  if (imageIn.size(0) != network().inChannels())
     throw InvalidArgument("image has " + std::to_string(imageIn.size(0)) + " channels, the network expects " +
-                          std::to_string(executor_.network().inChannels()));
+                          std::to_string(network().inChannels()));
   if (!torch::isfinite(imageIn).all().item<bool>()) throw InvalidArgument("image contains NaN or infinite values");
   // Before InferenceMode, so the converted weights are normal tensors and training can go on
   // with them after the layout is restored (the guard ends after InferenceMode's).
   struct ChannelsLastScope {
-    SplitExecutor& executor;
+    SplitExecutor* executor;
     bool on;
     ~ChannelsLastScope() {
-      if (on) executor.setCpuChannelsLast(false);
+      if (on) executor->setCpuChannelsLast(false);
     }
-  } channelsLast{executor_, o.cpuChannelsLast && !c10::InferenceMode::is_enabled() && !executor_.cpuChannelsLast()};
-  if (channelsLast.on) executor_.setCpuChannelsLast(true);
+  } channelsLast{executor_, executor_ && o.cpuChannelsLast && !c10::InferenceMode::is_enabled() &&
+                                !executor_->cpuChannelsLast()};
+  if (channelsLast.on) executor_->setCpuChannelsLast(true);
   c10::InferenceMode inferenceMode;  // no autograd bookkeeping at all
-  auto& net = executor_.network().root();
+  auto& net = network().root();
   const bool wasTraining = net.is_training();
   net.eval();
   const torch::Tensor image = imageIn.to(torch::kFloat).contiguous();
@@ -89,7 +90,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
 
   // Window given as x, y, z; tensors are (D=z, H=y, W=x). Smaller volumes are padded up to it.
   const std::array<std::int64_t, 3> requested{o.window[2], o.window[1], o.window[0]};
-  const auto div = executor_.network().sizeDivisor();
+  const auto div = network().sizeDivisor();
   for (auto w : requested)
     if (w % div != 0)
       throw InvalidArgument("window size " + std::to_string(w) + " must be a multiple of " + std::to_string(div));
@@ -106,7 +107,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
     x = torch::constant_pad_nd(image, {0, padded[2] - size[2], 0, padded[1] - size[1], 0, padded[0] - size[0]}, 0.0);
 
   const auto importance = o.gaussian ? gaussianWindow(win, o.sigmaScale) : torch::ones({win[0], win[1], win[2]});
-  const auto outC = executor_.network().outChannels();
+  const auto outC = network().outChannels();
   auto sum = torch::zeros({outC, padded[0], padded[1], padded[2]}, torch::kFloat);
   auto weight = torch::zeros({padded[0], padded[1], padded[2]}, torch::kFloat);
 

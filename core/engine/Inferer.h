@@ -24,16 +24,29 @@ struct Prediction {
   torch::Tensor labels;         // (D, H, W) int64 on CPU
 };
 
+// What the Inferer runs batches of windows through when it is not a SplitExecutor in this process:
+// the ranks of a run over several processes (dist::PipelineInferer).
+class WindowForward {
+public:
+  virtual ~WindowForward() = default;
+  // (N, Cin, d, h, w) on the CPU -> logits (N, C, d, h, w), fp32, on any device.
+  virtual torch::Tensor forward(const torch::Tensor& batch) = 0;
+  virtual model::StagedNetwork& network() = 0;
+};
+
 class Inferer {
 public:
-  explicit Inferer(SplitExecutor& executor) : executor_(executor) {}
+  explicit Inferer(SplitExecutor& executor) : executor_(&executor) {}
+  explicit Inferer(WindowForward& forward) : forward_(&forward) {}
   // image: (Cin, D, H, W) float on CPU. Pads to the network's size divisor where needed.
   Prediction predict(const torch::Tensor& image, const InferOptions& options,
                      ProgressSink* progress = nullptr, CancelToken* cancel = nullptr);
 
 private:
   torch::Tensor runPadded(const torch::Tensor& batch);  // (N, Cin, d, h, w) -> logits cropped back
-  SplitExecutor& executor_;
+  model::StagedNetwork& network() { return executor_ ? executor_->network() : forward_->network(); }
+  SplitExecutor* executor_ = nullptr;
+  WindowForward* forward_ = nullptr;
 };
 
 // A whole image through the run's preprocessing and the network, and its labels back onto the

@@ -113,6 +113,42 @@ private Q_SLOTS:
     }
   }
 
+  // Sliding-window and whole-volume inference through the ranks: the same probabilities as one
+  // process, from a checkpoint trained in one process.
+  void inferenceMatchesOneProcess_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<QString>("placement");
+    QTest::addColumn<QString>("window");
+    QTest::newRow("2 ranks, sliding window 16") << 2 << kEncodersDecoders << "16";
+    QTest::newRow("3 ranks, whole volume") << 3 << kThreeRanks << "0";
+    QTest::newRow("3 ranks, sliding window 16x16x32") << 3 << kThreeRanks << "16,16,32";
+  }
+  void inferenceMatchesOneProcess() {
+    QFETCH(int, ranks);
+    QFETCH(QString, placement);
+    QFETCH(QString, window);
+    QTemporaryDir dir;
+    const QString ckpt = dir.filePath("net.pt"), one = dir.filePath("one.pt"), many = dir.filePath("many.pt");
+    auto r = cli(QStringList{"train"} + runFlags(2) + QStringList{"--save", ckpt});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const QStringList infer{"--checkpoint", ckpt, "--synthetic", "32", "--window", window, "--progress", "none"};
+    r = cli(QStringList{"infer"} + infer + QStringList{"--probabilities", one});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = cli(QStringList{"launch", "--local-ranks", QString::number(ranks), "--rank-timeout", "30", "infer"} + infer +
+            QStringList{"--placement", placement, "--probabilities", many});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    torch::Tensor a, b;
+    torch::load(a, one.toStdString());
+    torch::load(b, many.toStdString());
+    QCOMPARE(a.sizes().vec(), b.sizes().vec());
+    QCOMPARE(a.size(1), 32);
+    const double diff = (a - b).abs().max().item<double>();
+    qInfo("probabilities max abs difference: %.3g", diff);
+    QVERIFY2(diff <= 1e-5, qPrintable(QString::number(diff)));
+    // Not a constant map: the comparison means something.
+    QVERIFY((a.max() - a.min()).item<double>() > 1e-3);
+  }
+
   // 3 ranks write a checkpoint; one process resumes it, 3 ranks resume it: the same next step.
   // And a one-process checkpoint resumed on 3 ranks continues like the one process.
   void checkpointsCrossRankCounts() {

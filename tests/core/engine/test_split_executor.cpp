@@ -3,11 +3,17 @@
 // stage specs the executor follows, so a wrong skip connection fails here. Equivalence runs keep
 // fp32 exact (TF32 off, deterministic cuDNN: checks::ExactFp32Guard).
 #include "core/engine/SplitExecutor.h"
+#include "core/data/Phantom.h"
 #include "core/engine/MemoryMeter.h"
+#include "core/engine/Tensors.h"
+#include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
 #include "tests/support/GpuChecks.h"
 
+#include <QProcess>
+#include <QTemporaryDir>
 #include <QtTest>
+#include <torch/serialize.h>
 #include <torch/torch.h>
 
 using namespace splitseg;
@@ -71,6 +77,51 @@ private Q_SLOTS:
     for (std::size_t s = 0; s < net.stageSpecs().size(); ++s)
       for (const auto& p : net.stageModule(s)->parameters())
         QCOMPARE(p.device().str(), plan.deviceOf(net.stageSpecs()[s].name));
+  }
+
+  // Across a real process boundary: the stages on 2 or 3 ranks (splitseg-cli launch, c10d on
+  // 127.0.0.1) give the hand-wired reference's probabilities for a whole phantom.
+  void acrossProcesses_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<QString>("placement");
+    QTest::newRow("2 ranks, encoders | rest") << 2 << "enc0=r0:cpu,enc1=r0:cpu,enc2=r0:cpu,bottleneck=r1:cpu,dec2=r1:cpu,"
+                                                     "dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu";
+    QTest::newRow("3 ranks, every skip crosses") << 3 << "enc0=r0:cpu,enc1=r1:cpu,enc2=r2:cpu,bottleneck=r2:cpu,"
+                                                        "dec2=r1:cpu,dec1=r0:cpu,dec0=r2:cpu,head=r0:cpu";
+  }
+  void acrossProcesses() {
+    QFETCH(int, ranks);
+    QFETCH(QString, placement);
+    torch::manual_seed(7);
+    auto holder = model::UNet3d(tinyOptions().dropout({0, 0, 0}));
+    auto& net = *holder;
+    QTemporaryDir dir;
+    const QString ckpt = dir.filePath("net.pt"), probs = dir.filePath("probs.pt");
+    run::RunSpec spec;
+    spec.architecture = net.architecture();
+    spec.networkOptions = nlohmann::json::parse(net.optionsJson());
+    torch::optim::Adam adam(net.parameters());
+    engine::writeCheckpoint(ckpt.toStdString(), net, adam, spec, 0, "");
+
+    QProcess p;
+    p.start(SPLITSEG_CLI, {"launch", "--local-ranks", QString::number(ranks), "--rank-timeout", "30", "infer",
+                           "--checkpoint", ckpt, "--synthetic", "32", "--seed", "1", "--window", "0", "--placement",
+                           placement, "--probabilities", probs, "--progress", "none"});
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    torch::Tensor got;
+    torch::load(got, probs.toStdString());
+
+    data::PhantomOptions po;
+    po.size = {32, 32, 32};
+    po.seed = 1;
+    const auto image = engine::toTensor(data::makePhantom(po).image).unsqueeze(0).unsqueeze(0);
+    net.eval();
+    torch::NoGradGuard noGrad;
+    const auto ref = torch::sigmoid(checks::referenceForward(net, 4, image)).squeeze(0);
+    QCOMPARE(got.sizes().vec(), ref.sizes().vec());
+    const auto o = checks::compare(got, ref, 1e-5, 1e-5);
+    QVERIFY2(o.within, qPrintable(QString("probabilities max abs diff %1").arg(o.maxAbs)));
   }
 
   // The shared checks (the accelerator machine runs them too): without dropout the split model
