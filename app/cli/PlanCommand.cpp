@@ -26,6 +26,7 @@ using namespace splitseg::placement;
 struct PlanArgs {
   std::string size = "128";
   int batch = 1;
+  int microBatches = 1;
   std::int64_t base = 32;
   int depth = 5;
   std::int64_t inChannels = 1;
@@ -136,6 +137,7 @@ void runPlan(const PlanArgs& a) {
   run::RunSpec spec;
   spec.patch = parsePatchXyz(a.size);
   spec.batch = a.batch;
+  spec.microBatches = a.microBatches;
   spec.precision = StagePrecisions::parse(a.precision, names);
   spec.recompute = run::parseStageList(a.checkpoint, names);
   if (a.optimizer != "adam" && a.optimizer != "sgd") throw InvalidArgument("--optimizer must be adam or sgd");
@@ -152,7 +154,8 @@ void runPlan(const PlanArgs& a) {
   std::ostream& os = std::cout;
   const std::string header = "U-Net base " + std::to_string(a.base) + " depth " + std::to_string(a.depth) +
                              " (" + std::to_string(planner.network().parameters()) + " parameters), input " +
-                             cube(req.size) + " x batch " + std::to_string(a.batch) + ", " + precisions.toString(names) +
+                             cube(req.size) + " x batch " + std::to_string(a.batch) +
+                             (a.microBatches > 1 ? " in " + std::to_string(a.microBatches) + " micro-batches" : "") + ", " + precisions.toString(names) +
                              ", " + a.optimizer + (req.checkpoint.empty() ? "" : ", checkpointing");
   std::string method;
   if (a.autoPlace) {
@@ -196,6 +199,8 @@ void addPlanCommands(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Predict per-stage and per-device memory of a training step");
   cmd->add_option("--patch,--size", args->size, "network input size: N (cube) or X,Y,Z (old: DxHxW)")->capture_default_str();
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
+  cmd->add_option("--micro-batches", args->microBatches,
+                  "ranks: the batch as M micro-batches (GPipe keeps all M in flight)")->capture_default_str();
   cmd->add_option("--base", args->base, "U-Net base channels")->capture_default_str();
   cmd->add_option("--depth", args->depth, "U-Net depth")->capture_default_str();
   cmd->add_option("--in-channels", args->inChannels)->capture_default_str();

@@ -25,6 +25,7 @@ std::string MemoryPlan::toJson() const {
   nlohmann::ordered_json j;
   j["size"] = size;
   j["batch"] = batch;
+  j["micro_batches"] = microBatches;
   j["precision"] = toString(precision);
   j["stage_precision"] = precisionText;
   j["fits"] = fits;
@@ -63,6 +64,8 @@ std::int64_t MemoryPlanner::allowanceFor(const DeviceSpec& d) const {
 MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   if (req.devices.empty()) throw InvalidArgument("planner: no devices to plan for");
   if (req.batch < 1) throw InvalidArgument("planner: batch must be at least 1");
+  if (req.microBatches < 1 || req.microBatches > req.batch)
+    throw InvalidArgument("planner: micro-batches must be 1..batch");
   for (auto n : req.size)
     if (n < 1 || n % network_.sizeDivisor != 0)
       throw InvalidArgument("planner: input size " + std::to_string(n) + " is not a positive multiple of " +
@@ -84,7 +87,12 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   sr.network = &network_;
   sr.options = &options_;
   sr.size = req.size;
-  sr.batch = req.batch;
+  // With M micro-batches the step is replayed for the largest micro-batch; each device then also
+  // holds what the other M-1 micro-batches left on it at the end of their forward (GPipe runs every
+  // forward before the first backward), which the replay reports as endOfForward - persistent.
+  const int M = req.microBatches;
+  const int micro = (req.batch + M - 1) / M;
+  sr.batch = micro;
   sr.adam = req.adam;
   for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
   for (const auto& s : network_.stages) {
@@ -101,9 +109,10 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   MemoryPlan plan;
   plan.size = req.size;
   plan.batch = req.batch;
+  plan.microBatches = M;
   plan.precision = req.precision.fallback;
   plan.precisionText = precisions.toString(names);
-  plan.bytesMoved = sim.bytesMoved;
+  plan.bytesMoved = sim.bytesMoved * M;
   const std::int64_t optimizerPerParam = req.adam ? 8 : 0;
   for (std::size_t i = 0; i < network_.stages.size(); ++i) {
     const auto& ss = sim.stages[i];
@@ -114,14 +123,15 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     s.parameterBytes = ss.parameters * 4;
     s.gradientBytes = ss.parameters * 4;
     s.optimizerBytes = ss.parameters * optimizerPerParam;
-    s.activationBytes = ss.activationBytes;
-    s.transferBytes = ss.transferBytes;
+    s.activationBytes = ss.activationBytes * M;  // held for every micro-batch
+    s.transferBytes = ss.transferBytes * M;
     s.outputBytes = ss.outputBytes;
-    s.flops = ss.flops;
+    s.flops = ss.flops * M;
     s.checkpointed = sr.checkpointed[i];
     s.precision = sr.bf16[i] ? Precision::BF16 : Precision::FP32;
     const std::int64_t allowance = allowanceFor(req.devices[sr.stageDevice[i]]);
-    s.backwardPeak = ss.backwardPeak + allowance;
+    const auto& dev = sim.devices[sr.stageDevice[i]];
+    s.backwardPeak = ss.backwardPeak + allowance + std::int64_t{M - 1} * std::max<std::int64_t>(0, dev.endOfForward - dev.persistent);
     s.backwardTransient = ss.backwardTransient;
     plan.stages.push_back(s);
   }
@@ -142,7 +152,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     dp.capacity = req.devices[d].capacity;
     dp.allowance = allowanceFor(req.devices[d]);
     dp.persistentBytes = sd.persistent;
-    dp.peak = sd.peak + dp.allowance;
+    dp.peak = sd.peak + std::int64_t{M - 1} * std::max<std::int64_t>(0, sd.endOfForward - sd.persistent) + dp.allowance;
     dp.peakStage = sd.peakStage >= 0 ? network_.stages[sd.peakStage].name : "";
     dp.peakPhase = detail::toString(sd.peakPhase);
     plan.fits = plan.fits && dp.fits();

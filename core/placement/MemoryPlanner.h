@@ -21,7 +21,12 @@ struct DeviceSpec {
   std::int64_t capacity = 0;    // bytes usable for the run (0: unknown, never fits)
   std::int64_t allowance = -1;  // fixed cost outside tensors (measured on present GPUs); -1: PlannerOptions default
   bool planningOnly = false;    // given by the user for what-if planning
-  bool isCuda() const { return name.rfind("cuda", 0) == 0; }
+  // "cuda:0", or a rank's "r1:cuda:0".
+  bool isCuda() const {
+    const auto colon = name.find(':');
+    const bool ranked = name.size() > 1 && name[0] == 'r' && colon != std::string::npos && colon > 1;
+    return name.compare(ranked ? colon + 1 : 0, 4, "cuda") == 0;
+  }
 };
 
 // Costs the tensor replay cannot see. The CPU fields are checked by tests/core/placement against
@@ -60,6 +65,9 @@ struct PlannerOptions {
 struct PlanRequest {
   std::array<std::int64_t, 3> size{128, 128, 128};  // D, H, W of the network input
   int batch = 1;
+  // Ranks' GPipe schedule: the batch flows as this many micro-batches; every device holds the
+  // saved activations of all of them when the first backward begins.
+  int microBatches = 1;
   StagePrecisions precision;         // per stage (a default plus overrides)
   std::set<std::string> checkpoint;  // stages run without keeping activations (recomputed)
   bool adam = true;                  // Adam keeps two moments per parameter
@@ -103,6 +111,7 @@ struct DevicePlan {
 struct MemoryPlan {
   std::array<std::int64_t, 3> size{};
   int batch = 1;
+  int microBatches = 1;
   Precision precision = Precision::FP32;  // the default; StagePlan::precision per stage
   std::string precisionText;              // StagePrecisions text ("fp32", "bf16:enc0,dec0")
   std::vector<StagePlan> stages;

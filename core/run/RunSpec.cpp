@@ -143,6 +143,7 @@ placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stag
   placement::PlanRequest r;
   r.size = {patch[2], patch[1], patch[0]};
   r.batch = batch;
+  r.microBatches = std::min(std::max(1, microBatches), std::max(1, batch));
   r.precision = precision;
   r.checkpoint = recompute;
   r.placement = resolvePlacement(stages, devices.front().name);

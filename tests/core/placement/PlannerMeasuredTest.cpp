@@ -33,6 +33,7 @@ private Q_SLOTS:
     QTest::newRow("b8 d3 48^3") << 8 << 3 << 48 << 1 << "fp32" << "";
     QTest::newRow("b4 d4 48^3") << 4 << 4 << 48 << 1 << "fp32" << "";
     QTest::newRow("b8 d3 32^3 batch 2") << 8 << 3 << 32 << 2 << "fp32" << "";
+    QTest::newRow("b8 d3 32^3 batch 4") << 8 << 3 << 32 << 4 << "fp32" << "";
     QTest::newRow("b8 d3 48^3 ckpt dec0") << 8 << 3 << 48 << 1 << "fp32" << "dec0";
     QTest::newRow("b8 d3 48^3 ckpt all") << 8 << 3 << 48 << 1 << "fp32" << "all";
     QTest::newRow("b8 d3 32^3 bf16") << 8 << 3 << 32 << 1 << "bf16" << "";

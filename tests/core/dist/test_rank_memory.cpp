@@ -1,0 +1,131 @@
+// The planner's per-device peak for ranks with M micro-batches (GPipe holds every micro-batch's
+// forward state when the first backward starts) against the peak each rank measures with the
+// engine's CPU memory counter. Two ranks run as two threads of this process, joined through
+// c10d on a free port of 127.0.0.1 (each thread's allocations are counted by its own rank).
+#include "core/data/SampleSource.h"
+#include "core/dist/PipelineTrainer.h"
+#include "core/model/NetworkStructureOf.h"
+#include "core/model/UNet3d.h"
+#include "core/placement/MemoryPlanner.h"
+
+#include <QtTest>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+using namespace splitseg;
+
+namespace {
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+const char* kPlacement = "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu";
+} // namespace
+
+class TestRankMemory : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void plannerMatchesRanks_data() {
+    QTest::addColumn<int>("micro");
+    QTest::addColumn<QString>("recompute");
+    QTest::addColumn<int>("ranks");
+    QTest::newRow("one rank, M=1") << 1 << "" << 1;
+    QTest::newRow("M=1") << 1 << "" << 2;
+    QTest::newRow("M=2") << 2 << "" << 2;
+    QTest::newRow("M=4") << 4 << "" << 2;
+    QTest::newRow("M=4, recompute all") << 4 << "all" << 2;
+  }
+  void plannerMatchesRanks() {
+    QFETCH(int, micro);
+    QFETCH(QString, recompute);
+    QFETCH(int, ranks);
+    const auto options = model::UNet3dOptions().base_channels(8).depth(3).dropout({0, 0, 0});
+    run::RunSpec spec;
+    spec.patch = {32, 32, 32};
+    spec.batch = 4;
+    spec.microBatches = micro;
+    spec.steps = 2;
+    spec.seed = 5;
+    spec.rankTimeoutSeconds = 30;
+    {
+      model::UNet3d probe(options);
+      const auto names = probe->stageNames();
+      spec.setPlacement(ranks == 1 ? placement::Placement::uniform(names, "r0:cpu")
+                                   : placement::Placement::parse(kPlacement, names, "cpu"));
+      if (recompute == "all") spec.recompute = {names.begin(), names.end()};
+    }
+    const int port = freePort();
+    engine::StepMetrics last;
+    std::string failure;
+    auto rank = [&](int r) {
+      try {
+        dist::RankEnv env;
+        env.masterPort = port;
+        env.rank = r;
+        env.worldSize = ranks;
+        dist::Comm comm(env, "test", std::chrono::seconds(30));
+        comm.startGroup(std::chrono::seconds(30));
+        torch::manual_seed(spec.seed);
+        auto net = std::make_shared<model::UNet3dImpl>(options);
+        dist::PipelineTrainer trainer(comm, net, r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
+        trainer.step();  // warm-up: lazy allocations outside the measurement
+        auto m = trainer.step();
+        if (r == 0) last = m;
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    };
+    std::thread r1;
+    if (ranks > 1) r1 = std::thread(rank, 1);
+    rank(0);
+    if (r1.joinable()) r1.join();
+    QVERIFY2(failure.empty(), failure.c_str());
+    QCOMPARE(int(last.ranks.size()), ranks);
+
+    model::UNet3d net(options);
+    placement::MemoryPlanner planner(model::networkStructure(*net));
+    std::vector<placement::DeviceSpec> devices{{"r0:cpu", std::int64_t{64} << 30}, {"r1:cpu", std::int64_t{64} << 30}};
+    devices.resize(static_cast<std::size_t>(ranks));
+    const auto plan = planner.plan(spec.planRequest(net->stageNames(), devices));
+    QCOMPARE(plan.microBatches, micro);
+    double worst = 0;
+    for (const auto& rs : last.ranks) {
+      const auto& dp = plan.devices.at(static_cast<std::size_t>(rs.rank));
+      QCOMPARE(QString::fromStdString(dp.name), QString("r%1:cpu").arg(rs.rank));
+      // Parameters and Adam state existed before the step (the counter counts the step's own).
+      const double predicted = static_cast<double>(dp.peak - dp.allowance - dp.persistentBytes);
+      const double measured = static_cast<double>(rs.peakBytes);
+      const double error = (predicted - measured) / measured;
+      qInfo("rank %d M=%d %s: predicted %8.2f MiB  measured %8.2f MiB  error %+5.1f%%", rs.rank, micro,
+            qPrintable(recompute), predicted / 1048576.0, measured / 1048576.0, error * 100);
+      worst = std::max(worst, std::abs(error));
+    }
+    // Known gap, measured here: a rank holds what it sent (activations, gradients) and what it
+    // received until the step's sends complete at its end (a Gloo send completes only when the
+    // other rank receives it, so waiting earlier could deadlock), and each stage's input gradient
+    // as a tensor of its own; the planner models one process's autograd. With 4 micro-batches the
+    // held tensors are a quarter of the size and the rows agree; with 1 or 2 they do not.
+    QEXPECT_FAIL("one rank, M=1", "ranks keep stage-boundary gradients the planner does not model", Continue);
+    QEXPECT_FAIL("M=1", "ranks hold sent and received tensors until the step ends; not modelled", Continue);
+    QEXPECT_FAIL("M=2", "ranks hold sent and received tensors until the step ends; not modelled", Continue);
+    QVERIFY2(worst <= 0.15, "planner off by more than 15% for a rank");
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRankMemory)
+#include "test_rank_memory.moc"
