@@ -360,6 +360,21 @@ def gpu_section(path):
         for mode, v in g["largest"].items():
             tried = ", ".join(f"{t.get('size')}{' OOM' if t.get('oom') else ''}" for t in v.get("tried", []))
             lines.append(f"| {mode} | {v.get('measured')}^3 | {v.get('predicted')}^3 | {tried} |")
+    peer = {r.get("kind"): r for r in g.get("peer") or [] if "error" not in r}
+    sizes = sorted({int(k.split(":")[1]) for k in peer})
+    if sizes:
+        lines += ["", "Training step against PyTorch eager on the same GPU (U-Net base 32, batch 1, the same exported "
+                  "weights and input, default TF32 on both sides; tests/gpu/peer.sh):", "",
+                  "| size | SplitSeg median (range) | PyTorch eager median (range) | ratio (time) | goal | eval logits max abs diff |",
+                  "|---|---|---|---|---|---|"]
+        for sz in sizes:
+            a, b = peer.get(f"splitseg:{sz}") or {}, peer.get(f"pytorch:{sz}") or {}
+            ma, mb = a.get("median_step_seconds"), b.get("median_step_seconds")
+            rng = lambda r: f"{min(r['steps']):.4f}-{max(r['steps']):.4f} s" if r.get("steps") else ""
+            ratio = f"{ma / mb:.2f}x" if ma and mb else "n/a"
+            verdict = ("met" if ma / mb <= 0.9 else "missed") if ma and mb else ""
+            lines.append(f"| {sz}^3 | {ma:.4f} s ({rng(a)}) | {mb:.4f} s ({rng(b)}) | {ratio} | <= 0.9x, {verdict} | "
+                         f"{b.get('forward_max_abs_diff', float('nan')):.1e} |")
     ranks = [r for r in g.get("ranks") or [] if "error" not in r]
     if ranks:
         lines += ["", "Ranks (two processes joined through c10d, tensors through host memory; U-Net base 8, 32^3, "
