@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -97,6 +98,7 @@ engine::StepMetrics PipelineTrainer::step() {
   if (me == 0) {
     torch::Tensor input, target;
     engine::drawBatch(*source_, spec_, rng_, input, target);
+    engine::checkLabels(target, network_->outChannels());
     const std::vector<std::int64_t> split(sizes.begin(), sizes.end());
     auto ins = input.split_with_sizes(split), tgs = target.split_with_sizes(split);
     for (int m = 0; m < M; ++m) {
@@ -167,8 +169,13 @@ engine::StepMetrics PipelineTrainer::step() {
       target = target.to(out.device());
       auto r = engine::segmentationLoss(out, target);
       const double share = static_cast<double>(sizes[c.micro]) / spec_.batch;
+      const double value = r.loss.item<double>();
+      if (!std::isfinite(value))
+        throw engine::NonFiniteLoss("rank " + std::to_string(me) + ": step " + std::to_string(step_ + 1) +
+                                    ": the loss of micro-batch " + std::to_string(c.micro) + " is " +
+                                    std::to_string(value) + "; the step was not applied");
       losses[c.micro] = r.loss * share;
-      lossValue += r.loss.item<double>() * share;
+      lossValue += value * share;
       labels[c.micro] = engine::labelsFromLogits(out.detach().to(torch::kFloat)).cpu();
       headTargets[c.micro] = target.cpu();
       compute += since(tl);

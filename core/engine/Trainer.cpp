@@ -18,6 +18,7 @@
 #endif
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <mutex>
 #include <numeric>
@@ -83,6 +84,15 @@ Trainer::~Trainer() = default;
 
 void Trainer::makeBatch(torch::Tensor& input, torch::Tensor& target) { drawBatch(*source_, spec_, rng_, input, target); }
 
+void checkLabels(const torch::Tensor& target, std::int64_t outChannels) {
+  const std::int64_t classes = outChannels == 1 ? 2 : outChannels;  // one channel: background + 1
+  const auto lo = target.min().item<std::int64_t>(), hi = target.max().item<std::int64_t>();
+  if (lo < 0 || hi >= classes)
+    throw InvalidArgument("a training label is " + std::to_string(lo < 0 ? lo : hi) + ", but the network predicts labels 0.." +
+                          std::to_string(classes - 1) + " (out_channels " + std::to_string(outChannels) +
+                          "): the data has more classes than the network");
+}
+
 void drawBatch(data::SampleSource& source, const run::RunSpec& run, std::mt19937_64& rng, torch::Tensor& input,
                torch::Tensor& target) {
   std::vector<torch::Tensor> images, labels;
@@ -108,6 +118,7 @@ StepMetrics Trainer::step() {
   } catch (const c10::OutOfMemoryError& e) {
     throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
   }
+  checkLabels(target, network_->outChannels());
   optimizer_->zero_grad(true);
 
   // Which stage's backward runs now, and where the CPU budget was first exceeded.
@@ -130,6 +141,16 @@ StepMetrics Trainer::step() {
   try {
     torch::Tensor logits = executor_.forward(input);
     loss = segmentationLoss(logits, target.to(logits.device()));
+    // A NaN or infinite loss would make Adam write NaN into every weight (and the next save
+    // would replace the last good checkpoint): the step is abandoned instead.
+    const double value = loss.loss.item<double>();
+    if (!std::isfinite(value)) {
+      loss = LossResult();
+      abandon();
+      throw NonFiniteLoss("step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(value) +
+                          "; the step was not applied and the weights are as before it (lower the learning rate, "
+                          "or check the data for NaN)");
+    }
     inBackward = true;
     loss.loss.backward();
   } catch (const OutOfMemoryError&) {
@@ -222,6 +243,7 @@ void Trainer::run(MetricsSink* sink, CancelToken* cancel) {
     saveCheckpoint(spec_.checkpoint);
     if (sink) sink->onCheckpoint(spec_.checkpoint, step_);
   };
+  const std::int64_t startedAt = step_;
   while (step_ < total) {
     if (cancel) {
       try {
@@ -233,7 +255,17 @@ void Trainer::run(MetricsSink* sink, CancelToken* cancel) {
         return;
       }
     }
-    StepMetrics m = step();
+    StepMetrics m;
+    try {
+      m = step();
+    } catch (const OutOfMemoryError&) {
+      // The failed step left model and optimizer as they were: the steps since the last save are kept.
+      if (step_ > startedAt) save();
+      throw;
+    } catch (const NonFiniteLoss&) {
+      if (step_ > startedAt) save();
+      throw;
+    }
     if (sink) sink->onStep(m);
     if (spec_.validateEvery > 0 && step_ % spec_.validateEvery == 0) {
       auto v = validate();

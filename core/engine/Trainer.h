@@ -2,6 +2,7 @@
 // Training loop over a SplitExecutor: one Adam over all parameters, metrics after every
 // step, cancel and pause between steps, atomic checkpoints that resume exactly.
 #include "core/base/CancelToken.h"
+#include "core/base/Error.h"
 #include "core/data/SampleSource.h"
 #include "core/engine/Metrics.h"
 #include "core/engine/SplitExecutor.h"
@@ -18,6 +19,16 @@ namespace torch::optim { class Adam; }
 namespace splitseg::engine {
 
 class MemoryMeter;
+
+// A step whose loss is NaN or infinite: it was not applied (weights and optimizer as before it).
+class NonFiniteLoss : public Error {
+public:
+  using Error::Error;
+};
+
+// Labels the network cannot predict (a label >= its classes; negative labels) are refused before
+// they reach a loss: on CUDA they would trip a device-side assert that kills the context.
+void checkLabels(const torch::Tensor& target, std::int64_t outChannels);
 
 // What a checkpoint says about itself (read without loading the weights into a network): the
 // run description it was trained with (network, placement, precision, preprocessing, ...) and

@@ -131,6 +131,10 @@ def build(rows):
                 text = "; ".join(f"r{k}: {statistics.median(c for c, _ in v):.2f} / {statistics.median(w for _, w in v):.2f} s"
                                  for k, v in sorted(per.items()))
                 table.append((f"  diagnostic, {kind[-2:].upper()}: per rank compute / wait (last step)", text, "", "", "", ""))
+        b1, b4 = pooled(rows, "ranks_b1"), pooled(rows, "ranks_b4")
+        if b1 and b4:
+            table.append(("  diagnostic: one process, 1 thread, 4 steps of batch 1 vs 1 step of batch 4",
+                          fmt_s(4 * b1), fmt_s(b4), f"{4 * b1 / b4:.2f}x time", "", ""))
         moved = [r.get("bytes_per_step") for r in rows if r.get("kind") in ("ranks_m1", "ranks_m4") and "error" not in r]
         if moved:
             table.append(("  bytes moved between the ranks per step", f"{max(moved) / 2**20:.1f} MiB", "", "", "", ""))

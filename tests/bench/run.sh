@@ -144,6 +144,9 @@ for r in $(seq 1 "$ROUNDS"); do
   record ranks_m1 "${RB[@]}" --ranks 2 --micro 1 --threads 1 --placement "$RPLACE"
   record ranks_m4 "${RB[@]}" --ranks 2 --micro 4 --threads 1 --placement "$RPLACE"
   record ranks_one "${RB[@]}" --ranks 0 --threads 2
+  # What micro-batches cost by themselves: one process, one thread, batch 1 against batch 4.
+  record ranks_b1 "${RB[@]}" --ranks 0 --threads 1 --batch 1
+  record ranks_b4 "${RB[@]}" --ranks 0 --threads 1
 done
 
 # 5. UI responsiveness (GUI builds): the UI thread's longest and 99th-percentile stall while the whole

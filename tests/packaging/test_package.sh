@@ -33,8 +33,10 @@ grep -q 'ORIGIN/../lib/splitseg' <<<"$rpath" || fail "run path of splitseg-cli"
 
 echo "== run from the scratch root (no build tree, no venv on the library path)"
 env -i PATH=/usr/bin:/bin HOME="$scratch" ldd "$root/bin/splitseg-cli" >"$scratch/ldd.txt"
-if grep -E 'torch|c10|nvidia|cuda' "$scratch/ldd.txt" | grep -v "$scratch" | grep -q .; then
-  grep -E 'torch|c10|nvidia|cuda' "$scratch/ldd.txt" | grep -v "$scratch"
+# Library names only: a load address can contain "c10" too (0x00007f1737c10000 made this fail once).
+libs='^[[:space:]]*[^[:space:]]*(torch|c10|nvidia|cuda)[^[:space:]]* =>'
+if grep -E "$libs" "$scratch/ldd.txt" | grep -v "$scratch" | grep -q .; then
+  grep -E "$libs" "$scratch/ldd.txt" | grep -v "$scratch"
   fail "a LibTorch/CUDA library resolves outside the package"
 fi
 grep -q 'not found' "$scratch/ldd.txt" && { grep 'not found' "$scratch/ldd.txt"; fail "unresolved libraries"; }

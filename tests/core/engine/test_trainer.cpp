@@ -1,12 +1,16 @@
 // Training drives Dice up, checkpoints resume exactly, cancel stops within a step, and a
 // step beyond the CPU budget fails cleanly without touching model or optimizer.
 #include "core/base/Error.h"
+#include "core/data/SampleSource.h"
 #include "core/engine/Devices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 
+#include <QTemporaryDir>
 #include <QtTest>
 #include <filesystem>
 #include <torch/torch.h>
@@ -32,6 +36,22 @@ run::RunSpec options(std::int64_t steps, model::StagedNetwork& net) {
   o.setPlacement(plan(net));
   return o;
 }
+
+// Phantoms, with a poisoned sample at one draw: a NaN voxel in the image or a label value.
+struct PoisonedSource : data::SampleSource {
+  data::PhantomSource phantoms;
+  int draws = 0, poisonAt = 0;
+  float imageValue = 0, labelValue = -1;
+  data::Sample next(const std::array<std::int64_t, 3>& size, std::mt19937_64& rng) override {
+    auto s = phantoms.next(size, rng);
+    if (++draws == poisonAt) {
+      if (std::isnan(imageValue) || std::isinf(imageValue)) s.channels[0].at(1, 2, 3) = imageValue;
+      if (labelValue >= 0) s.label.at(3, 2, 1) = labelValue;
+    }
+    return s;
+  }
+  std::string describe() const override { return "poisoned phantoms"; }
+};
 
 struct Recorder : engine::MetricsSink {
   std::vector<engine::StepMetrics> steps;
@@ -120,6 +140,77 @@ private Q_SLOTS:
       QVERIFY2(e.path().filename().string().rfind(".splitseg-tmp-" + std::filesystem::path(path).filename().string(), 0) != 0,
                e.path().c_str());
     std::filesystem::remove(path);
+  }
+
+  // A NaN loss: the step is refused, weights stay as after the last good step, and the run saves
+  // them before it stops (the checkpoint is the last good state, not NaN).
+  void nonFiniteLossKeepsTheLastGoodState_data() {
+    QTest::addColumn<float>("poison");
+    QTest::newRow("NaN voxel") << std::numeric_limits<float>::quiet_NaN();
+    QTest::newRow("infinite voxel") << std::numeric_limits<float>::infinity();
+  }
+  void nonFiniteLossKeepsTheLastGoodState() {
+    QFETCH(float, poison);
+    auto net = tinyNet();
+    auto source = std::make_shared<PoisonedSource>();
+    source->poisonAt = 3;  // the third step's only sample
+    source->imageValue = poison;
+    QTemporaryDir dir;
+    auto spec = options(6, *net);
+    spec.checkpoint = dir.filePath("run.pt").toStdString();
+    engine::Trainer trainer(net, source, spec);
+    // The weights after the last good step (step 2), taken as the run reports it.
+    struct KeepWeights : engine::MetricsSink {
+      std::shared_ptr<model::StagedNetwork> net;
+      std::vector<torch::Tensor> weights;
+      void onStep(const engine::StepMetrics&) override {
+        weights.clear();
+        for (const auto& p : net->root().parameters()) weights.push_back(p.detach().clone());
+      }
+    } sink;
+    sink.net = net;
+    try {
+      trainer.run(&sink);
+      QFAIL("a NaN loss was applied");
+    } catch (const engine::NonFiniteLoss& e) {
+      QVERIFY2(QString(e.what()).contains("step 3: the loss is"), e.what());
+    }
+    const auto& good = sink.weights;
+    QCOMPARE(good.size(), net->root().parameters().size());
+    QCOMPARE(trainer.stepsDone(), std::int64_t(2));
+    std::size_t i = 0;
+    for (const auto& p : net->root().parameters()) QVERIFY(torch::equal(p.detach(), good[i++]));
+    // The run saved the last good state before stopping.
+    engine::CheckpointInfo info;
+    auto saved = engine::loadNetwork(spec.checkpoint, &info);
+    QCOMPARE(info.step, std::int64_t(2));
+    i = 0;
+    for (const auto& p : saved->root().parameters()) QVERIFY(torch::equal(p.detach(), good[i++]));
+    trainer.step();  // the next (clean) sample trains normally
+    QCOMPARE(trainer.stepsDone(), std::int64_t(3));
+  }
+
+  void labelsBeyondTheClassesAreRefused_data() {
+    QTest::addColumn<float>("label");
+    QTest::newRow("label 3 for one class") << 3.0f;
+    QTest::newRow("label 2 for one class") << 2.0f;
+  }
+  void labelsBeyondTheClassesAreRefused() {
+    QFETCH(float, label);
+    auto net = tinyNet();
+    auto source = std::make_shared<PoisonedSource>();
+    source->poisonAt = 1;
+    source->labelValue = label;
+    engine::Trainer trainer(net, source, options(3, *net));
+    try {
+      trainer.step();
+      QFAIL("a label the network cannot predict was trained on");
+    } catch (const InvalidArgument& e) {
+      QVERIFY2(QString(e.what()).contains(QString("a training label is %1, but the network predicts labels 0..1")
+                                              .arg(int(label))),
+               e.what());
+    }
+    QCOMPARE(trainer.stepsDone(), std::int64_t(0));
   }
 
   void budgetExceededIsCaught() {
