@@ -178,6 +178,19 @@ LoadResult loadSession(const std::string& path) {
     s.datasetMissing = true;
     r.warnings.push_back("dataset folder not found: " + s.run.data.dataset);
   }
+  // Where training writes is the user's choice, not a shared file's: a checkpoint outside the
+  // session's folder (absolute elsewhere, or "..") is not used.
+  if (!s.run.checkpoint.empty()) {
+    const fs::path folder = fs::weakly_canonical(fs::absolute(path).parent_path());
+    const fs::path target = fs::weakly_canonical(fs::absolute(s.run.checkpoint));
+    const auto rel = target.lexically_relative(folder);
+    if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") {
+      r.warnings.push_back("checkpoint " + s.run.checkpoint + " lies outside the session's folder " + folder.string() +
+                           ": not used (a session may not choose where training writes; pick a checkpoint or pass "
+                           "--save)");
+      s.run.checkpoint.clear();
+    }
+  }
   if (!s.run.checkpoint.empty() && !fs::exists(s.run.checkpoint)) {
     s.checkpointMissing = true;
     r.warnings.push_back("checkpoint not found: " + s.run.checkpoint + " (training will create it)");

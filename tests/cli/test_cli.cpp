@@ -2,6 +2,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QDir>
 #include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -158,6 +159,26 @@ private Q_SLOTS:
   }
 
   // A bad run in a session: one error line naming the field, nothing trained or written.
+  // A shared session cannot make training write outside its folder: the checkpoint is dropped
+  // with a warning and nothing is written there.
+  void sessionCannotWriteOutsideItsFolder() {
+    QTemporaryDir dir;
+    QDir().mkpath(dir.filePath("shared"));
+    const QString session = dir.filePath("shared/s.splitseg");
+    QJsonObject run = sessionRun();
+    run["checkpoint"] = "../victim.pt";
+    auto schedule = run["schedule"].toObject();
+    schedule["steps"] = 1;
+    schedule["validate_every"] = 0;
+    run["schedule"] = schedule;
+    run["patch"] = QJsonArray{16, 16, 16};
+    writeSession(session, QJsonDocument(run).toJson());
+    const auto r = cli({"train", "--session", session, "--progress", "none"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("outside the session's folder"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(dir.filePath("victim.pt")));
+  }
+
   void badSessionRunIsRefusedByField_data() {
     QTest::addColumn<QString>("field");  // what the error line names
     QTest::newRow("learning rate as text") << "learning_rate";

@@ -6,6 +6,7 @@
 
 #include <QTemporaryDir>
 #include <QtTest>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -96,7 +97,7 @@ private Q_SLOTS:
     std::ofstream(root / "s.splitseg") << R"({"splitseg_session":2,
       "volumes":[{"path":"gone.nii.gz","role":"image"}],
       "run":{"splitseg_run":1,
-        "data":{"source":"dataset","dataset":"no-such-dataset"}, "checkpoint":"/no/such.ckpt",
+        "data":{"source":"dataset","dataset":"no-such-dataset"}, "checkpoint":"no-such.ckpt",
         "network":{"architecture":"unet3d","options":{"base_channels":16}},
         "schedule":{"steps":9}}})";
     const auto r = session::loadSession((root / "s.splitseg").string());
@@ -108,6 +109,32 @@ private Q_SLOTS:
     QCOMPARE(r.session.run.steps, std::int64_t{9});
     QCOMPARE(r.session.run.networkOptions["base_channels"].get<int>(), 16);
     QCOMPARE(r.session.run.batch, 1);  // absent keys keep their defaults
+  }
+
+  // A shared session cannot choose where training writes: a checkpoint outside its folder is
+  // dropped with a warning; one inside is kept.
+  void checkpointOutsideTheFolderIsNotUsed_data() {
+    QTest::addColumn<QString>("checkpoint");
+    QTest::addColumn<bool>("kept");
+    QTest::newRow("inside") << "runs/a.pt" << true;
+    QTest::newRow("parent") << "../evil.pt" << false;
+    QTest::newRow("climbs out") << "runs/../../evil.pt" << false;
+    QTest::newRow("absolute elsewhere") << "/tmp/splitseg-elsewhere/evil.pt" << false;
+  }
+  void checkpointOutsideTheFolderIsNotUsed() {
+    QFETCH(QString, checkpoint);
+    QFETCH(bool, kept);
+    QTemporaryDir tmp;
+    const fs::path root = fs::path(tmp.path().toStdString()) / "shared";
+    fs::create_directories(root);
+    const nlohmann::json session{{"splitseg_session", 2},
+                                 {"run", {{"splitseg_run", 1}, {"checkpoint", checkpoint.toStdString()}}}};
+    std::ofstream(root / "s.splitseg") << session.dump();
+    const auto r = session::loadSession((root / "s.splitseg").string());
+    QCOMPARE(!r.session.run.checkpoint.empty(), kept);
+    bool warned = false;
+    for (const auto& w : r.warnings) warned |= w.find("outside the session's folder") != std::string::npos;
+    QCOMPARE(warned, !kept);
   }
 
   // A session written before the run description (version 1: loose network, placement and
