@@ -49,6 +49,11 @@ Preprocessing Preprocessing::fromJson(const std::string& text) {
       if (s.size() != 3) throw InvalidArgument("preprocessing targetSpacing needs 3 numbers");
       for (int i = 0; i < 3; ++i) {
         if (s[i] < 0) throw InvalidArgument("preprocessing targetSpacing must not be negative");
+        // 0 keeps the source spacing; anything else must be a finite size a scanner could have
+        // (a tiny spacing asks the resampler for an astronomically large grid).
+        if (!std::isfinite(s[i]) || (s[i] > 0 && (s[i] < 1e-3 || s[i] > 1e4)))
+          throw InvalidArgument("preprocessing targetSpacing " + std::to_string(s[i]) +
+                                " mm is not 0 (source spacing) or a finite spacing in 0.001..10000 mm");
         p.targetSpacing[i] = s[i];
       }
     }
@@ -65,6 +70,8 @@ Preprocessing Preprocessing::fromJson(const std::string& text) {
       p.intensity.center = in.value("center", p.intensity.center);
       p.intensity.scale = in.value("scale", p.intensity.scale);
       p.intensity.nonzeroOnly = in.value("nonzeroOnly", false);
+      for (double v : {p.intensity.low, p.intensity.high, p.intensity.center, p.intensity.scale})
+        if (!std::isfinite(v)) throw InvalidArgument("preprocessing intensity values must be finite numbers");
       if (p.intensity.mode == IntensityMode::Ct && (!(p.intensity.high > p.intensity.low) || !(p.intensity.scale > 0)))
         throw InvalidArgument("preprocessing CT window needs high > low and scale > 0");
     }
