@@ -51,13 +51,22 @@ torch::Tensor probabilitiesFromLogits(const torch::Tensor& logits) {
 }
 
 std::vector<double> dicePerClass(const torch::Tensor& predicted, const torch::Tensor& target, int classes) {
-  std::vector<double> dice;
-  const auto p = predicted.to(torch::kCPU), t = target.to(torch::kCPU);
+  // Counted where the labels are (a GPU's label map is not copied to the host every step); the
+  // 3 counts per class come back in one transfer.
+  const auto& p = predicted;
+  const auto t = target.to(predicted.device());
+  std::vector<torch::Tensor> counts;
   for (int c = 1; c <= classes; ++c) {
     auto pc = p == c, tc = t == c;
-    dice.push_back(metrics::dice((pc & tc).sum().item<std::int64_t>(), pc.sum().item<std::int64_t>(),
-                                 tc.sum().item<std::int64_t>()));
+    counts.push_back((pc & tc).sum());
+    counts.push_back(pc.sum());
+    counts.push_back(tc.sum());
   }
+  std::vector<double> dice;
+  if (counts.empty()) return dice;
+  const auto host = torch::stack(counts).to(torch::kCPU);
+  const auto* n = host.data_ptr<std::int64_t>();
+  for (int c = 0; c < classes; ++c) dice.push_back(metrics::dice(n[3 * c], n[3 * c + 1], n[3 * c + 2]));
   return dice;
 }
 
