@@ -9,10 +9,7 @@
 
 namespace splitseg::dist {
 
-namespace {
-// Rank 0 -> every rank, before each batch: 1 = a batch follows, 0 = done.
 int controlTag() { return PipelineSchedule::tag(Message::Input, 4095, 4095); }
-} // namespace
 
 PipelineInferer::PipelineInferer(Comm& comm, std::shared_ptr<model::StagedNetwork> network, run::RunSpec run)
     : comm_(comm), network_(std::move(network)), spec_(std::move(run)),
@@ -25,7 +22,9 @@ PipelineInferer::PipelineInferer(Comm& comm, std::shared_ptr<model::StagedNetwor
   network_->root().eval();
 }
 
-torch::Tensor PipelineInferer::runCells(const torch::Tensor& input) {
+torch::Tensor forwardOverRanks(Comm& comm_, model::StagedNetwork& network, const PipelineSchedule& schedule_,
+                               const std::vector<torch::Device>& devices_, const placement::StagePrecisions& precision,
+                               const torch::Tensor& input) {
   const int me = comm_.rank();
   const int head = schedule_.headStage();
   std::vector<torch::Tensor> outputs(static_cast<std::size_t>(schedule_.stageCount()));
@@ -47,7 +46,7 @@ torch::Tensor PipelineInferer::runCells(const torch::Tensor& input) {
   for (const Cell& c : schedule_.forwardOrder(me)) {
     const auto& spec = schedule_.spec(c.stage);
     const torch::Device device = devices_[static_cast<std::size_t>(c.stage)];
-    const bool bf16 = spec_.precision.of(spec.name) == placement::Precision::BF16;
+    const bool bf16 = precision.of(spec.name) == placement::Precision::BF16;
     std::vector<torch::Tensor> in;
     for (const auto& name : spec.inputs) {
       torch::Tensor t = fetch(name).to(device);
@@ -57,7 +56,7 @@ torch::Tensor PipelineInferer::runCells(const torch::Tensor& input) {
     torch::Tensor out;
     {
       engine::AutocastScope autocast(bf16, device.type());
-      out = network_->runStage(c.stage, in);
+      out = network.runStage(c.stage, in);
     }
     outputs[static_cast<std::size_t>(c.stage)] = out;
     for (int r : schedule_.remoteReaders(c.stage))
@@ -77,12 +76,13 @@ torch::Tensor PipelineInferer::runCells(const torch::Tensor& input) {
 torch::Tensor PipelineInferer::forward(const torch::Tensor& batch) {
   if (comm_.rank() != 0) throw Error("internal: only rank 0 hands out windows");
   for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::ones({1}, torch::kLong), r, controlTag(), "a command");
-  return runCells(batch.to(torch::kCPU).contiguous());
+  return forwardOverRanks(comm_, *network_, schedule_, devices_, spec_.precision, batch.to(torch::kCPU).contiguous());
 }
 
 void PipelineInferer::serve() {
   c10::InferenceMode inference;
-  while (comm_.recv(0, controlTag(), "rank 0's next windows").item<std::int64_t>() == 1) runCells(torch::Tensor());
+  while (comm_.recv(0, controlTag(), "rank 0's next windows").item<std::int64_t>() == 1)
+    forwardOverRanks(comm_, *network_, schedule_, devices_, spec_.precision, torch::Tensor());
   comm_.barrier("the end of inference");
 }
 

@@ -11,6 +11,15 @@
 
 namespace splitseg::dist {
 
+// One forward pass over the ranks (no gradients; `schedule` with one micro-batch): rank 0 gives
+// `input` and gets the head's logits (fp32, CPU or the head's device); the other ranks pass an
+// undefined tensor and get one back. Collective.
+torch::Tensor forwardOverRanks(Comm& comm, model::StagedNetwork& network, const PipelineSchedule& schedule,
+                               const std::vector<torch::Device>& devices, const placement::StagePrecisions& precision,
+                               const torch::Tensor& input);
+// Rank 0 -> every rank, before each forward pass of a serving loop: 1 = a batch follows, 0 = done.
+int controlTag();
+
 class PipelineInferer final : public engine::WindowForward {
 public:
   // Collective: every rank builds one with the same run; rank 0's weights go to the other ranks.
@@ -24,8 +33,6 @@ public:
   void finish();
 
 private:
-  torch::Tensor runCells(const torch::Tensor& input);
-
   Comm& comm_;
   std::shared_ptr<model::StagedNetwork> network_;
   run::RunSpec spec_;

@@ -7,7 +7,9 @@
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/StageCheckpoint.h"
 #include "core/engine/StepSafety.h"
+#include "core/engine/Tensors.h"
 #include "core/engine/Trainer.h"
+#include "core/dist/PipelineInferer.h"
 
 #include <torch/torch.h>
 
@@ -48,10 +50,9 @@ PipelineTrainer::PipelineTrainer(Comm& comm, std::shared_ptr<model::StagedNetwor
     : comm_(comm), network_(std::move(network)), source_(std::move(source)), spec_(std::move(run)),
       placement_(spec_.resolvePlacement(network_->stageNames(), "cpu")),
       schedule_(network_->stageSpecs(), stageOwners(placement_, comm.size()), spec_.microBatches),
+      forwardSchedule_(network_->stageSpecs(), stageOwners(placement_, comm.size()), 1),
       rng_(spec_.seed) {
   if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
-  if (spec_.validateEvery > 0)
-    throw InvalidArgument("validate_every: validation is not run over ranks yet; set it to 0 for this run");
   for (int i = 0; i < schedule_.stageCount(); ++i)
     devices_.emplace_back(placement::splitRank(placement_.deviceOf(schedule_.spec(i).name)).device);
   // This rank's stages move to its devices; the rest of its copy of the network stays on the CPU
@@ -294,11 +295,47 @@ engine::StepMetrics PipelineTrainer::step() {
   return m;
 }
 
+engine::ValidationMetrics PipelineTrainer::validate() {
+  torch::NoGradGuard noGrad;
+  engine::EvalModeGuard eval(network_->root());
+  engine::ValidationMetrics v;
+  v.step = step_;
+  if (comm_.rank() != 0) {
+    while (comm_.recv(0, controlTag(), "rank 0's next validation sample").item<std::int64_t>() == 1)
+      forwardOverRanks(comm_, *network_, forwardSchedule_, devices_, spec_.precision, torch::Tensor());
+    return v;
+  }
+  const auto samples = source_->validation(spec_.patch);
+  std::vector<std::vector<double>> dices;
+  for (const auto& s : samples) {
+    for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::ones({1}, torch::kLong), r, controlTag(), "a command");
+    auto input = engine::toTensor(s.channels).unsqueeze(0);
+    auto target = engine::toTensor(s.label).round().to(torch::kLong).unsqueeze(0);
+    auto logits = forwardOverRanks(comm_, *network_, forwardSchedule_, devices_, spec_.precision, input);
+    auto r = engine::segmentationLoss(logits, target.to(logits.device()));
+    v.loss += r.loss.item<double>() / static_cast<double>(samples.size());
+    dices.push_back(r.dice);
+  }
+  for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::zeros({1}, torch::kLong), r, controlTag(), "a command");
+  comm_.flush();
+  v.cases = static_cast<int>(samples.size());
+  if (dices.empty()) return v;
+  v.dice.assign(dices.front().size(), 0.0);
+  for (const auto& d : dices)
+    for (std::size_t c = 0; c < d.size(); ++c) v.dice[c] += d[c] / static_cast<double>(dices.size());
+  v.meanDice = v.dice.empty() ? 0.0 : std::accumulate(v.dice.begin(), v.dice.end(), 0.0) / double(v.dice.size());
+  return v;
+}
+
 void PipelineTrainer::run(engine::MetricsSink* sink) {
   const auto total = spec_.totalSteps();
   while (step_ < total) {
     auto m = step();
     if (sink && comm_.rank() == 0) sink->onStep(m);
+    if (spec_.validateEvery > 0 && step_ % spec_.validateEvery == 0) {
+      auto v = validate();
+      if (sink && comm_.rank() == 0) sink->onValidation(v);
+    }
     if (spec_.checkpointEvery > 0 && step_ % spec_.checkpointEvery == 0 && step_ < total && !spec_.checkpoint.empty()) {
       saveCheckpoint(spec_.checkpoint);
       if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);

@@ -46,6 +46,9 @@ public:
   // Collective calls: every rank makes them in the same order.
   void run(engine::MetricsSink* sink = nullptr);  // steps, checkpoints, the final checkpoint
   engine::StepMetrics step();                     // complete on rank 0 (loss, Dice, ranks)
+  // Rank 0's validation samples through the ranks, one forward pass each; loss and Dice as the
+  // Trainer computes them (complete on rank 0).
+  engine::ValidationMetrics validate();
   void saveCheckpoint(const std::string& path);   // rank 0 gathers and writes
   void loadCheckpoint(const std::string& path);   // rank 0 reads and sends each rank its part
 
@@ -68,6 +71,7 @@ private:
   run::RunSpec spec_;
   placement::Placement placement_;
   PipelineSchedule schedule_;
+  PipelineSchedule forwardSchedule_;  // one micro-batch: validation
   std::vector<torch::Device> devices_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   std::unique_ptr<engine::MemoryMeter> meter_;

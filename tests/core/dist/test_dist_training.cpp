@@ -113,6 +113,36 @@ private Q_SLOTS:
     }
   }
 
+  // Validation during training over ranks: the same validation loss and Dice as one process.
+  void validationMatchesOneProcess() {
+    QTemporaryDir dir;
+    const QStringList common = runFlags(4) + QStringList{"--validate-every", "2"};
+    auto single = cli(QStringList{"train"} + common);
+    QVERIFY2(single.code == 0, qPrintable(single.err));
+    auto dist = cli(QStringList{"launch", "--local-ranks", "3", "--rank-timeout", "30", "train"} + common +
+                    QStringList{"--placement", kThreeRanks, "--micro-batches", "2"});
+    QVERIFY2(dist.code == 0, qPrintable(dist.err));
+    auto validations = [](const QString& out) {
+      QList<QJsonObject> v;
+      for (const auto& line : out.split('\n', Qt::SkipEmptyParts)) {
+        const auto o = QJsonDocument::fromJson(line.toUtf8()).object();
+        if (o["validation"].toBool()) v.push_back(o);
+      }
+      return v;
+    };
+    const auto a = validations(single.out), b = validations(dist.out);
+    QCOMPARE(a.size(), 2);
+    QCOMPARE(b.size(), 2);
+    for (int i = 0; i < 2; ++i) {
+      QVERIFY(a[i]["cases"].toInt() > 0);
+      QCOMPARE(b[i]["cases"].toInt(), a[i]["cases"].toInt());
+      QCOMPARE(b[i]["step"].toInt(), a[i]["step"].toInt());
+      QVERIFY2(std::abs(a[i]["loss"].toDouble() - b[i]["loss"].toDouble()) < 1e-5,
+               qPrintable(QString("%1 vs %2").arg(a[i]["loss"].toDouble()).arg(b[i]["loss"].toDouble())));
+      QVERIFY(std::abs(a[i]["dice"].toArray()[0].toDouble() - b[i]["dice"].toArray()[0].toDouble()) < 1e-6);
+    }
+  }
+
   // Sliding-window and whole-volume inference through the ranks: the same probabilities as one
   // process, from a checkpoint trained in one process.
   void inferenceMatchesOneProcess_data() {
