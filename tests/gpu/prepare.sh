@@ -4,8 +4,8 @@
 # ninja, nvcc and a compiler, and nothing else: the header-only dependencies of core + CLI go here,
 # with tiny CMake package files (tests/gpu/kit/*.cmake) that find_package picks up through
 # CMAKE_PREFIX_PATH=.gpu-kit. spdlog and fmt are used header-only (SPDLOG_HEADER_ONLY,
-# FMT_HEADER_ONLY): nothing to link. gloo headers are copied when present here (a later core/dist
-# needs them with the wheel's ProcessGroupGloo.hpp); nothing needs them yet.
+# FMT_HEADER_ONLY): nothing to link. gloo's headers come too: core/dist includes the wheel's
+# ProcessGroupGloo.hpp, which needs them (the library itself is inside libtorch_cpu).
 #   tests/gpu/prepare.sh [KIT_DIR]   (default .gpu-kit; refuses to grow past 50 MiB)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -18,7 +18,7 @@ copy() {  # copy DIR from /usr/include; required unless $2 = optional
   elif [ "${2:-}" = optional ]; then echo "prepare: $INC/$1 absent (optional)" >&2
   else echo "prepare: $INC/$1 missing: apt-get install the package that provides it" >&2; exit 1; fi
 }
-copy nlohmann; copy CLI; copy spdlog; copy fmt; copy gloo optional
+copy nlohmann; copy CLI; copy spdlog; copy fmt; copy gloo
 # Debian's spdlog is configured for an external fmt library (tweakme.h): the kit keeps that choice
 # and makes fmt header-only, so neither libspdlog nor libfmt is needed at link time.
 for pkg in nlohmann_json CLI11 spdlog; do
