@@ -124,6 +124,29 @@ private Q_SLOTS:
     QVERIFY(none.out != now.out);  // recompute changes the plan
   }
 
+  // plan for ranks with micro-batches: devices named by rank, the schedule in the plan; the same
+  // bytes cross between the ranks per step whatever M is, the peaks change with M.
+  void planOverRanksWithMicroBatches() {
+    const QStringList base{"plan", "--patch", "32", "--batch", "4", "--base", "4", "--depth", "3", "--devices",
+                           "r0:cpu=8GiB,r1:cpu=8GiB", "--placement",
+                           "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu", "--json"};
+    auto one = cli(base), four = cli(base + QStringList{"--micro-batches", "4"});
+    QVERIFY2(one.code == 0 && four.code == 0, qPrintable(one.err + four.err));
+    const auto p1 = QJsonDocument::fromJson(one.out.toUtf8()).object().value("plan").toObject();
+    const auto p4 = QJsonDocument::fromJson(four.out.toUtf8()).object().value("plan").toObject();
+    QCOMPARE(p1.value("micro_batches").toInt(), 1);
+    QCOMPARE(p4.value("micro_batches").toInt(), 4);
+    QCOMPARE(p4.value("bytes_moved").toDouble(), p1.value("bytes_moved").toDouble());
+    QVERIFY(p1.value("bytes_moved").toDouble() > 0);
+    const auto d1 = p1.value("devices").toArray(), d4 = p4.value("devices").toArray();
+    QCOMPARE(d4.size(), 2);
+    QCOMPARE(d4[1].toObject().value("name").toString(), QString("r1:cpu"));
+    QVERIFY(d4[1].toObject().value("peak").toDouble() != d1[1].toObject().value("peak").toDouble());
+    auto bad = cli(base + QStringList{"--micro-batches", "5"});
+    QVERIFY(bad.code != 0);
+    QVERIFY2(bad.err.contains("micro_batches"), qPrintable(bad.err));
+  }
+
   // train --session S --print-run prints the session's run; typed flags overlay it and
   // change only their own fields.
   void sessionRunIsPrintedAndFlagsOverlayIt() {
