@@ -8,7 +8,11 @@ cd "$(dirname "$0")"
 export CCACHE_BASEDIR="$PWD" CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
 cmake --preset default >/dev/null
-cmake --build --preset default
+# Only the programs this script runs (and the layering check), not the test suite: the first
+# launch on a fresh machine waits for as little as it can. ./test.sh builds everything.
+targets=(splitseg-cli splitseg_resunet3d splitseg_layering)
+grep -q '^SPLITSEG_BUILD_GUI:BOOL=ON' build/CMakeCache.txt 2>/dev/null && targets+=(splitseg)
+cmake --build --preset default --target "${targets[@]}"
 if [ "${1:-}" != "--cli" ] && [ -x build/bin/splitseg ]; then
   if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
     exec build/bin/splitseg "${@}"
