@@ -121,10 +121,10 @@ void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   trainer.run(nullptr);
 }
 
-int workerTimeout(int flagValue, bool flagGiven) {
-  if (flagGiven) return flagValue;
+int rankTimeout(int value, bool flagGiven) {
+  if (flagGiven) return value;
   if (const char* s = std::getenv("SPLITSEG_RANK_TIMEOUT"); s && *s) return std::max(1, std::atoi(s));
-  return 120;
+  return value;
 }
 
 namespace {
@@ -246,7 +246,7 @@ void addDistCommands(CLI::App& app) {
   worker->callback([timeout, worker] {
     const auto env = dist::RankEnv::fromEnvironment();
     if (env.rank == 0) throw InvalidArgument("worker: RANK=0 is the rank that starts the run (splitseg-cli train)");
-    runAsWorker(env, workerTimeout(*timeout, worker->count("--rank-timeout") > 0));
+    runAsWorker(env, rankTimeout(*timeout, worker->count("--rank-timeout") > 0));
   });
 }
 

@@ -25,8 +25,9 @@ void inferAsRankZero(const dist::RankEnv& env, const run::RunSpec& spec, std::sh
                      const std::function<void(engine::Inferer&)>& use);
 // Any other rank: joins, receives the run from rank 0, trains its stages or serves inference.
 void runAsWorker(const dist::RankEnv& env, int timeoutSeconds);
-// The rank timeout of a worker started without the run: --rank-timeout, SPLITSEG_RANK_TIMEOUT or 120 s.
-int workerTimeout(int flagValue, bool flagGiven);
+// The rank timeout: the flag when given, else SPLITSEG_RANK_TIMEOUT (what launch passes every
+// rank), else `value` (the run's, or 120 s for a worker that has no run yet).
+int rankTimeout(int value, bool flagGiven);
 // One process: a placement that names ranks runs each stage on its device here (a run saved over
 // ranks resumes or infers in one process). Returns whether it changed anything.
 bool dropRanks(run::RunSpec& spec);

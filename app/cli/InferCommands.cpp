@@ -78,7 +78,7 @@ void runInfer(const InferArgs& a) {
   // Started as a rank other than 0 (torchrun): rank 0 sends the run and the windows.
   const auto env = dist::RankEnv::fromEnvironment();
   if (env.rank > 0) {
-    runAsWorker(env, workerTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
+    runAsWorker(env, rankTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
     return;
   }
   // The run: the checkpoint's (network, preprocessing, precision), or the session's; flags overlay.
@@ -103,8 +103,8 @@ void runInfer(const InferArgs& a) {
     net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
   }
   a.run.applyStages(spec, net->stageNames());
-  if (const char* t = std::getenv("SPLITSEG_RANK_TIMEOUT"); t && *t && !a.run.given("--rank-timeout"))
-    spec.rankTimeoutSeconds = std::max(1, std::atoi(t));
+  // `launch --rank-timeout` reaches every rank through the environment.
+  spec.rankTimeoutSeconds = rankTimeout(spec.rankTimeoutSeconds, a.run.given("--rank-timeout"));
   if (!env.distributed() && dropRanks(spec))
     std::cerr << "note: the placement names ranks; this is one process, so each stage runs on its device here\n";
   spec.check(engine::runnableDeviceNames(), net->stageNames());

@@ -52,7 +52,7 @@ void runTrain(const TrainArgs& a) {
   // Started by torchrun (or srun) as a rank other than 0: the run comes from rank 0.
   const auto env = dist::RankEnv::fromEnvironment();
   if (env.rank > 0) {
-    runAsWorker(env, workerTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
+    runAsWorker(env, rankTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
     return;
   }
   // The run: defaults, or the checkpoint being resumed, or the session; then the typed flags.
@@ -68,8 +68,7 @@ void runTrain(const TrainArgs& a) {
       !a.run.given("--image"))
     throw InvalidArgument("give training data: --synthetic SIZE, --dataset DIR, or --image FILE --label FILE");
   // `launch --rank-timeout` reaches every rank through the environment.
-  if (const char* t = std::getenv("SPLITSEG_RANK_TIMEOUT"); t && *t && !a.run.given("--rank-timeout"))
-    spec.rankTimeoutSeconds = std::max(1, std::atoi(t));
+  spec.rankTimeoutSeconds = rankTimeout(spec.rankTimeoutSeconds, a.run.given("--rank-timeout"));
   if (!env.distributed() && dropRanks(spec))
     std::cerr << "note: the placement names ranks; this is one process, so each stage runs on its device here\n";
   spec.check(engine::runnableDeviceNames());  // a bad run stops here, before data or network are built

@@ -15,8 +15,7 @@ PipelineInferer::PipelineInferer(Comm& comm, std::shared_ptr<model::StagedNetwor
     : comm_(comm), network_(std::move(network)), spec_(std::move(run)),
       placement_(spec_.resolvePlacement(network_->stageNames(), "cpu")),
       schedule_(network_->stageSpecs(), stageOwners(placement_, comm.size()), 1) {
-  for (int i = 0; i < schedule_.stageCount(); ++i)
-    devices_.emplace_back(placement::splitRank(placement_.deviceOf(schedule_.spec(i).name)).device);
+  devices_ = stageDevices(placement_);
   sendWeightsFromRank0(comm_, *network_, schedule_);
   for (int i : schedule_.stagesOf(comm_.rank())) network_->stageModule(i)->to(devices_[static_cast<std::size_t>(i)]);
   network_->root().eval();

@@ -45,6 +45,12 @@ std::vector<int> stageOwners(const placement::Placement& placement, int worldSiz
   return owners;
 }
 
+std::vector<torch::Device> stageDevices(const placement::Placement& placement) {
+  std::vector<torch::Device> devices;
+  for (const auto& s : placement.stages()) devices.emplace_back(placement::splitRank(placement.deviceOf(s)).device);
+  return devices;
+}
+
 PipelineTrainer::PipelineTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork> network,
                                  std::shared_ptr<data::SampleSource> source, run::RunSpec run)
     : comm_(comm), network_(std::move(network)), source_(std::move(source)), spec_(std::move(run)),
@@ -53,8 +59,7 @@ PipelineTrainer::PipelineTrainer(Comm& comm, std::shared_ptr<model::StagedNetwor
       forwardSchedule_(network_->stageSpecs(), stageOwners(placement_, comm.size()), 1),
       rng_(spec_.seed) {
   if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
-  for (int i = 0; i < schedule_.stageCount(); ++i)
-    devices_.emplace_back(placement::splitRank(placement_.deviceOf(schedule_.spec(i).name)).device);
+  devices_ = stageDevices(placement_);
   // This rank's stages move to its devices; the rest of its copy of the network stays on the CPU
   // (rank 0 gathers checkpoints into it).
   moveOwnedToDevices();
@@ -282,7 +287,7 @@ engine::StepMetrics PipelineTrainer::step() {
   comm_.flush();
   for (auto& rs : m.ranks)
     if (rs.device.empty())
-      rs.device = placement::splitRank(placement_.deviceOf(schedule_.spec(schedule_.stagesOf(rs.rank).front()).name)).device;
+      rs.device = devices_[static_cast<std::size_t>(schedule_.stagesOf(rs.rank).front())].str();
   m.step = step_;
   m.totalSteps = spec_.totalSteps();
   m.epoch = spec_.epochs > 0 ? static_cast<int>((step_ - 1) / spec_.stepsPerEpoch) + 1 : 1;

@@ -30,6 +30,8 @@ namespace splitseg::dist {
 // "enc0=r1:cpu" -> each stage's rank (stages without a rank: rank 0). Throws InvalidArgument when
 // the placement names a rank outside 0..worldSize-1 or leaves a rank without a stage.
 std::vector<int> stageOwners(const placement::Placement& placement, int worldSize);
+// Each stage's device inside its rank's process ("r1:cuda:0" -> cuda:0), in stage order.
+std::vector<torch::Device> stageDevices(const placement::Placement& placement);
 
 // Rank 0's weights (parameters and buffers) of every stage placed on another rank, sent to that
 // rank (collective; every rank calls it). Starts a run from one set of weights.
