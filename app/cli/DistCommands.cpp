@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -164,6 +165,9 @@ int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
     const pid_t pid = fork();
     if (pid < 0) throw Error("launch: cannot start rank " + std::to_string(r));
     if (pid == 0) {
+      // A rank does not outlive its launcher (killed, or a test that gave up): no orphan keeps training.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() == 1) _exit(1);  // the launcher died before the line above
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("RANK", std::to_string(r).c_str(), 1);
