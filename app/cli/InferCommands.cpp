@@ -140,6 +140,7 @@ void runInfer(const InferArgs& a) {
     return;
   }
   engine::SplitExecutor executor(net, placement, spec.precision);
+  executor.setSharding(spec.shardAxis, spec.shardSlabs);
   engine::Inferer inferer(executor);
   use(inferer);
 }

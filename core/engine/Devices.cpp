@@ -1,4 +1,6 @@
 #include "core/engine/Devices.h"
+#include "core/base/Error.h"
+#include "core/placement/Placement.h"
 #include "core/engine/MemoryMeter.h"
 
 #include <c10/util/Exception.h>
@@ -179,6 +181,27 @@ std::vector<DeviceInfo> detectDevices() {
   cpu.freeBytes = hostAvailableBytes();
   out.push_back(cpu);
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> deviceStandIns() {
+  std::vector<std::pair<std::string, std::string>> out;
+  const char* env = std::getenv("SPLITSEG_STAND_INS");
+  if (!env || !*env) return out;
+  std::stringstream ss(env);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos)
+      throw InvalidArgument("SPLITSEG_STAND_INS entry '" + item + "' must be device=stand-in (cuda:1=cpu)");
+    out.emplace_back(placement::canonicalDevice(item.substr(0, eq)), placement::canonicalDevice(item.substr(eq + 1)));
+  }
+  return out;
+}
+
+std::string runsOn(const std::string& device) {
+  for (const auto& [name, standIn] : deviceStandIns())
+    if (name == device) return standIn;
+  return device;
 }
 
 std::vector<std::string> runnableDeviceNames() {

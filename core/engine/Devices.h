@@ -39,6 +39,13 @@ struct DeviceInfo {
 // devices' static facts with fresh free-memory figures.
 std::vector<DeviceInfo> detectDevices();
 std::vector<std::string> runnableDeviceNames();
+// Rehearsal of a placement written for devices this machine lacks: SPLITSEG_STAND_INS =
+// "cuda:0=cpu,cuda:1=cpu" runs each named device's stages on the stand-in, with the plan's
+// structure (splits, shards, transfers) unchanged. CI uses it to run multi-device placements on
+// a CPU-only machine. Empty when unset; throws InvalidArgument for a malformed value.
+std::vector<std::pair<std::string, std::string>> deviceStandIns();
+// The device a placement's device name runs on here (its stand-in, if any).
+std::string runsOn(const std::string& device);
 
 // Measured once per device and cached; index is the CUDA ordinal.
 CudaAllowance cudaAllowance(int index);

@@ -1,6 +1,8 @@
 #include "core/engine/SplitExecutor.h"
 #include "core/base/Error.h"
 #include "core/engine/AutocastScope.h"
+#include "core/engine/Devices.h"
+#include "core/engine/ShardedStage.h"
 #include "core/engine/StageCheckpoint.h"
 
 #include <ATen/autocast_mode.h>
@@ -21,16 +23,73 @@ void SplitExecutor::setPlacement(const placement::Placement& p) {
   if (p.stages() != names) throw InvalidArgument("placement does not list the network's stages in order");
   std::vector<std::string> available{"cpu"};
   for (std::size_t i = 0; i < torch::cuda::device_count(); ++i) available.push_back("cuda:" + std::to_string(i));
+  for (const auto& [name, standIn] : deviceStandIns()) available.push_back(name);
   p.checkDevices(available);
+  if (p.anySharded() && !network_->supportsSharding())
+    throw InvalidArgument("the " + network_->architecture() +
+                          " architecture does not support sharded stages (its layers take no halo); place each stage on one device");
   setCpuChannelsLast(false);  // layouts are per device: start from the default one
   std::vector<torch::Device> devices;
+  std::vector<std::vector<torch::Device>> shards;
   for (std::size_t i = 0; i < specs_.size(); ++i) {
-    torch::Device d(p.deviceOf(specs_[i].name));
-    network_->stageModule(i)->to(d);
+    torch::Device d(runsOn(p.deviceOf(specs_[i].name)));
+    network_->stageModule(i)->to(d);  // a sharded stage's parameters live on its first device
     devices.push_back(d);
+    shards.emplace_back();
+    for (const auto& s : p.shardsOf(specs_[i].name)) shards.back().emplace_back(runsOn(s));
   }
   placement_ = p;
   stageDevices_ = std::move(devices);
+  stageShards_ = std::move(shards);
+}
+
+void SplitExecutor::setSharding(placement::ShardAxis axis, std::map<std::string, std::vector<std::int64_t>> slabSizes) {
+  shardAxis_ = axis;
+  slabSizes_.clear();
+  for (auto& [entry, sizes] : slabSizes) slabSizes_[placement::canonicalEntry(entry)] = std::move(sizes);
+}
+
+std::map<std::string, placement::ShardLayout> SplitExecutor::shardLayouts(std::int64_t extent) const {
+  // Boundaries on multiples of 2^(deepest level a sharded stage reads or writes): pooling and
+  // transposed convolutions then never straddle a boundary.
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < specs_.size(); ++i) index[specs_[i].name] = i;
+  std::map<std::string, int> deepest;
+  std::map<std::string, std::string> firstStage;
+  int overall = 0;
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    if (stageShards_[i].size() < 2) continue;
+    int level = specs_[i].level;
+    for (const auto& in : specs_[i].inputs)
+      if (in != model::kInput) level = std::max(level, specs_[index.at(in)].level);
+    const std::string& entry = placement_.entryOf(specs_[i].name);
+    deepest[entry] = std::max(deepest[entry], level);
+    firstStage.emplace(entry, specs_[i].name);
+    overall = std::max(overall, level);
+  }
+  const std::int64_t multiple = std::int64_t{1} << overall;
+  std::map<std::string, placement::ShardLayout> out;
+  for (const auto& [entry, level] : deepest) {
+    const int count = static_cast<int>(placement::splitShards(entry).size());
+    placement::ShardLayout layout;
+    auto sized = slabSizes_.find(entry);
+    if (sized != slabSizes_.end()) {
+      layout.axis = shardAxis_;
+      layout.sizes = sized->second;
+      if (static_cast<int>(layout.sizes.size()) != count)
+        throw InvalidArgument("stage " + firstStage.at(entry) + ": " + std::to_string(layout.sizes.size()) +
+                              " slab sizes given for " + std::to_string(count) + " devices (" + entry + ")");
+    } else {
+      try {
+        layout = placement::ShardLayout::even(shardAxis_, extent, count, multiple);
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument("stage " + firstStage.at(entry) + ": " + e.what());
+      }
+    }
+    layout.check(extent, multiple, level, firstStage.at(entry));
+    out[entry] = layout;
+  }
+  return out;
 }
 
 void SplitExecutor::setCpuChannelsLast(bool enabled) {
@@ -73,49 +132,93 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     index[specs_[i].name] = i;
     for (const auto& in : specs_[i].inputs) lastUse[in] = i;
   }
+  const int dim = 2 + static_cast<int>(shardAxis_);
+  const auto layouts = placement_.anySharded() ? shardLayouts(input.size(dim)) : std::map<std::string, placement::ShardLayout>{};
   std::vector<torch::Tensor> outputs(specs_.size());
+  std::vector<std::vector<torch::Tensor>> slabs(specs_.size());  // outputs of sharded stages, one per slab
   torch::Tensor networkInput = input;
+  // An output as one tensor on d (a sharded output's slabs gathered there).
+  auto whole = [&](const std::string& name, const torch::Device& d) {
+    if (name == model::kInput) return moveTo(networkInput, d);
+    const std::size_t j = index.at(name);
+    if (slabs[j].empty()) return moveTo(outputs[j], d);
+    std::vector<torch::Tensor> parts;
+    for (const auto& s : slabs[j]) parts.push_back(moveTo(s, d));
+    return torch::cat(parts, dim);
+  };
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     const auto& spec = specs_[i];
     const torch::Device& device = stageDevices_[i];
     currentStage_ = spec.name;
-    std::vector<torch::Tensor> inputs;
     const bool bf16 = precision_.of(spec.name) == placement::Precision::BF16;
-    for (const auto& name : spec.inputs) {
-      const torch::Tensor& src = name == model::kInput ? networkInput : outputs.at(index.at(name));
-      torch::Tensor in = moveTo(src, device);
-      // Outside autocast a bf16 activation would meet fp32 weights: cast it up.
-      if (!bf16 && in.scalar_type() == torch::kBFloat16) in = in.to(torch::kFloat);
-      inputs.push_back(in);
+    // Outside autocast a bf16 activation would meet fp32 weights: cast it up.
+    auto cast = [bf16](torch::Tensor in) { return !bf16 && in.scalar_type() == torch::kBFloat16 ? in.to(torch::kFloat) : in; };
+    const auto& shards = stageShards_[i];
+    std::vector<torch::Tensor> inputs;
+    std::vector<std::vector<torch::Tensor>> slabInputs(shards.size());
+    if (shards.size() == 1) {
+      for (const auto& name : spec.inputs) inputs.push_back(cast(whole(name, device)));
+    } else {
+      const std::string& entry = placement_.entryOf(spec.name);
+      const auto& layout = layouts.at(entry);
+      for (const auto& name : spec.inputs) {
+        const bool fromInput = name == model::kInput;
+        const std::size_t j = fromInput ? 0 : index.at(name);
+        if (!fromInput && !slabs[j].empty() && placement_.entryOf(name) == entry) {
+          // Sharded the same way: the slabs pass straight on.
+          for (std::size_t s = 0; s < shards.size(); ++s) slabInputs[s].push_back(cast(slabs[j][s]));
+          continue;
+        }
+        // Scatter: cut the whole tensor (gathered on the first shard's device if it was sharded otherwise).
+        const torch::Tensor src = fromInput ? networkInput : slabs[j].empty() ? outputs[j] : whole(name, shards[0]);
+        const auto sizes = layout.sizesAt(fromInput ? 0 : specs_[j].level);
+        std::int64_t offset = 0;
+        for (std::size_t s = 0; s < shards.size(); ++s) {
+          slabInputs[s].push_back(cast(moveTo(src.narrow(dim, offset, sizes[s]), shards[s])));
+          offset += sizes[s];
+        }
+      }
     }
     for (const auto& name : spec.inputs) {
       if (lastUse.at(name) != i) continue;
-      if (name == model::kInput) networkInput = torch::Tensor();
-      else outputs[index.at(name)] = torch::Tensor();
+      if (name == model::kInput) {
+        networkInput = torch::Tensor();
+      } else {
+        outputs[index.at(name)] = torch::Tensor();
+        slabs[index.at(name)].clear();
+      }
     }
     try {
-      AutocastScope autocast(bf16, device.type());
-      if (recompute_.count(spec.name) && torch::GradMode::is_enabled()) {
-        auto stage = [this, i](const std::vector<torch::Tensor>& in) { return network_->runStage(i, in); };
-        outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters());
+      if (shards.size() > 1) {
+        ShardedStageRun run{network_.get(), i, shards, dim, bf16, recompute_.count(spec.name) > 0};
+        slabs[i] = runShardedStage(run, slabInputs);
       } else {
-        outputs[i] = network_->runStage(i, inputs);
+        AutocastScope autocast(bf16, device.type());
+        if (recompute_.count(spec.name) && torch::GradMode::is_enabled()) {
+          auto stage = [this, i](const std::vector<torch::Tensor>& in) { return network_->runStage(i, in); };
+          outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters());
+        } else {
+          outputs[i] = network_->runStage(i, inputs);
+        }
       }
     } catch (const c10::OutOfMemoryError& e) {
       throw OutOfMemoryError(device.str(), spec.name, "CUDA allocator: " + std::string(e.what_without_backtrace()));
     }
     if (afterStage_) afterStage_(spec.name, device);
-    if (outputObserver_) outputObserver_(spec.name, outputs[i]);
-    if (backwardHook_ && outputs[i].requires_grad()) {
+    // Observers and hooks see the first slab of a sharded output.
+    const torch::Tensor& produced = slabs[i].empty() ? outputs[i] : slabs[i].front();
+    if (outputObserver_) outputObserver_(spec.name, produced);
+    if (backwardHook_ && produced.requires_grad()) {
       auto hook = backwardHook_;
       const std::string name = spec.name;
-      outputs[i].register_hook([hook, name](torch::Tensor grad) {
+      produced.register_hook([hook, name](torch::Tensor grad) {
         hook(name);
         return grad;
       });
     }
   }
-  return outputs.back().to(torch::kFloat);
+  const std::size_t last = specs_.size() - 1;
+  return (slabs[last].empty() ? outputs[last] : whole(specs_[last].name, stageDevices_[last])).to(torch::kFloat);
 }
 
 } // namespace splitseg::engine

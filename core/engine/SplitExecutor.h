@@ -5,6 +5,7 @@
 #include "core/model/StagedNetwork.h"
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
+#include "core/placement/ShardLayout.h"
 
 #include <torch/types.h>
 
@@ -34,6 +35,16 @@ public:
   // input on any device; returns the head's output (fp32) on the head's device. A bf16 stage
   // runs under autocast; an fp32 stage gets bf16 inputs (from a bf16 stage) cast up first.
   torch::Tensor forward(const torch::Tensor& input);
+
+  // Sharded stages ("dec0=cuda:0+cuda:1"): the axis their slabs are cut along, and explicit slab
+  // sizes (planes at full resolution) per placement entry; entries without sizes are cut evenly
+  // on multiples of the pooling factor.
+  void setSharding(placement::ShardAxis axis, std::map<std::string, std::vector<std::int64_t>> slabSizes = {});
+  placement::ShardAxis shardAxis() const { return shardAxis_; }
+  // The slabs each sharded placement entry cuts a volume of `extent` planes (along the shard
+  // axis) into. Throws InvalidArgument for a cut that does not work (thin slabs, boundaries off
+  // the pooling factor, sizes that do not add up).
+  std::map<std::string, placement::ShardLayout> shardLayouts(std::int64_t extent) const;
 
   torch::Device inputDevice() const;
   torch::Device outputDevice() const;
@@ -68,7 +79,10 @@ private:
   placement::StagePrecisions precision_;
   std::set<std::string> recompute_;
   std::vector<model::StageSpec> specs_;
-  std::vector<torch::Device> stageDevices_;
+  std::vector<torch::Device> stageDevices_;             // the (first) device of each stage
+  std::vector<std::vector<torch::Device>> stageShards_;  // every device of each stage, slab order
+  placement::ShardAxis shardAxis_ = placement::ShardAxis::Depth;
+  std::map<std::string, std::vector<std::int64_t>> slabSizes_;
   std::string currentStage_;
   StageCallback afterStage_;
   BackwardCallback backwardHook_;

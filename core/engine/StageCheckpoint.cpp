@@ -79,7 +79,7 @@ struct AutocastScope {
 };
 
 struct CheckpointState : torch::CustomClassHolder {
-  StageFunction stage;
+  MultiStageFunction stage;
   RngSnapshot rng;
   AutocastState autocast;
   std::size_t numInputs = 0;
@@ -100,7 +100,7 @@ public:
     state->autocast = AutocastState::current();
     state->numInputs = inputs.size();
     for (const auto& t : inputs) state->inputRequiresGrad.push_back(t.requires_grad());
-    torch::Tensor out;
+    variable_list out;
     {
       torch::NoGradGuard noGrad;
       out = state->stage(inputs);
@@ -109,7 +109,7 @@ public:
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
     // Parameters are leaves the stage reaches by itself; keeping handles costs no memory.
     ctx->saved_data["params"] = params.vec();
-    return {out};
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list gradOutputs) {
@@ -126,7 +126,7 @@ public:
     const variable_list paramEdges = ctx->saved_data["params"].toTensorVector();
     for (const auto& p : paramEdges) wrt.push_back(p);
 
-    torch::Tensor out;
+    variable_list out;
     {
       // The recomputation consumes random numbers exactly as the forward did; the generators
       // are put back afterwards so the rest of training sees an unchanged sequence.
@@ -140,9 +140,16 @@ public:
       out = state->stage(inputs);
       now.restore();
     }
-    variable_list grads;
-    if (!wrt.empty())
-      grads = torch::autograd::grad({out}, wrt, {gradOutputs.at(0)}, /*retain_graph=*/false,
+    // Outputs nothing downstream used get no gradient; leave them out.
+    variable_list outs, gradOuts;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (i < gradOutputs.size() && gradOutputs[i].defined() && out[i].requires_grad()) {
+        outs.push_back(out[i]);
+        gradOuts.push_back(gradOutputs[i]);
+      }
+    variable_list grads(wrt.size());
+    if (!wrt.empty() && !outs.empty())
+      grads = torch::autograd::grad(outs, wrt, gradOuts, /*retain_graph=*/false,
                                     /*create_graph=*/false, /*allow_unused=*/true);
     // One result per forward argument: the state (none), then inputs, then parameters.
     variable_list result;
@@ -158,15 +165,23 @@ public:
 
 } // namespace
 
-torch::Tensor runCheckpointed(StageFunction stage, const std::vector<torch::Tensor>& inputs,
-                              const std::vector<torch::Tensor>& params) {
+std::vector<torch::Tensor> runCheckpointedMulti(MultiStageFunction stage, const std::vector<torch::Tensor>& inputs,
+                                                const std::vector<torch::Tensor>& params) {
   if (!torch::GradMode::is_enabled()) return stage(inputs);
   auto state = c10::make_intrusive<CheckpointState>();
   state->stage = std::move(stage);
   variable_list trainable;
   for (const auto& p : params)
     if (p.defined() && p.requires_grad()) trainable.push_back(p);
-  return CheckpointFunction::apply(state, at::TensorList(inputs), at::TensorList(trainable))[0];
+  return CheckpointFunction::apply(state, at::TensorList(inputs), at::TensorList(trainable));
+}
+
+torch::Tensor runCheckpointed(StageFunction stage, const std::vector<torch::Tensor>& inputs,
+                              const std::vector<torch::Tensor>& params) {
+  auto multi = [stage = std::move(stage)](const std::vector<torch::Tensor>& in) {
+    return std::vector<torch::Tensor>{stage(in)};
+  };
+  return runCheckpointedMulti(multi, inputs, params).at(0);
 }
 
 } // namespace splitseg::engine

@@ -13,10 +13,14 @@
 namespace splitseg::engine {
 
 using StageFunction = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
+// A stage with several outputs: a sharded stage returns one output slab per device.
+using MultiStageFunction = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;
 
 // Runs `stage` on `inputs` checkpointed. `params` are the stage's parameters (those that do not
 // require grad are ignored). Without grad mode (inference) it simply calls the stage.
 torch::Tensor runCheckpointed(StageFunction stage, const std::vector<torch::Tensor>& inputs,
                               const std::vector<torch::Tensor>& params);
+std::vector<torch::Tensor> runCheckpointedMulti(MultiStageFunction stage, const std::vector<torch::Tensor>& inputs,
+                                                const std::vector<torch::Tensor>& params);
 
 } // namespace splitseg::engine

@@ -42,7 +42,7 @@ void releaseCachedMemory() {
 
 void synchronize(const placement::Placement& p) {
   for (const auto& d : p.devices())
-    if (d != "cpu") torch::cuda::synchronize(torch::Device(d).index());
+    if (runsOn(d) != "cpu") torch::cuda::synchronize(torch::Device(runsOn(d)).index());
 }
 } // namespace
 
@@ -62,6 +62,7 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
                 spec_.recompute),
       source_(std::move(source)), rng_(spec_.seed) {
   spec_.setPlacement(executor_.placement());
+  executor_.setSharding(spec_.shardAxis, spec_.shardSlabs);
   const auto div = network_->sizeDivisor();
   for (auto s : spec_.patch)
     if (s < div || s % div != 0)

@@ -39,6 +39,9 @@ public:
   // Architecture name and options as JSON text (for checkpoints and sessions).
   virtual std::string architecture() const = 0;
   virtual std::string optionsJson() const = 0;
+  // Whether a stage may run sharded over several devices: its layers must be the shard-aware
+  // ones (core/shard), which take halos and whole-volume statistics from their neighbours.
+  virtual bool supportsSharding() const { return false; }
 
   std::vector<std::string> stageNames() const;
   std::int64_t parameterCount();

@@ -1,5 +1,7 @@
 #include "core/model/UNet3d.h"
 #include "core/base/Error.h"
+#include "core/shard/HaloConv3d.h"
+#include "core/shard/ShardNorm3d.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/nn/functional.h>
@@ -90,11 +92,12 @@ UNet3dOptions UNet3dOptions::fromJson(const std::string& text) {
 
 namespace {
 void addConvBlock(torch::nn::Sequential& seq, std::int64_t in, std::int64_t out, Norm norm) {
-  seq->push_back(torch::nn::Conv3d(torch::nn::Conv3dOptions(in, out, 3).padding(1)));
+  // Shard-aware layers: LibTorch's own outside a sharded stage (same parameter names).
+  seq->push_back(shard::HaloConv3d(torch::nn::Conv3dOptions(in, out, 3).padding(1)));
   if (norm == Norm::Instance)
-    seq->push_back(torch::nn::InstanceNorm3d(torch::nn::InstanceNorm3dOptions(out).affine(true)));
+    seq->push_back(shard::ShardInstanceNorm3d(torch::nn::InstanceNorm3dOptions(out).affine(true)));
   else if (norm == Norm::Batch)
-    seq->push_back(torch::nn::BatchNorm3d(out));
+    seq->push_back(shard::ShardBatchNorm3d(out));
   // In-place ReLU: saves one activation per conv; autograd still has what it needs.
   seq->push_back(torch::nn::ReLU(torch::nn::ReLUOptions().inplace(true)));
 }
@@ -104,13 +107,13 @@ UNetStageImpl::UNetStageImpl(Kind kind, std::int64_t in, std::int64_t out, bool 
                              Norm norm)
     : kind_(kind), pool_(pool), dropout_(dropout) {
   if (kind == Kind::Head) {
-    head_ = register_module("head", torch::nn::Conv3d(torch::nn::Conv3dOptions(in, out, 1)));
+    head_ = register_module("head", shard::HaloConv3d(torch::nn::Conv3dOptions(in, out, 1)));
     return;
   }
   std::int64_t convIn = in;
   if (kind == Kind::Decoder) {
     // in = channels from below; the transposed conv halves them, the skip brings them back.
-    up_ = register_module("up", torch::nn::ConvTranspose3d(
+    up_ = register_module("up", shard::ShardConvTranspose3d(
                                     torch::nn::ConvTranspose3dOptions(in, out, 2).stride(2)));
     convIn = 2 * out;
   }

@@ -4,6 +4,7 @@
 // sigmoid/softmax lives in the loss and the inferer). Stages: enc0..enc{d-2}, bottleneck,
 // dec{d-2}..dec0, head.
 #include "core/model/StagedNetwork.h"
+#include "core/shard/HaloConv3d.h"
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -47,9 +48,9 @@ private:
   Kind kind_;
   bool pool_;
   double dropout_;
-  torch::nn::ConvTranspose3d up_{nullptr};
+  shard::ShardConvTranspose3d up_{nullptr};
   torch::nn::Sequential convs_{nullptr};
-  torch::nn::Conv3d head_{nullptr};
+  shard::HaloConv3d head_{nullptr};
 };
 TORCH_MODULE(UNetStage);
 
@@ -69,6 +70,7 @@ public:
   std::int64_t outChannels() const override { return options_.out_channels(); }
   std::string architecture() const override { return "unet3d"; }
   std::string optionsJson() const override { return options_.toJson(); }
+  bool supportsSharding() const override { return true; }
 
   const UNet3dOptions& options() const { return options_; }
 

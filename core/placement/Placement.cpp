@@ -42,11 +42,37 @@ std::string canonicalDevice(const std::string& device) {
   throw InvalidArgument("unknown device '" + device + "' (cpu, cuda:0, cuda:1, ...)");
 }
 
+std::vector<std::string> splitShards(const std::string& entry) {
+  std::vector<std::string> out;
+  std::stringstream ss(entry);
+  std::string item;
+  while (std::getline(ss, item, '+')) out.push_back(trim(item));
+  if (out.empty()) out.push_back(trim(entry));
+  return out;
+}
+
+std::string canonicalEntry(const std::string& entry) {
+  const auto parts = splitShards(entry);
+  std::vector<std::string> seen;
+  int ranked = 0;
+  for (const auto& part : parts) {
+    const std::string d = canonicalDevice(part);
+    if (std::find(seen.begin(), seen.end(), d) != seen.end())
+      throw InvalidArgument("device " + d + " is listed twice in '" + trim(entry) + "'; each shard needs its own device");
+    ranked += splitRank(d).rank >= 0;
+    seen.push_back(d);
+  }
+  if (ranked != 0 && ranked != static_cast<int>(seen.size()))
+    throw InvalidArgument("'" + trim(entry) + "' mixes this process's devices with ranks' devices; name every shard by rank (r0:cpu+r1:cpu) or none");
+  std::string out;
+  for (const auto& d : seen) out += (out.empty() ? "" : "+") + d;
+  return out;
+}
+
 Placement Placement::uniform(const std::vector<std::string>& stages, const std::string& device) {
   Placement p;
   p.order_ = stages;
-  const std::string d = canonicalDevice(device);
-  for (const auto& s : stages) p.map_[s] = d;
+  for (const auto& s : stages) p.assign(s, device);
   return p;
 }
 
@@ -83,13 +109,14 @@ Placement Placement::fromJson(const std::string& json, const std::vector<std::st
   }
   const nlohmann::json& m = j.contains("stages") ? j["stages"] : j;
   if (!m.is_object()) throw InvalidArgument("placement JSON must map stage names to devices");
-  Placement p;
-  p.order_ = stages;
+  Placement p = uniform(stages, "cpu");
+  p.map_.clear();
+  p.primary_.clear();
   for (auto it = m.begin(); it != m.end(); ++it) {
     if (std::find(stages.begin(), stages.end(), it.key()) == stages.end())
       throw InvalidArgument("placement names unknown stage '" + it.key() + "' (stages: " + joined(stages) + ")");
     if (!it.value().is_string()) throw InvalidArgument("device of stage '" + it.key() + "' must be a string");
-    p.map_[it.key()] = canonicalDevice(it.value().get<std::string>());
+    p.assign(it.key(), it.value().get<std::string>());
   }
   std::vector<std::string> missing;
   for (const auto& s : stages)
@@ -121,15 +148,34 @@ Placement Placement::load(const std::string& path, const std::vector<std::string
 }
 
 const std::string& Placement::deviceOf(const std::string& stage) const {
+  auto it = primary_.find(stage);
+  if (it == primary_.end()) throw InvalidArgument("no device for unknown stage '" + stage + "'");
+  return it->second;
+}
+
+const std::string& Placement::entryOf(const std::string& stage) const {
   auto it = map_.find(stage);
   if (it == map_.end()) throw InvalidArgument("no device for unknown stage '" + stage + "'");
   return it->second;
 }
 
+std::vector<std::string> Placement::shardsOf(const std::string& stage) const { return splitShards(entryOf(stage)); }
+
+bool Placement::anySharded() const {
+  for (const auto& s : order_)
+    if (map_.at(s).find('+') != std::string::npos) return true;
+  return false;
+}
+
 void Placement::assign(const std::string& stage, const std::string& device) {
-  if (!map_.count(stage))
+  if (std::find(order_.begin(), order_.end(), stage) == order_.end())
     throw InvalidArgument("unknown stage '" + stage + "' (stages: " + joined(order_) + ")");
-  map_[stage] = canonicalDevice(device);
+  try {
+    map_[stage] = canonicalEntry(device);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("stage " + stage + ": " + e.what());
+  }
+  primary_[stage] = splitShards(map_[stage]).front();
 }
 
 RankDevice splitRank(const std::string& device) {
@@ -141,7 +187,8 @@ RankDevice splitRank(const std::string& device) {
 
 int Placement::rankCount() const {
   int n = 0;
-  for (const auto& s : order_) n = std::max(n, splitRank(map_.at(s)).rank + 1);
+  for (const auto& s : order_)
+    for (const auto& d : shardsOf(s)) n = std::max(n, splitRank(d).rank + 1);
   return n;
 }
 
@@ -150,17 +197,17 @@ int Placement::rankOf(const std::string& stage) const { return std::max(0, split
 std::vector<std::string> Placement::devices() const {
   std::vector<std::string> d;
   for (const auto& s : order_)
-    if (std::find(d.begin(), d.end(), map_.at(s)) == d.end()) d.push_back(map_.at(s));
+    for (const auto& shard : shardsOf(s))
+      if (std::find(d.begin(), d.end(), shard) == d.end()) d.push_back(shard);
   return d;
 }
 
 void Placement::checkDevices(const std::vector<std::string>& available) const {
-  for (const auto& s : order_) {
-    const auto& d = map_.at(s);
-    if (std::find(available.begin(), available.end(), d) == available.end())
-      throw DeviceError("stage " + s + " is placed on " + d + ", which is not available (available: " +
-                        joined(available) + ")");
-  }
+  for (const auto& s : order_)
+    for (const auto& d : shardsOf(s))
+      if (std::find(available.begin(), available.end(), d) == available.end())
+        throw DeviceError("stage " + s + " is placed on " + d + ", which is not available (available: " +
+                          joined(available) + ")");
 }
 
 std::string Placement::toInline() const {

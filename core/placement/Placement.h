@@ -23,9 +23,18 @@ public:
   static Placement load(const std::string& path, const std::vector<std::string>& stages);
 
   const std::vector<std::string>& stages() const { return order_; }
+  // The device of a stage; for a stage sharded over several devices, the first of them (it holds
+  // the stage's parameters; the other shards borrow them for each step).
   const std::string& deviceOf(const std::string& stage) const;
+  // The placement entry as written: "cuda:0", or "cuda:0+cuda:1" for a sharded stage.
+  const std::string& entryOf(const std::string& stage) const;
+  // The devices a stage runs on: one, or its shards in slab order.
+  std::vector<std::string> shardsOf(const std::string& stage) const;
+  bool isSharded(const std::string& stage) const { return shardsOf(stage).size() > 1; }
+  bool anySharded() const;
+  // device: one device or shards joined by '+' ("cuda:0+cuda:1").
   void assign(const std::string& stage, const std::string& device);
-  // Distinct devices in stage order.
+  // Distinct devices in stage order (every shard's device included).
   std::vector<std::string> devices() const;
   // Ranks the placement names ("r1:cuda:0"): 1 + the highest rank, 0 when it names none (one
   // process). A stage without a rank runs in rank 0's process.
@@ -42,8 +51,14 @@ public:
 
 private:
   std::vector<std::string> order_;
-  std::map<std::string, std::string> map_;
+  std::map<std::string, std::string> map_;      // stage -> entry ("cuda:0" or "cuda:0+cuda:1")
+  std::map<std::string, std::string> primary_;  // stage -> first device of its entry
 };
+
+// "cuda:0 + cuda:1" -> "cuda:0+cuda:1": each device canonical; a device listed twice, or shards
+// that mix this process's devices with ranks' devices, throw InvalidArgument.
+std::string canonicalEntry(const std::string& entry);
+std::vector<std::string> splitShards(const std::string& entry);
 
 // "cpu", "cuda", "cuda:1" -> canonical "cpu" / "cuda:0" / "cuda:1"; a rank's device "r1:cuda" ->
 // "r1:cuda:0". Throws InvalidArgument.

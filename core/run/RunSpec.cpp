@@ -134,7 +134,7 @@ placement::Placement RunSpec::resolvePlacement(const std::vector<std::string>& s
 
 void RunSpec::setPlacement(const placement::Placement& p) {
   placement.clear();
-  for (const auto& s : p.stages()) placement[s] = p.deviceOf(s);
+  for (const auto& s : p.stages()) placement[s] = p.entryOf(s);
 }
 
 placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stages,
@@ -195,15 +195,16 @@ std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
       bad(field, "unknown stage (stages: " + joined(stages) + ")");
     std::string canonical;
     try {
-      canonical = placement::canonicalDevice(device);
+      canonical = placement::canonicalEntry(device);
     } catch (const InvalidArgument& e) {
       bad(field, e.what());
       continue;
     }
     // Another rank's device is checked by that rank when it joins.
-    if (!devices.empty() && placement::splitRank(canonical).rank < 0 &&
-        std::find(devices.begin(), devices.end(), canonical) == devices.end())
-      bad(field, "device '" + device + "' is not available (available: " + joined(devices) + ")");
+    for (const auto& shard : placement::splitShards(canonical))
+      if (!devices.empty() && placement::splitRank(shard).rank < 0 &&
+          std::find(devices.begin(), devices.end(), shard) == devices.end())
+        bad(field, "device '" + shard + "' is not available (available: " + joined(devices) + ")");
   }
   if (!stages.empty()) {
     for (const auto& s : recompute)
@@ -228,6 +229,9 @@ nlohmann::ordered_json RunSpec::toJson() const {
   j["placement"] = placementJson;
   j["precision"] = precision.toString();
   j["recompute"] = std::vector<std::string>(recompute.begin(), recompute.end());
+  nlohmann::ordered_json slabs = nlohmann::ordered_json::object();
+  for (const auto& [entry, sizes] : shardSlabs) slabs[entry] = sizes;
+  j["shard"] = {{"axis", placement::toString(shardAxis)}, {"slabs", slabs}};
   j["patch"] = patch;
   j["batch"] = batch;
   j["micro_batches"] = microBatches;
@@ -274,7 +278,7 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
       const std::string field = "placement." + it.key();
       auto device = ObjectReader::as<std::string>(it.value(), field);
       try {
-        r.placement[it.key()] = placement::canonicalDevice(device);
+        r.placement[it.key()] = placement::canonicalEntry(device);
       } catch (const InvalidArgument& e) {
         throw InvalidArgument(field + ": " + e.what());
       }
@@ -292,6 +296,37 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
     if (!rc->is_array()) throw InvalidArgument("recompute: expected a list of stage names");
     for (std::size_t i = 0; i < rc->size(); ++i)
       r.recompute.insert(ObjectReader::as<std::string>((*rc)[i], "recompute[" + std::to_string(i) + "]"));
+  }
+  if (const auto* sh = top.take("shard")) {
+    if (!sh->is_object()) throw InvalidArgument("shard: expected an object {axis, slabs}");
+    for (auto it = sh->begin(); it != sh->end(); ++it)
+      if (it.key() != "axis" && it.key() != "slabs") throw InvalidArgument("shard." + it.key() + ": unknown key");
+    try {
+      if (sh->contains("axis")) r.shardAxis = placement::shardAxisFromString(ObjectReader::as<std::string>(sh->at("axis"), "shard.axis"));
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      throw InvalidArgument(what.rfind("shard", 0) == 0 ? what : "shard.axis: " + what);
+    }
+    if (sh->contains("slabs")) {
+      const auto& slabs = sh->at("slabs");
+      if (!slabs.is_object()) throw InvalidArgument("shard.slabs: expected an object of \"dev+dev\": [sizes]");
+      for (auto it = slabs.begin(); it != slabs.end(); ++it) {
+        const std::string field = "shard.slabs." + it.key();
+        if (!it.value().is_array() || it.value().size() < 2 || it.value().size() > 64)
+          throw InvalidArgument(field + ": expected a list of 2..64 slab sizes");
+        std::vector<std::int64_t> sizes;
+        for (const auto& v : it.value()) {
+          if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 65536)
+            throw InvalidArgument(field + ": slab sizes are whole numbers of planes, 1..65536");
+          sizes.push_back(v.get<std::int64_t>());
+        }
+        try {
+          r.shardSlabs[placement::canonicalEntry(it.key())] = sizes;
+        } catch (const InvalidArgument& e) {
+          throw InvalidArgument(field + ": " + e.what());
+        }
+      }
+    }
   }
   if (const auto* p = top.take("patch")) r.patch = readTriple<std::int64_t>(*p, "patch");
   top.read("batch", r.batch);

@@ -5,6 +5,7 @@
 #include "core/placement/MemoryPlanner.h"
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
+#include "core/placement/ShardLayout.h"
 #include "core/volume/Preprocessing.h"
 
 #include <nlohmann/json.hpp>
@@ -53,6 +54,10 @@ struct RunSpec {
   std::map<std::string, std::string> placement;
   placement::StagePrecisions precision;
   std::set<std::string> recompute;                 // stages with activation checkpointing
+  // Sharded stages ("dec0": "cuda:0+cuda:1"): the axis the volume is cut along, and optional slab
+  // sizes (planes at full resolution) per placement entry; others are cut evenly.
+  placement::ShardAxis shardAxis = placement::ShardAxis::Depth;
+  std::map<std::string, std::vector<std::int64_t>> shardSlabs;
   std::array<std::int64_t, 3> patch{64, 64, 64};   // x, y, z
   int batch = 1;
   // Ranks: each batch split into this many micro-batches that flow through the ranks one after

@@ -29,6 +29,7 @@ void InferenceWorker::run(const InferenceJob& job) {
     // The run's preprocessing, placement and precision: what `splitseg-cli infer` does with them.
     const auto placement = job.run.resolvePlacement(job.network->stageNames(), "cpu");
     engine::SplitExecutor executor(job.network, placement, job.run.precision);
+    executor.setSharding(job.run.shardAxis, job.run.shardSlabs);
     job.network->root().eval();
     engine::Inferer inferer(executor);
     engine::InferOptions o;

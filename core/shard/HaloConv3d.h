@@ -1,0 +1,27 @@
+#pragma once
+// Convolutions that work on a slab of a sharded stage. Outside a ShardScope they are LibTorch's
+// Conv3d / ConvTranspose3d (same options, same parameter names, so checkpoints do not change).
+// Inside one, HaloConv3d first takes (k-1)/2 planes from each neighbouring slab and convolves
+// without padding along the cut axis, which gives exactly the unsharded result on the slab; a
+// transposed convolution whose kernel equals its stride along the axis needs no halo. Parameters
+// come from ShardComm::local, so a slab on another device borrows them differentiably.
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/pimpl.h>
+
+namespace splitseg::shard {
+
+class HaloConv3dImpl : public torch::nn::Conv3dImpl {
+public:
+  using torch::nn::Conv3dImpl::Conv3dImpl;
+  torch::Tensor forward(const torch::Tensor& input);
+};
+TORCH_MODULE(HaloConv3d);
+
+class ShardConvTranspose3dImpl : public torch::nn::ConvTranspose3dImpl {
+public:
+  using torch::nn::ConvTranspose3dImpl::ConvTranspose3dImpl;
+  torch::Tensor forward(const torch::Tensor& input);
+};
+TORCH_MODULE(ShardConvTranspose3d);
+
+} // namespace splitseg::shard
