@@ -9,6 +9,7 @@
 #include "core/placement/AutoPlacer.h"
 #include "core/placement/LargestVolume.h"
 #include "core/placement/MemoryPlanner.h"
+#include "core/placement/StepTime.h"
 #include "core/run/RunSpec.h"
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,7 @@ struct PlanArgs {
   std::string checkpoint;
   std::string allowance;
   std::string optimizer = "adam";
+  std::string shardAxis = "depth";
   bool json = false;
   bool largest = false;
 };
@@ -89,11 +91,11 @@ std::string cube(const std::array<std::int64_t, 3>& s) {
 
 void printPlan(const MemoryPlan& p, std::ostream& os) {
   char line[512];
-  std::snprintf(line, sizeof line, "%-11s %-7s %-4s %11s %11s %11s %11s %11s %11s %9s\n", "stage", "device",
+  std::snprintf(line, sizeof line, "%-11s %-13s %-4s %11s %11s %11s %11s %11s %11s %9s\n", "stage", "device",
                 "prec", "params", "w+g+opt", "activations", "transfers", "bwd peak", "bwd extra", "TFLOP");
   os << line;
   for (const auto& s : p.stages) {
-    std::snprintf(line, sizeof line, "%-11s %-7s %-4s %11lld %11s %11s %11s %11s %11s %9.2f\n",
+    std::snprintf(line, sizeof line, "%-11s %-13s %-4s %11lld %11s %11s %11s %11s %11s %9.2f\n",
                   (s.name + (s.checkpointed ? "*" : "")).c_str(), s.device.c_str(), toString(s.precision).c_str(),
                   static_cast<long long>(s.parameters),
                   fmt(s.parameterBytes + s.gradientBytes + s.optimizerBytes).c_str(),
@@ -115,6 +117,12 @@ void printPlan(const MemoryPlan& p, std::ostream& os) {
     os << line;
   }
   os << "moved between devices per step: " << fmt(p.bytesMoved) << "\n";
+  for (const auto& [entry, sizes] : p.slabs) {
+    os << "slabs of " << entry << ":";
+    for (const auto n : sizes) os << " " << n;
+    os << " planes\n";
+  }
+  if (p.haloBytes > 0) os << "halo exchanged per step: " << fmt(p.haloBytes) << "\n";
 }
 
 std::string verdict(const MemoryPlan& p) {
@@ -146,6 +154,7 @@ void runPlan(const PlanArgs& a) {
   if (!a.allowance.empty())
     for (auto& d : devices) d.allowance = parseBytes(a.allowance);
   spec.setPlacement(Placement::parse(a.placement, names, devices.front().name));
+  spec.shardAxis = shardAxisFromString(a.shardAxis);
   spec.check({}, names);
   PlanRequest req = spec.planRequest(names, devices);
   req.adam = a.optimizer == "adam";
@@ -161,16 +170,25 @@ void runPlan(const PlanArgs& a) {
   if (a.autoPlace) {
     AutoPlaceResult r = AutoPlacer(planner).place(req);
     req.placement = r.placement;
+    req.checkpoint = r.checkpoint;
     method = r.method + " (" + std::to_string(r.evaluated) + " placements simulated)";
     out["auto"] = {{"method", r.method}, {"exact", r.exact}, {"evaluated", r.evaluated},
                    {"placement", nlohmann::json::parse(r.placement.toJson())}};
   }
   const MemoryPlan plan = planner.plan(req);
+  const StepTime time = predictStepTime(plan, req.devices);
   out["plan"] = nlohmann::json::parse(plan.toJson());
+  out["plan"]["predicted_step_seconds"] = time.seconds;
+  out["plan"]["predicted_compute_seconds"] = time.computeSeconds;
+  out["plan"]["predicted_transfer_seconds"] = time.transferSeconds;
   if (!a.json) {
     os << header << "\nplacement: " << req.placement.describe() << (a.autoPlace ? "  [auto: " + method + "]" : "")
        << "\n\n";
     printPlan(plan, os);
+    char line[160];
+    std::snprintf(line, sizeof line, "predicted step time: %.3g s (compute %.3g s, transfers %.3g s; default device speeds)\n",
+                  time.seconds, time.computeSeconds, time.transferSeconds);
+    os << line;
     os << "\n" << verdict(plan) << "\n";
   }
   if (a.largest) {
@@ -217,6 +235,9 @@ void addPlanCommands(CLI::App& app) {
   cmd->add_option("--recompute,--checkpoint", args->checkpoint, "activation checkpointing: all | none | enc0,dec0");
   cmd->add_option("--allowance", args->allowance, "Fixed cost per device (default: measured on present CUDA devices, else 756MiB CUDA; 0 CPU)");
   cmd->add_option("--optimizer", args->optimizer, "adam | sgd")->capture_default_str();
+  cmd->add_option("--shard-axis", args->shardAxis,
+                  "sharded stages (enc0=cuda:0+cuda:1): the axis their slabs are cut along, depth | height | width")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits");
   cmd->callback([args] { runPlan(*args); });

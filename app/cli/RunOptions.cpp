@@ -84,6 +84,8 @@ void RunOptions::addShape(CLI::App& cmd) {
   remember(cmd.add_option("--micro-batches", microBatches,
                           "ranks: split each batch into M micro-batches that flow through the ranks (GPipe)")
                ->check(CLI::PositiveNumber));
+  remember(cmd.add_option("--shard-axis", shardAxis,
+                          "sharded stages (dec0=cuda:0+cuda:1): cut the volume along depth | height | width"));
 }
 
 void RunOptions::addSchedule(CLI::App& cmd) {
@@ -136,6 +138,7 @@ run::RunSpec RunOptions::build(const run::RunSpec& base) const {
   if (given("--patch")) r.patch = run::parseSize(patch);
   if (given("--batch")) r.batch = batch;
   if (given("--micro-batches")) r.microBatches = microBatches;
+  if (given("--shard-axis")) r.shardAxis = placement::shardAxisFromString(shardAxis);
   if (given("--rank-timeout")) r.rankTimeoutSeconds = rankTimeout;
   if (given("--steps")) r.steps = steps;
   if (given("--epochs")) r.epochs = epochs;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace splitseg::placement {
 
@@ -13,18 +14,23 @@ std::int64_t worstMargin(const MemoryPlan& plan) {
   return m;
 }
 
-bool AutoPlacer::better(const MemoryPlan& a, const MemoryPlan& b) {
+namespace {
+bool preferred(const MemoryPlan& a, double ta, const MemoryPlan& b, double tb) {
   if (a.fits != b.fits) return a.fits;
   if (!a.fits) {  // neither fits: the one that misses by least
     const auto ma = worstMargin(a), mb = worstMargin(b);
     if (ma != mb) return ma > mb;
   }
+  if (std::abs(ta - tb) > 0.01 * std::max(ta, tb)) return ta < tb;
   const double pa = static_cast<double>(a.maxPeak()), pb = static_cast<double>(b.maxPeak());
   if (std::abs(pa - pb) > 0.01 * std::max(pa, pb)) return pa < pb;
-  const double fa = a.maxDeviceFlops(), fb = b.maxDeviceFlops();
-  if (std::abs(fa - fb) > 1e-9 * std::max(fa, fb)) return fa < fb;
   if (a.bytesMoved != b.bytesMoved) return a.bytesMoved < b.bytesMoved;
   return pa < pb;
+}
+} // namespace
+
+bool AutoPlacer::better(const MemoryPlan& a, const MemoryPlan& b, const std::vector<DeviceSpec>& devices) {
+  return preferred(a, predictStepTime(a, devices).seconds, b, predictStepTime(b, devices).seconds);
 }
 
 namespace {
@@ -56,8 +62,16 @@ public:
     for (const auto& s : p.stages) {
       const std::int64_t persistent = s.parameterBytes + s.optimizerBytes;
       bound_.push_back(persistent + (s.checkpointed ? 0 : s.activationBytes));
+      // Time bound: the stage at the fastest device's speed (transfers only add).
+      double fastest = 0;
+      for (const auto& d : req_.devices) fastest = std::max(fastest, defaultFlopsPerSecond(d, s.precision));
+      timeBound_.push_back(s.flops / fastest);
+      speed_.emplace_back();
+      for (const auto& d : req_.devices) speed_.back().push_back(defaultFlopsPerSecond(d, s.precision));
     }
   }
+
+  double secondsOf(const MemoryPlan& p) const { return predictStepTime(p, req_.devices).seconds; }
 
   MemoryPlan evaluate(const std::vector<int>& assign) {
     PlanRequest r = req_;
@@ -69,12 +83,62 @@ public:
 
   void offer(const std::vector<int>& assign) {
     MemoryPlan p = evaluate(assign);
-    if (!haveBest_ || AutoPlacer::better(p, best_)) {
+    const double t = secondsOf(p);
+    if (!haveBest_ || preferred(p, t, best_, bestSeconds_)) {
       best_ = std::move(p);
+      bestSeconds_ = t;
       bestAssign_ = assign;
+      bestPlacement_.reset();
       haveBest_ = true;
     }
   }
+
+  // A whole placement (sharded stages included) with its own checkpointing.
+  void offerPlacement(const Placement& placement, const std::set<std::string>& checkpoint) {
+    PlanRequest r = req_;
+    r.placement = placement;
+    r.checkpoint = checkpoint;
+    MemoryPlan p;
+    try {
+      p = planner_.plan(r);
+    } catch (const InvalidArgument&) {
+      return;  // the volume does not cut into these slabs
+    }
+    ++evaluated_;
+    const double t = secondsOf(p);
+    if (!haveBest_ || preferred(p, t, best_, bestSeconds_)) {
+      best_ = std::move(p);
+      bestSeconds_ = t;
+      bestPlacement_ = placement;
+      bestCheckpoint_ = checkpoint;
+      haveBest_ = true;
+    }
+  }
+
+  // Sharded candidates over every GPU (every device when there is none): the full-resolution
+  // stages sharded (the rest where the best whole-stage placement put them), then every stage.
+  void sharded() {
+    std::vector<std::string> gpus;
+    for (std::size_t d = 0; d < devices_.size(); ++d)
+      if (req_.devices[d].isCuda()) gpus.push_back(devices_[d]);
+    if (gpus.size() < 2) gpus = devices_;
+    if (gpus.size() < 2) return;
+    std::string entry;
+    for (const auto& g : gpus) entry += (entry.empty() ? "" : "+") + g;
+    Placement base = Placement::uniform(names_, gpus.front());
+    if (!bestAssign_.empty())
+      for (std::size_t s = 0; s < names_.size(); ++s) base.assign(names_[s], devices_[bestAssign_[s]]);
+    Placement fullRes = base;
+    for (const auto& s : fullResolution()) fullRes.assign(s, entry);
+    const Placement everyStage = Placement::uniform(names_, entry);
+    std::set<std::string> all(names_.begin(), names_.end());
+    const std::vector<const Placement*> candidates{&fullRes, &everyStage};
+    const std::vector<std::set<std::string>> checkpoints{req_.checkpoint, all};
+    for (const auto* p : candidates)
+      for (const auto& c : checkpoints) offerPlacement(*p, c);
+  }
+
+  bool bestFits() const { return haveBest_ && best_.fits; }
 
   // Every split of the stage order into consecutive runs, runs on distinct devices in order.
   void contiguous() {
@@ -130,7 +194,11 @@ public:
   AutoPlaceResult result(bool exact, std::string method) {
     AutoPlaceResult r;
     r.placement = Placement::uniform(names_, devices_.front());
-    for (std::size_t s = 0; s < names_.size(); ++s) r.placement.assign(names_[s], devices_[bestAssign_[s]]);
+    if (bestPlacement_) r.placement = *bestPlacement_;
+    else
+      for (std::size_t s = 0; s < names_.size(); ++s) r.placement.assign(names_[s], devices_[bestAssign_[s]]);
+    r.checkpoint = bestPlacement_ ? bestCheckpoint_ : req_.checkpoint;
+    r.time = predictStepTime(best_, req_.devices);
     r.plan = best_;
     r.exact = exact;
     r.method = std::move(method);
@@ -139,8 +207,30 @@ public:
   }
 
 private:
+  double flopsSeconds(std::size_t s, std::size_t d) const { return timeBound_[s] * speedMax(s) / speed_[s][d]; }
+  double speedMax(std::size_t s) const { return *std::max_element(speed_[s].begin(), speed_[s].end()); }
+  double restBound(std::size_t from) const {
+    double t = 0;
+    for (std::size_t s = from; s < timeBound_.size(); ++s) t += timeBound_[s];
+    return t;
+  }
+  // Stages at full resolution: those that pool nothing relative to the input (level 0).
+  std::vector<std::string> fullResolution() const {
+    std::vector<std::string> out;
+    std::vector<int> level(names_.size(), 0);
+    const auto& stages = planner_.network().stages;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const auto& st = stages[s];
+      int l = st.inputs.empty() || st.inputs[0] == "input" ? 0 : level[planner_.network().indexOf(st.inputs[0])];
+      for (const auto& layer : st.layers) l += layer.kind == LayerKind::MaxPool ? 1 : layer.kind == LayerKind::ConvTranspose ? -1 : 0;
+      level[s] = std::max(0, l);
+      if (level[s] == 0) out.push_back(st.name);
+    }
+    return out;
+  }
+
   void branch(std::size_t s, std::vector<int>& assign, std::vector<std::int64_t>& load,
-              std::vector<int>& used) {
+              std::vector<int>& used, double time = 0) {
     if (s == names_.size()) {
       offer(assign);
       return;
@@ -154,15 +244,17 @@ private:
         if (earlier) continue;
       }
       const std::int64_t l = load[d] + bound_[s];
+      const double spent = time + flopsSeconds(s, d);
       if (haveBest_ && best_.fits) {
         const auto cap = req_.devices[d].capacity;
         if (l > cap) continue;  // cannot fit, and a fitting placement is known
-        if (l > 1.0102 * static_cast<double>(best_.maxPeak())) continue;  // cannot beat the best peak (1% tie band)
+        // Cannot beat the best time: what is placed so far plus the rest at the fastest speed.
+        if (spent + restBound(s + 1) > 1.0101 * bestSeconds_) continue;
       }
       assign[s] = static_cast<int>(d);
       load[d] = l;
       ++used[d];
-      branch(s + 1, assign, load, used);
+      branch(s + 1, assign, load, used, spent);
       --used[d];
       load[d] -= bound_[s];
       assign[s] = -1;
@@ -176,6 +268,11 @@ private:
   std::vector<std::int64_t> allowance_;
   std::vector<int> klass_;
   std::vector<std::int64_t> bound_;
+  std::vector<double> timeBound_;           // per stage: seconds at the fastest device
+  std::vector<std::vector<double>> speed_;  // per stage and device: FLOP/s
+  double bestSeconds_ = 0;
+  std::optional<Placement> bestPlacement_;  // set when the best came from offerPlacement
+  std::set<std::string> bestCheckpoint_;
   MemoryPlan best_;
   std::vector<int> bestAssign_;
   bool haveBest_ = false;
@@ -188,12 +285,15 @@ AutoPlaceResult AutoPlacer::place(const PlanRequest& request) const {
   if (request.devices.empty()) throw InvalidArgument("auto-placement: no devices");
   Search search(planner_, request);
   search.contiguous();  // a good first incumbent makes the bounds bite
-  if (static_cast<int>(request.devices.size()) <= exactMaxDevices_) {
-    search.exact();
-    return search.result(true, "exact search");
+  const bool exact = static_cast<int>(request.devices.size()) <= exactMaxDevices_;
+  if (exact) search.exact();
+  else search.localSearch();
+  std::string method = exact ? "exact search" : "heuristic: best contiguous split, then single-stage moves and swaps";
+  if (!search.bestFits()) {
+    search.sharded();
+    method += "; whole stages do not fit, so sharded stages were tried";
   }
-  search.localSearch();
-  return search.result(false, "heuristic: best contiguous split, then single-stage moves and swaps");
+  return search.result(exact, method);
 }
 
 } // namespace splitseg::placement

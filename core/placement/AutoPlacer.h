@@ -1,9 +1,13 @@
 #pragma once
-// Chooses which device runs each stage. Order of preference: the placement fits; then the
-// largest per-device peak is smallest; then compute (FLOPs) is most even; then the fewest bytes
-// cross between devices. Exact (branch and bound over every assignment, identical devices
-// deduplicated) up to `exactMaxDevices`; beyond that a heuristic, reported as such.
+// Chooses which device runs each stage. Order of preference: the placement fits; then its
+// predicted step time (StepTime) is shortest, so a CPU takes stages only when the GPUs cannot
+// hold them; then the largest per-device peak is smallest; then the fewest bytes cross between
+// devices. Exact (branch and bound over every assignment, identical devices deduplicated) up to
+// `exactMaxDevices`; beyond that a heuristic, reported as such. When no assignment of whole
+// stages fits, it tries sharded stages over every GPU (the full-resolution stages, then every
+// stage), each without and with activation checkpointing of all stages.
 #include "core/placement/MemoryPlanner.h"
+#include "core/placement/StepTime.h"
 
 #include <cstdint>
 #include <string>
@@ -16,6 +20,8 @@ struct AutoPlaceResult {
   bool exact = true;
   std::string method;          // "exact search" or "heuristic: ..."
   std::int64_t evaluated = 0;  // placements simulated
+  std::set<std::string> checkpoint;  // the stages it checkpoints (the request's, or all when needed)
+  StepTime time;                     // predicted step time of the chosen placement
 };
 
 class AutoPlacer {
@@ -26,9 +32,9 @@ public:
   // request.placement is ignored; every device in request.devices may be used.
   AutoPlaceResult place(const PlanRequest& request) const;
 
-  // True when `a` is preferred to `b` under the order above. Peaks within 1% count as equal so
-  // that compute balance and traffic can decide between near-identical memory plans.
-  static bool better(const MemoryPlan& a, const MemoryPlan& b);
+  // True when `a` is preferred to `b` under the order above (speeds from `devices`' kinds).
+  // Times within 1% count as equal, and so do peaks.
+  static bool better(const MemoryPlan& a, const MemoryPlan& b, const std::vector<DeviceSpec>& devices);
 
 private:
   const MemoryPlanner& planner_;

@@ -1,4 +1,5 @@
 #include "core/placement/LargestVolume.h"
+#include "core/base/Error.h"
 
 namespace splitseg::placement {
 
@@ -33,7 +34,19 @@ LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& reque
   // Memory grows with the edge, so fitting is monotone: grow by doubling, then bisect.
   std::int64_t lo = 0, hi = 0;  // multiples of step: lo fits (0 = none), hi does not
   Trial best, fail;
-  for (std::int64_t k = 1;; k *= 2) {
+  // Sharded stages need a volume that cuts into their slabs: start at the first edge that does.
+  std::int64_t first = 1;
+  for (; first <= 64 && first * step <= maxEdge; ++first) {
+    try {
+      PlanRequest r = request;
+      r.size = {first * step, first * step, first * step};
+      planner.plan(r);
+      break;
+    } catch (const InvalidArgument&) {
+      if (!request.placement.anySharded()) throw;
+    }
+  }
+  for (std::int64_t k = first;; k *= 2) {
     if (k * step > maxEdge) {
       hi = maxEdge / step + 1;
       break;
@@ -48,6 +61,7 @@ LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& reque
     lo = k;
     best = std::move(t);
   }
+  if (lo == 0) hi = 1;  // nothing fits, not even the first edge that cuts into slabs
   while (hi - lo > 1) {
     const std::int64_t mid = (lo + hi) / 2;
     Trial t = tryEdge(planner, request, autoPlace, mid * step);

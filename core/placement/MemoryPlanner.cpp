@@ -32,6 +32,8 @@ std::string MemoryPlan::toJson() const {
   j["limiting_device"] = limitingDevice;
   j["limiting_stage"] = limitingStage;
   j["bytes_moved"] = bytesMoved;
+  j["halo_bytes"] = haloBytes;
+  j["slabs"] = slabs;
   auto& st = j["stages"] = nlohmann::ordered_json::array();
   for (const auto& s : stages)
     st.push_back({{"name", s.name}, {"device", s.device}, {"parameters", s.parameters},
@@ -83,28 +85,97 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
 
   std::vector<std::string> deviceNames;
   for (const auto& d : req.devices) deviceNames.push_back(canonicalDevice(d.name));
-  detail::SimRequest sr;
-  sr.network = &network_;
-  sr.options = &options_;
-  sr.size = req.size;
+  const int ns = static_cast<int>(network_.stages.size());
+  // Resolution level of each stage's output (pools go down, transposed convolutions up).
+  std::vector<int> level(ns, 0);
+  for (int s = 0; s < ns; ++s) {
+    const auto& st = network_.stages[s];
+    int l = st.inputs.empty() || st.inputs[0] == "input" ? 0 : level[network_.indexOf(st.inputs[0])];
+    for (const auto& layer : st.layers) l += layer.kind == LayerKind::MaxPool ? 1 : layer.kind == LayerKind::ConvTranspose ? -1 : 0;
+    level[s] = std::max(0, l);
+  }
+  // Sharded entries and their slabs, cut as the executor cuts them.
+  std::map<std::string, ShardLayout> layouts;
+  std::map<std::string, int> groupOf;
+  int views = 1;
+  const int axis = static_cast<int>(req.shardAxis);
+  if (placement.anySharded()) {
+    std::map<std::string, int> deepest;
+    std::map<std::string, std::string> firstStage;
+    int overall = 0;
+    for (int s = 0; s < ns; ++s) {
+      const auto& name = network_.stages[s].name;
+      if (!placement.isSharded(name)) continue;
+      int l = level[s];
+      for (const auto& in : network_.stages[s].inputs)
+        if (in != "input") l = std::max(l, level[network_.indexOf(in)]);
+      const std::string& entry = placement.entryOf(name);
+      deepest[entry] = std::max(deepest[entry], l);
+      firstStage.emplace(entry, name);
+      overall = std::max(overall, l);
+    }
+    const std::int64_t multiple = std::int64_t{1} << overall;
+    for (const auto& [entry, l] : deepest) {
+      const int k = static_cast<int>(splitShards(entry).size());
+      ShardLayout layout;
+      auto given = req.shardSlabs.find(entry);
+      if (given != req.shardSlabs.end()) {
+        layout.axis = req.shardAxis;
+        layout.sizes = given->second;
+      } else {
+        try {
+          layout = ShardLayout::even(req.shardAxis, req.size[axis], k, multiple);
+        } catch (const InvalidArgument& e) {
+          throw InvalidArgument("stage " + firstStage.at(entry) + ": " + e.what());
+        }
+      }
+      if (static_cast<int>(layout.sizes.size()) != k)
+        throw InvalidArgument("stage " + firstStage.at(entry) + ": slab sizes do not match the devices of " + entry);
+      layout.check(req.size[axis], multiple, l, firstStage.at(entry));
+      layouts[entry] = layout;
+      groupOf.emplace(entry, static_cast<int>(groupOf.size()));
+      views = std::max(views, k);
+    }
+  }
   // With M micro-batches the step is replayed for the largest micro-batch; each device then also
   // holds what the other M-1 micro-batches left on it at the end of their forward (GPipe runs every
   // forward before the first backward), which the replay reports as endOfForward - persistent.
   const int M = req.microBatches;
   const int micro = (req.batch + M - 1) / M;
-  sr.batch = micro;
-  sr.adam = req.adam;
-  for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
-  for (const auto& s : network_.stages) {
-    const std::string& dev = placement.deviceOf(s.name);
-    auto it = std::find(deviceNames.begin(), deviceNames.end(), dev);
-    if (it == deviceNames.end())
-      throw DeviceError("planner: stage " + s.name + " is placed on " + dev + ", which is not among the devices planned for");
-    sr.stageDevice.push_back(static_cast<int>(it - deviceNames.begin()));
-    sr.checkpointed.push_back(req.checkpoint.count(s.name) ? 1 : 0);
-    sr.bf16.push_back(precisions.of(s.name) == Precision::BF16 ? 1 : 0);
-  }
+  // One replay per slab index: in view j every sharded stage runs its j-th slab on its j-th device
+  // (a stage with fewer slabs repeats one), unsharded stages run whole. A device's peak is its
+  // largest over the views.
+  auto request = [&](int view) {
+    detail::SimRequest sr;
+    sr.network = &network_;
+    sr.options = &options_;
+    sr.size = req.size;
+    sr.batch = micro;
+    sr.adam = req.adam;
+    sr.shardDim = axis;
+    for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
+    for (const auto& s : network_.stages) {
+      const auto shards = placement.shardsOf(s.name);
+      const std::size_t j = static_cast<std::size_t>(view) % shards.size();
+      const std::string& dev = shards[j];
+      auto it = std::find(deviceNames.begin(), deviceNames.end(), dev);
+      if (it == deviceNames.end())
+        throw DeviceError("planner: stage " + s.name + " is placed on " + dev + ", which is not among the devices planned for");
+      sr.stageDevice.push_back(static_cast<int>(it - deviceNames.begin()));
+      sr.checkpointed.push_back(req.checkpoint.count(s.name) ? 1 : 0);
+      sr.bf16.push_back(precisions.of(s.name) == Precision::BF16 ? 1 : 0);
+      if (!layouts.empty()) {
+        const bool sharded = shards.size() > 1;
+        sr.stageSlab.push_back(sharded ? layouts.at(placement.entryOf(s.name)).sizes[j] : 0);
+        sr.stageGroup.push_back(sharded ? groupOf.at(placement.entryOf(s.name)) : -1);
+      }
+    }
+    return sr;
+  };
+  const detail::SimRequest sr = request(0);
   const detail::SimResult sim = detail::simulateStep(sr);
+  std::vector<detail::SimResult> others;
+  for (int v = 1; v < views; ++v) others.push_back(detail::simulateStep(request(v)));
 
   MemoryPlan plan;
   plan.size = req.size;
@@ -113,12 +184,30 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   plan.precision = req.precision.fallback;
   plan.precisionText = precisions.toString(names);
   plan.bytesMoved = sim.bytesMoved * M;
+  for (const auto& o : others) plan.bytesMoved += o.bytesMoved * M;
+  // Halos: every 3x3x3 convolution of a sharded stage takes `padding` planes across each inner
+  // boundary in both directions, and sends their gradients back in backward.
+  for (const auto& [entry, layout] : layouts) plan.slabs[entry] = layout.sizes;
+  for (int s = 0; s < ns; ++s) {
+    const auto& name = network_.stages[s].name;
+    if (!placement.isSharded(name)) continue;
+    const auto& layout = layouts.at(placement.entryOf(name));
+    const std::int64_t boundaries = static_cast<std::int64_t>(layout.sizes.size()) - 1;
+    std::int64_t plane = 1;
+    for (int a = 0; a < 3; ++a)
+      if (a != axis) plane *= req.size[a] >> level[s];
+    const std::int64_t bytes = precisions.of(name) == Precision::BF16 ? 2 : 4;
+    for (const auto& l : network_.stages[s].layers)
+      if (l.kind == LayerKind::Conv && l.padding > 0)
+        // Both directions; forward (again when recomputed) and backward.
+        plan.haloBytes += 2 * (sr.checkpointed[s] ? 3 : 2) * boundaries * l.padding * plane * l.inChannels * bytes * req.batch;
+  }
   const std::int64_t optimizerPerParam = req.adam ? 8 : 0;
   for (std::size_t i = 0; i < network_.stages.size(); ++i) {
     const auto& ss = sim.stages[i];
     StagePlan s;
     s.name = network_.stages[i].name;
-    s.device = deviceNames[sr.stageDevice[i]];
+    s.device = placement.entryOf(s.name);
     s.parameters = ss.parameters;
     s.parameterBytes = ss.parameters * 4;
     s.gradientBytes = ss.parameters * 4;
@@ -140,15 +229,29 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   for (std::size_t d = 0; d < req.devices.size(); ++d) {
     DevicePlan dp;
     dp.name = deviceNames[d];
-    for (const auto& s : plan.stages)
-      if (s.device == dp.name) {
-        dp.stages.push_back(s.name);
-        dp.activationBytes += s.activationBytes;
-        dp.transferBytes += s.transferBytes;
-        dp.flops += s.flops;
+    for (const auto& s : plan.stages) {
+      const auto shards = splitShards(s.device);
+      const auto at = std::find(shards.begin(), shards.end(), dp.name);
+      if (at == shards.end()) continue;
+      // A sharded stage's figures (from the first slab's replay) scaled by this slab's share.
+      double share = 1.0;
+      if (shards.size() > 1) {
+        const auto& layout = layouts.at(s.device);
+        share = static_cast<double>(layout.sizes[at - shards.begin()]) / static_cast<double>(layout.sizes.front());
       }
+      dp.stages.push_back(s.name);
+      dp.activationBytes += static_cast<std::int64_t>(s.activationBytes * share);
+      dp.transferBytes += static_cast<std::int64_t>(s.transferBytes * share);
+      dp.flops += s.flops * share;
+    }
     if (dp.stages.empty()) continue;
-    const auto& sd = sim.devices[d];
+    // The view where this device peaks (sharded stages: the slab it holds).
+    const detail::SimDevice* best = &sim.devices[d];
+    for (const auto& o : others)
+      if (o.devices[d].peak + std::int64_t{M - 1} * std::max<std::int64_t>(0, o.devices[d].endOfForward - o.devices[d].persistent) >
+          best->peak + std::int64_t{M - 1} * std::max<std::int64_t>(0, best->endOfForward - best->persistent))
+        best = &o.devices[d];
+    const auto& sd = *best;
     dp.capacity = req.devices[d].capacity;
     dp.allowance = allowanceFor(req.devices[d]);
     dp.persistentBytes = sd.persistent;

@@ -6,6 +6,7 @@
 #include "core/placement/NetworkStructure.h"
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
+#include "core/placement/ShardLayout.h"
 
 #include <array>
 #include <cstdint>
@@ -73,6 +74,10 @@ struct PlanRequest {
   bool adam = true;                  // Adam keeps two moments per parameter
   Placement placement;               // empty: every stage on devices[0]
   std::vector<DeviceSpec> devices;   // every device the placement names must be listed
+  // Sharded stages (placement entries "cuda:0+cuda:1"): the cut axis and optional slab sizes per
+  // entry, as engine::SplitExecutor::setSharding takes them.
+  ShardAxis shardAxis = ShardAxis::Depth;
+  std::map<std::string, std::vector<std::int64_t>> shardSlabs;
 };
 
 struct StagePlan {
@@ -117,6 +122,8 @@ struct MemoryPlan {
   std::vector<StagePlan> stages;
   std::vector<DevicePlan> devices;   // devices that run at least one stage
   std::int64_t bytesMoved = 0;       // between devices, forward activations + backward gradients
+  std::int64_t haloBytes = 0;        // sharded stages: halo planes exchanged per step (forward + backward)
+  std::map<std::string, std::vector<std::int64_t>> slabs;  // sharded entries: slab planes at full resolution
   bool fits = false;
   std::string limitingDevice;        // smallest margin
   std::string limitingStage;         // stage at that device's peak

@@ -91,6 +91,9 @@ private:
   void drop(int v) { unref(vals_[v].storage); }
 
   int runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops);
+  // Sharding: the input value `v` (output `name`) as stage s needs it — its slab, or the whole
+  // tensor gathered. Returns v when nothing changes, else -(new value + 1), held once.
+  int reshard(int s, const std::string& name, int v, int dev, std::vector<Op>& ops);
   void layer(int s, const LayerSpec& l, int& x, const std::vector<int>& inputs, bool save,
              std::vector<Op>& ops);
   void backward(Op& op);
@@ -249,6 +252,34 @@ int Simulator::runStage(int s, const std::vector<int>& inputs, bool save, std::v
   return x;  // held by the caller
 }
 
+int Simulator::reshard(int s, const std::string& name, int v, int dev, std::vector<Op>& ops) {
+  const int axis = r_.shardDim, other = (axis + 1) % 3;
+  const Value src = vals_[v];
+  const std::int64_t factor = std::max<std::int64_t>(1, r_.size[other] / std::max<std::int64_t>(1, src.dims[other]));
+  const int producer = name == "input" ? -1 : net_.indexOf(name);
+  const bool sameGroup = producer >= 0 && r_.stageGroup[s] >= 0 && r_.stageGroup[producer] == r_.stageGroup[s];
+  if (sameGroup) return v;  // slabs pass straight on
+  const std::int64_t want = (r_.stageSlab[s] > 0 ? r_.stageSlab[s] : r_.size[axis]) / factor;
+  if (src.dims[axis] == want) return v;
+  Dims d = src.dims;
+  d[axis] = want;
+  if (want < src.dims[axis] && src.device == dev) {
+    // Scatter on the same device: the executor's slab is a view of the whole tensor.
+    hold(v);
+    const int view = newValue(src.storage, src.channels, d, src.dtype, src.requiresGrad);
+    ops.push_back({OpKind::Copy, s, {v}, view, {}});  // backward: a whole-sized gradient for the source
+    return -view - 1;
+  }
+  // A slab moved to another device, or the slabs gathered into a whole tensor here.
+  Value tmp = src;
+  tmp.dims = d;
+  const int c = newValue(alloc(dev, bytesOf(tmp), s, true), src.channels, d, src.dtype, src.requiresGrad);
+  res_.stages[s].transferBytes += bytesOf(tmp);
+  res_.bytesMoved += bytesOf(tmp);
+  ops.push_back({OpKind::Copy, s, {v}, c, {}});
+  return -c - 1;
+}
+
 void Simulator::deliver(int v, int g) {
   if (!vals_[v].requiresGrad) {
     unref(g);
@@ -352,8 +383,11 @@ SimResult Simulator::run() {
     const int dev = r_.stageDevice[s];
     std::vector<int> local;
     for (const auto& name : stages[s].inputs) {
-      const int v = outputs.at(name);
-      if (vals_[v].device != dev) {  // the executor copies the input to the stage's device
+      int v = outputs.at(name);
+      if (!r_.stageSlab.empty()) v = reshard(s, name, v, dev, ops);
+      if (v < 0) {  // resharded into a new tensor on this device (held once)
+        local.push_back(-v - 1);
+      } else if (vals_[v].device != dev) {  // the executor copies the input to the stage's device
         const Value src = vals_[v];
         const int c = newValue(alloc(dev, bytesOf(src), s, true), src.channels, src.dims, src.dtype,
                                src.requiresGrad);

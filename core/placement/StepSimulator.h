@@ -23,6 +23,13 @@ struct SimRequest {
   std::vector<char> checkpointed;  // per stage
   std::vector<int> stageDevice;    // per stage: index into deviceIsCuda
   std::vector<char> deviceIsCuda;  // per device
+  // Sharded stages, as one slab's view of the step: the stage runs on stageDevice with the volume
+  // cut to stageSlab planes (at full resolution) along size[shardDim]; 0 = the whole volume.
+  // Stages of the same stageGroup (>= 0) pass their slabs on directly; elsewhere a slab is cut
+  // from (scatter) or a whole tensor is gathered onto the consumer's device.
+  int shardDim = 0;
+  std::vector<std::int64_t> stageSlab;  // per stage (empty: nothing sharded)
+  std::vector<int> stageGroup;          // per stage; -1 unsharded
 };
 
 struct SimStage {

@@ -148,6 +148,8 @@ placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stag
   r.checkpoint = recompute;
   r.placement = resolvePlacement(stages, devices.front().name);
   r.devices = devices;
+  r.shardAxis = shardAxis;
+  r.shardSlabs = shardSlabs;
   return r;
 }
 

@@ -28,10 +28,23 @@ torch::Tensor HaloConv3dImpl::forward(const torch::Tensor& input) {
   const std::int64_t halo = (k - 1) / 2;
   const torch::Tensor w = comm->local(weight);
   const torch::Tensor b = bias.defined() ? comm->local(bias) : torch::Tensor();
-  if (halo == 0) return at::conv3d(input, w, b, vec(options.stride()), padding, vec(options.dilation()), options.groups());
+  const auto stride = vec(options.stride()), dilation = vec(options.dilation());
+  const auto groups = options.groups();
+  if (halo == 0) return at::conv3d(input, w, b, stride, padding, dilation, groups);
   padding[axis] = 0;  // the halo takes the padding's place; at the volume's borders it is zeros
-  return at::conv3d(comm->exchangeHalo(input, halo), w, b, vec(options.stride()), padding, vec(options.dilation()),
-                    options.groups());
+  const int dim = comm->dim();
+  const std::int64_t n = input.size(dim);
+  const auto [before, after] = comm->exchangeHalo(input, halo);
+  if (n < 2 * halo) return at::conv3d(torch::cat({before, input, after}, dim), w, b, stride, padding, dilation, groups);
+  // The interior planes straight from the slab (the tensor autograd keeps anyway: no padded copy
+  // of the whole slab is made or saved), the boundary planes from thin pieces with the halo.
+  const torch::Tensor low = at::conv3d(torch::cat({before, input.narrow(dim, 0, 2 * halo)}, dim), w, b, stride, padding,
+                                       dilation, groups);
+  const torch::Tensor high = at::conv3d(torch::cat({input.narrow(dim, n - 2 * halo, 2 * halo), after}, dim), w, b, stride,
+                                        padding, dilation, groups);
+  if (n == 2 * halo) return torch::cat({low, high}, dim);
+  const torch::Tensor interior = at::conv3d(input, w, b, stride, padding, dilation, groups);
+  return torch::cat({low, interior, high}, dim);
 }
 
 torch::Tensor ShardConvTranspose3dImpl::forward(const torch::Tensor& input) {

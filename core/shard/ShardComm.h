@@ -18,11 +18,11 @@ public:
   virtual torch::Device device() const = 0;  // where this slab's tensors live
   // Tensor dimension the slabs are cut along (2 = D, 3 = H, 4 = W).
   virtual int dim() const = 0;
-  // x with `planes` planes of each neighbour's x added on both sides along dim(); zeros at the
-  // volume's borders (what the unsharded convolution's padding reads there). Every slab must call
-  // it for the same layer, in the same order. Differentiable: the halo's gradient flows back to
-  // the neighbour's boundary planes.
-  virtual torch::Tensor exchangeHalo(const torch::Tensor& x, std::int64_t planes) = 0;
+  // The `planes` planes of the neighbours' x that border this slab along dim(): {the previous
+  // slab's last planes, the next slab's first planes}; zeros at the volume's borders (what the
+  // unsharded convolution's padding reads there). Every slab must call it for the same layer, in
+  // the same order. Differentiable: the halo's gradient flows back to the neighbour's planes.
+  virtual std::pair<torch::Tensor, torch::Tensor> exchangeHalo(const torch::Tensor& x, std::int64_t planes) = 0;
   // Elementwise sum of t over all slabs (t has the same shape on every slab), on device().
   // Differentiable; every slab gets the same result.
   virtual torch::Tensor allReduceSum(const torch::Tensor& t) = 0;

@@ -186,9 +186,9 @@ private Q_SLOTS:
         c /= nd;
       }
       MemoryPlan p = planner.plan(r);
-      if (!have || AutoPlacer::better(p, best)) { best = p; have = true; }
+      if (!have || AutoPlacer::better(p, best, devices)) { best = p; have = true; }
     }
-    QVERIFY2(!AutoPlacer::better(best, got.plan),
+    QVERIFY2(!AutoPlacer::better(best, got.plan, devices),
              qPrintable(QString("brute force found a better placement: peak %1 vs %2")
                             .arg(best.maxPeak()).arg(got.plan.maxPeak())));
     QCOMPARE(got.plan.fits, best.fits);
