@@ -9,12 +9,13 @@ namespace {
 // median step time measured for it):
 //  - CUDA: the GPU kit's runs on an H200, seed network at 256^3, batch 1 (docs/bench/gpu.json,
 //    2026-11-30): fp32 0.469 s, bf16 0.304 s for kSeed256StepFlops.
-//  - CPU: this 2-core machine, the CPU benchmark's training step (tests/bench); CPUs differ widely,
-//    so the engine measures the CPU it runs on (engine::measureCpuFlops) and passes that instead.
-constexpr double kSeed256StepFlops = 2.0 * 1.0e12;  // replaced below by the planner's figure
+//  - CPU: this project's 2-core CI machine, the CPU benchmark's training step (docs/bench/results.jsonl
+//    train_splitseg: base 16, 64^3, 2 threads, median 0.732 s) for the planner's 89.5 GFLOP. CPUs
+//    differ widely; callers with a measured speed pass it in flopsPerSecond.
+constexpr double kSeed256StepFlops = 22.83e12;  // `splitseg-cli plan --patch 256` (seed network), summed stage FLOPs
 constexpr double kCudaFp32FlopsPerSecond = kSeed256StepFlops / 0.469;
 constexpr double kCudaBf16FlopsPerSecond = kSeed256StepFlops / 0.304;
-constexpr double kCpuFlopsPerSecond = 60e9;
+constexpr double kCpuFlopsPerSecond = 89.5e9 / 0.732;
 // Links: PCIe 4.0 x16 moves ~25 GB/s in practice; GPU peer copies over NVLink are faster but not
 // every machine has NVLink, so the PCIe figure is used for them too; ranks on one host exchange
 // through Gloo over loopback TCP (~2 GB/s measured by the ranks benchmark's bytes and wait times).
