@@ -31,6 +31,12 @@ std::vector<int> stageOwners(const placement::Placement& placement, int worldSiz
   std::vector<int> owners;
   std::vector<bool> used(static_cast<std::size_t>(worldSize), false);
   for (const auto& s : placement.stages()) {
+    // The slabs' transport over ranks exists (RankShardComm, ShardRanksTest); the pipeline that
+    // would scatter, gather and all-reduce the replicas' gradients around it does not yet.
+    if (placement.isSharded(s))
+      throw InvalidArgument("placement." + s + ": a stage sharded over ranks (" + placement.entryOf(s) +
+                            ") is not supported by training or inference over ranks yet; shard it over this "
+                            "process's devices (cuda:0+cuda:1) or place it on one rank");
     const int r = placement.rankOf(s);
     if (r >= worldSize)
       throw InvalidArgument("placement." + s + ": rank " + std::to_string(r) + " does not exist (WORLD_SIZE=" +

@@ -4,6 +4,7 @@
 // weights (same seed). The reference is the unsharded network in one process: the ranks' output
 // slabs put together must equal its output, and each parameter's gradient summed over the ranks
 // (what the trainer's all-reduce will do) must equal its gradient, within 1e-5.
+#include "core/dist/PipelineTrainer.h"
 #include "core/dist/RankShardComm.h"
 #include "core/engine/SplitExecutor.h"
 #include "core/model/UNet3d.h"
@@ -146,6 +147,20 @@ private Q_SLOTS:
     QVERIFY2(sent[0] > 0, "rank 0 sent nothing: the halos did not travel");
     qInfo("%d ranks: output max abs diff %.3g, worst summed gradient diff %.3g, rank 0 sent %lld bytes", ranks, o.maxAbs,
           worst, static_cast<long long>(sent[0]));
+  }
+
+  // Until the pipeline carries sharded stages, training and inference over ranks refuse them
+  // with one line instead of running the stage unsharded on its first rank.
+  void pipelineRefusesShardedStages() {
+    auto net = model::UNet3d(tiny(model::Norm::None));
+    const auto p = placement::Placement::parse("enc0=r0:cpu+r1:cpu,dec0=r1:cpu", net->stageNames(), "r0:cpu");
+    QString message;
+    try {
+      dist::stageOwners(p, 2);
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    QVERIFY2(message.contains("sharded over ranks") && !message.contains('\n'), qPrintable(message));
   }
 };
 
