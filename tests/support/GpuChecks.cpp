@@ -150,6 +150,52 @@ CheckResult splitEquivalence(const std::string& device, int edge) {
   return r;
 }
 
+CheckResult shardEquivalence(const std::string& device, int edge) {
+  CheckResult r{"shard_equivalence"};
+  if (device == "cpu") {
+    r.status = CheckResult::Status::Skip;
+    r.detail = "needs a second device";
+    return r;
+  }
+  ExactFp32Guard exact;
+  const double rtol = 1e-4, atol = 1e-5;
+  auto net = tinyNet(7, 0.0);
+  torch::manual_seed(8);
+  const auto x = torch::randn({2, 1, edge, edge, edge});
+  const auto target = torch::rand({2, 1, edge, edge, edge});
+  engine::SplitExecutor cpu(net, placement::Placement::uniform(net->stageNames(), "cpu"));
+  const auto ref = cpu.forward(x);
+  (ref - target).pow(2).mean().backward();
+  std::vector<torch::Tensor> refGrads;
+  for (const auto& p : net->root().parameters()) refGrads.push_back(p.grad().clone());
+  std::string every;
+  for (const auto& s : net->stageNames()) every += (every.empty() ? "" : ",") + s + "=" + device + "+cpu";
+  const std::vector<std::pair<std::string, std::string>> shardRows{
+      {"full-resolution cpu+" + device, "enc0=cpu+" + device + ",dec0=cpu+" + device + ",head=cpu+" + device},
+      {"every stage " + device + "+cpu", every}};
+  for (const auto& [row, text] : shardRows) {
+    net->root().zero_grad();
+    engine::SplitExecutor exec(net, placement::Placement::parse(text, net->stageNames(), "cpu"));
+    const auto out = exec.forward(x);
+    (out - target.to(out.device())).pow(2).mean().backward();
+    const Closeness o = compare(out.cpu(), ref, rtol, atol);
+    double gradMax = 0;
+    bool gradsOk = true;
+    std::size_t i = 0;
+    for (const auto& p : net->root().parameters()) {
+      if (!p.grad().defined()) return fail(r, row + ": a parameter got no gradient");
+      const Closeness g = compare(p.grad().cpu(), refGrads[i++], rtol, atol);
+      gradMax = std::max(gradMax, g.maxAbs);
+      gradsOk = gradsOk && g.within;
+    }
+    r.figures[row] = {{"output_max_abs", o.maxAbs}, {"grad_max_abs", gradMax}};
+    if (!o.within) r = fail(r, row + ": output differs from the unsharded CPU model");
+    if (!gradsOk) r = fail(r, row + ": gradients differ from the unsharded CPU model");
+  }
+  engine::SplitExecutor home(net, placement::Placement::uniform(net->stageNames(), "cpu"));
+  return r;
+}
+
 CheckResult dropoutReproduced(const std::string& device, int edge) {
   CheckResult r{"dropout_reproduced"};
   ExactFp32Guard exact;

@@ -56,6 +56,9 @@ std::string checkDevice();
 // stage on `device` and with three cuda/cpu splits; outputs and every gradient within tolerance
 // (rtol 1e-4, atol 1e-5 across devices; 1e-6 on one device).
 CheckResult splitEquivalence(const std::string& device, int edge = 16);
+// Sharded stages across the CPU and `device` (slabs on two devices, halos copied between them):
+// outputs and every gradient vs the unsharded CPU model, as splitEquivalence. Skipped on "cpu".
+CheckResult shardEquivalence(const std::string& device, int edge = 32);
 // Dropout on: the executor vs referenceForward with stages on their own devices (same seed, same
 // masks): within 1e-5; the same seed twice gives identical outputs, another seed different ones.
 CheckResult dropoutReproduced(const std::string& device, int edge = 16);
