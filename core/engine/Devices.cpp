@@ -209,6 +209,9 @@ std::vector<std::string> runnableDeviceNames() {
   std::vector<std::string> names;
   for (int i = 0; i < cudaDeviceCount(); ++i) names.push_back("cuda:" + std::to_string(i));
   names.push_back("cpu");
+  // Rehearsal stand-ins (SPLITSEG_STAND_INS) run too, after the real devices (never the default).
+  for (const auto& [name, standIn] : deviceStandIns())
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   return names;
 }
 

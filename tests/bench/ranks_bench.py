@@ -26,7 +26,8 @@ if a.ranks > 0:
     cmd = [a.cli, "launch", "--local-ranks", str(a.ranks), "--rank-timeout", "600", "train", *flags,
            "--micro-batches", str(a.micro), "--placement", a.placement]
 else:
-    cmd = [a.cli, "train", *flags]
+    # One process; a placement here may shard stages (devices standing in through SPLITSEG_STAND_INS).
+    cmd = [a.cli, "train", *flags] + (["--placement", a.placement] if a.placement else [])
 env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
 p = subprocess.run(cmd, env=env, capture_output=True, text=True)
 if p.returncode != 0:

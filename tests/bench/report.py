@@ -142,6 +142,29 @@ def build(rows):
         err = (first(rows, "ranks_m4") or first(rows, "ranks_m1") or {}).get("error", "did not run")
         table.append((label, fmt_s(m4), fmt_s(m1), "n/a", ">= 1.5x", f"not measured: {err}"))
 
+    sh2, sh0 = pooled(rows, "shard_two"), pooled(rows, "shard_none")
+    s2 = first(rows, "shard_two") or {}
+    label = (f"sharded enc0/dec0/head, 2 slabs x 1 thread vs unsharded x 2 threads, base {s2.get('base', '?')}, "
+             f"batch 1, {s2.get('size', '?')}^3 (one process, slabs on the CPU)")
+    if sh2 and sh0:
+        table.append((label, fmt_s(sh2), fmt_s(sh0), f"{sh2 / sh0:.2f}x time", "<= 1.25x",
+                      "met" if sh2 / sh0 <= 1.25 else "missed"))
+        def spread_s(kind):
+            v = [x for r in rows if r.get("kind") == kind and "error" not in r for x in r.get("steps", [])]
+            return f"{min(v):.2f}-{max(v):.2f} s over {len(v)} steps" if v else ""
+        table.append(("  range of step times (sharded; unsharded)", spread_s("shard_two"), spread_s("shard_none"), "", "", ""))
+        halo = ((first(rows, "shard_plan") or {}).get("plan") or {}).get("halo_bytes")
+        if halo is not None:
+            table.append(("  halo exchanged per step (planner)", f"{halo / 2**20:.2f} MiB", "", "", "", ""))
+        pred = ((first(rows, "shard_cpu_plan") or {}).get("plan") or {}).get("predicted_step_seconds")
+        if pred:
+            err = pred / sh0 - 1
+            table.append(("  planner's predicted step time of the unsharded CPU run vs measured", fmt_s(pred), fmt_s(sh0),
+                          f"{err * 100:+.0f}%", "within 30%", "met" if abs(err) <= 0.30 else "missed"))
+    elif first(rows, "shard_two") or first(rows, "shard_none"):
+        err = (first(rows, "shard_two") or first(rows, "shard_none") or {}).get("error", "did not run")
+        table.append((label, fmt_s(sh2), fmt_s(sh0), "n/a", "<= 1.25x", f"not measured: {err}"))
+
     si, mi = first(rows, "infer_splitseg") or {}, first(rows, "infer_monai") or {}
     vol = "x".join(str(s) for s in si.get("size", [])) or "?"
     label = f"sliding window {vol}, window {si.get('window', ['?'])[0]}, overlap {si.get('overlap', '?')}"

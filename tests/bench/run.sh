@@ -149,6 +149,22 @@ for r in $(seq 1 "$ROUNDS"); do
   record ranks_b4 "${RB[@]}" --ranks 0 --threads 1
 done
 
+# 4c. Sharded stages (issue 14), one process, batch 1, ${SHARD_SIZE}^3: the full-resolution stages cut
+# into 2 slabs that run at the same time (1 thread each; the two devices stand in on the CPU) against
+# the unsharded network with 2 threads: what the halos and slab threads cost. Then the planner's halo
+# bytes for that placement and its predicted step time of the unsharded CPU run (vs the measured one).
+SHARD_SIZE="${BENCH_SHARD_SIZE:-96}"; [ "${BENCH_QUICK:-0}" = 1 ] && SHARD_SIZE=32
+SPLACE="enc0=cuda:0+cuda:1,dec0=cuda:0+cuda:1,head=cuda:0+cuda:1"
+SB=("$PY" "$HERE/ranks_bench.py" --cli "$CLI" --size "$SHARD_SIZE" --base "$BASE" --batch 1 --steps "$RSTEPS" --ranks 0)
+for r in $(seq 1 "$ROUNDS"); do
+  log "sharding round $r/$ROUNDS"
+  record shard_two env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 1 --placement "$SPLACE"
+  record shard_none "${SB[@]}" --threads 2
+done
+record shard_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cuda:0=16GiB,cuda:1=16GiB \
+  --placement "$SPLACE" --json
+record shard_cpu_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cpu=20GiB --json
+
 # 5. UI responsiveness (GUI builds): the UI thread's longest and 99th-percentile stall while the whole
 # workstation trains (heartbeat every 5 ms).
 UISTEPS="${BENCH_UI_STEPS:-20}"; [ "${BENCH_QUICK:-0}" = 1 ] && UISTEPS=4

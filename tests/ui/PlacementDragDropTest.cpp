@@ -9,6 +9,7 @@
 #include "ui/session/Session.h"
 
 #include <QComboBox>
+#include <QLabel>
 #include <QToolButton>
 #include <QUndoStack>
 
@@ -84,6 +85,40 @@ private Q_SLOTS:
     session_->undoStack()->undo();
     QCOMPARE(session_->placement().deviceOf("dec1"), std::string("cpu"));
     QCOMPARE(session_->placement().deviceOf("dec0"), std::string("cpu"));
+  }
+
+  // Shift+drop onto another column shards the stage across both: one undo step, the card says how
+  // the volume is cut (the planner's slabs) and the summary shows the halo traffic.
+  void shiftDropShardsAcrossColumns() {
+    auto* card = view_->card("dec0");
+    const int before = session_->undoStack()->count();
+    drag(card, view_->column(gpu_), Qt::ShiftModifier);
+    QCOMPARE(session_->placement().entryOf("dec0"), "cpu+" + gpu_.toStdString());
+    QCOMPARE(session_->placement().deviceOf("dec0"), std::string("cpu"));  // parameters stay on the first
+    QCOMPARE(session_->undoStack()->count(), before + 1);
+    auto* label = card->findChild<QLabel*>("shards");
+    QVERIFY(label && label->isVisible());
+    QVERIFY2(label->text().contains("2 slabs") && label->text().contains("planes"), qPrintable(label->text()));
+    QVERIFY(view_->estimate().plan && view_->estimate().plan->haloBytes > 0);
+    session_->undoStack()->undo();
+    QCOMPARE(session_->placement().entryOf("dec0"), std::string("cpu"));
+    QVERIFY(!label->isVisible());
+    session_->undoStack()->redo();
+    QVERIFY(session_->placement().isSharded("dec0"));
+  }
+
+  // The context menu's actions: shard over consecutive columns, then back onto the first device.
+  void shardAndUnshardThroughTheView() {
+    view_->setSelection({"enc0", "dec0"});
+    view_->shardStages({"enc0", "dec0"}, {"cpu", gpu_.toStdString()});
+    QVERIFY(session_->placement().isSharded("enc0") && session_->placement().isSharded("dec0"));
+    QVERIFY(session_->run().placement.at("enc0").find('+') != std::string::npos);  // the run description keeps it
+    view_->shardStages({"enc0", "dec0"}, {"cpu"});
+    QVERIFY(!session_->placement().anySharded());
+    // A device listed twice is refused with a message, nothing changes.
+    const auto before = session_->placement();
+    view_->shardStages({"enc0"}, {"cpu", "cpu"});
+    QVERIFY(session_->placement() == before);
   }
 
   void dropOutsideChangesNothing() {

@@ -97,6 +97,24 @@ private Q_SLOTS:
     s->removePlanningDevice(gpu);
   }
 
+  // Sharded stages: the full-resolution stages cut across two planning GPUs, the rest on the first.
+  void placementSharded() {
+    window_->tabs()->setCurrentWidget(window_->placementView());
+    auto* s = window_->session();
+    auto* view = window_->placementView();
+    const auto a = s->addPlanningDevice(std::int64_t(16) << 30);
+    const auto b = s->addPlanningDevice(std::int64_t(16) << 30);
+    const int undoBefore = s->undoStack()->index();
+    view->moveStages({"enc1", "enc2", "enc3", "bottleneck", "dec3", "dec2", "dec1"}, a);
+    view->shardStages({"enc0", "dec0", "head"}, {a, b});
+    QTest::qWait(300);
+    QVERIFY(s->placement().isSharded("dec0"));
+    save(view->grab().toImage(), "placement-sharded.png");
+    while (s->undoStack()->index() > undoBefore) s->undoStack()->undo();
+    s->removePlanningDevice(b);
+    s->removePlanningDevice(a);
+  }
+
   void liveCharts() {
     auto* s = window_->session();
     auto* panel = window_->trainingPanel();

@@ -1,5 +1,7 @@
 #include "ui/placement/PlacementView.h"
 
+#include <QMenu>
+
 #include "core/base/Units.h"
 #include "ui/placement/DeviceColumn.h"
 #include "ui/placement/MoveStagesCommand.h"
@@ -167,6 +169,7 @@ void PlacementView::rebuildCards() {
     connect(card, &StageCard::clicked, this, &PlacementView::onClicked);
     connect(card, &StageCard::dragMoved, this, &PlacementView::onDragMoved);
     connect(card, &StageCard::dragDropped, this, &PlacementView::onDropped);
+    connect(card, &StageCard::contextMenuRequested, this, &PlacementView::showCardMenu);
     connect(card, &StageCard::checkpointToggled, this, [this](const QString& stage, bool on) {
       auto st = session_->run();
       if (on) st.recompute.insert(stage.toStdString());
@@ -213,6 +216,18 @@ void PlacementView::refreshNumbers() {
                          .arg(QString::fromStdString(s.name)).arg(s.inChannels).arg(s.outChannels).arg(1 << s.level)
                          .arg(s.parameters).arg(estimate_.plan ? tr("predicted") : tr("not planned"))
                          .arg(settings.patch[0]).arg(settings.batch).arg(QString::fromStdString(placement::toString(settings.precision.of(s.name)))));
+    const auto shards = session_->placement().shardsOf(s.name);
+    QString shardText;
+    if (shards.size() > 1) {
+      const std::string entry = session_->placement().entryOf(s.name);
+      QStringList slabs;
+      if (estimate_.plan && estimate_.plan->slabs.count(entry))
+        for (const auto n : estimate_.plan->slabs.at(entry)) slabs << QString::number(n);
+      shardText = tr("× %1 slabs %2").arg(shards.size()).arg(slabs.isEmpty() ? QString() : "(" + slabs.join("/") + " planes)");
+      card->setToolTip(card->toolTip() + tr("\nSharded across %1: each device computes one slab, halos exchanged before every 3×3×3 convolution")
+                                             .arg(QString::fromStdString(entry)));
+    }
+    card->setShards(shardText);
     card->setCheckpointed(settings.recompute.count(s.name) > 0);
     card->setBf16(settings.precision.of(s.name) == placement::Precision::BF16);
   }
@@ -233,6 +248,8 @@ void PlacementView::refreshNumbers() {
   QString text = tr("Placement: %1").arg(QString::fromStdString(session_->placement().describe()));
   if (!estimate_.transfers.empty())
     text += tr("<br>%1 cross-device tensors, %2 MB per step").arg(estimate_.transfers.size()).arg(double(traffic) / 1e6, 0, 'f', 1);
+  if (estimate_.plan && estimate_.plan->haloBytes > 0)
+    text += tr("<br>Sharded stages: %1 MB of halos exchanged per step").arg(double(estimate_.plan->haloBytes) / 1e6, 0, 'f', 1);
   QStringList over;
   for (auto* col : columns_)
     if (col->overCapacity()) over << QString::fromStdString(col->device());
@@ -303,7 +320,64 @@ void PlacementView::onDropped(const QString& stage, const QPoint& globalPos) {
   auto* target = columnAt(globalPos);
   if (!target) return;
   if (!selected_.contains(stage)) setSelection({stage});
-  moveStages(selectedStages(), target->device());
+  auto* card = cards_.value(stage);
+  if (card && (card->dropModifiers() & Qt::ShiftModifier)) shardOnto(selectedStages(), target->device());
+  else moveStages(selectedStages(), target->device());
+}
+
+void PlacementView::shardStages(const QStringList& stages, const std::vector<std::string>& devices) {
+  if (devices.empty()) return;
+  std::string entry;
+  for (const auto& d : devices) entry += (entry.empty() ? "" : "+") + d;
+  const auto before = session_->placement();
+  placement::Placement after;
+  try {
+    after = MoveStagesCommand::moved(before, stages, entry);
+  } catch (const std::exception& e) {
+    Q_EMIT session_->message(tr("Cannot shard: %1").arg(e.what()));
+    return;
+  }
+  if (after == before) return;
+  const QString what = stages.size() == 1 ? stages.front() : tr("%1 stages").arg(stages.size());
+  session_->undoStack()->push(new MoveStagesCommand(session_, before, after,
+                                                    devices.size() > 1 ? tr("shard %1 across %2").arg(what, QString::fromStdString(entry))
+                                                                       : tr("place %1 on %2").arg(what, QString::fromStdString(entry))));
+  Q_EMIT placementEdited();
+}
+
+void PlacementView::shardOnto(const QStringList& stages, const std::string& device) {
+  const auto& p = session_->placement();
+  if (stages.isEmpty()) return;
+  // The first stage's shards plus the target: the selection shares one slab layout.
+  auto shards = p.shardsOf(stages.front().toStdString());
+  if (std::find(shards.begin(), shards.end(), device) == shards.end()) shards.push_back(device);
+  shardStages(stages, shards);
+}
+
+void PlacementView::showCardMenu(const QString& stage, const QPoint& globalPos) {
+  if (!selected_.contains(stage)) setSelection({stage});
+  const QStringList stages = selectedStages();
+  QMenu menu(this);
+  auto* across = menu.addMenu(tr("Shard across"));
+  // Consecutive columns, two or more: the slabs follow the columns' order.
+  for (int i = 0; i < columns_.size(); ++i)
+    for (int j = i + 1; j < columns_.size(); ++j) {
+      std::vector<std::string> devices;
+      QStringList names;
+      for (int k = i; k <= j; ++k) {
+        devices.push_back(columns_[k]->device());
+        names << QString::fromStdString(columns_[k]->device());
+      }
+      across->addAction(names.join(" + "), this, [this, stages, devices] { shardStages(stages, devices); });
+    }
+  across->setEnabled(!across->isEmpty());
+  const auto shards = session_->placement().shardsOf(stage.toStdString());
+  if (shards.size() > 1) {
+    const std::string first = shards.front();
+    menu.addAction(tr("Place on %1 only").arg(QString::fromStdString(first)), this,
+                   [this, stages, first] { shardStages(stages, {first}); });
+  }
+  menu.exec(globalPos);
 }
 
 void PlacementView::moveStages(const QStringList& stages, const std::string& device) {

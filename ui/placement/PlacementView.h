@@ -41,6 +41,10 @@ public:
   void addPlanningDevice(std::int64_t bytes);
   // Moves stages through the undo stack, as a drop does.
   void moveStages(const QStringList& stages, const std::string& device);
+  // Shards each stage over `devices` (slab order), one undo step; one device unshards it.
+  void shardStages(const QStringList& stages, const std::vector<std::string>& devices);
+  // Adds `device` to each stage's shards (Shift+drop onto a column), one undo step.
+  void shardOnto(const QStringList& stages, const std::string& device);
   // Planner-driven: choose a placement (one undo step; false when nothing changed) and the
   // largest cube that fits with the current one (shown in the summary).
   bool autoPlace();
@@ -64,6 +68,7 @@ private:
   void onClicked(const QString& stage, Qt::KeyboardModifiers mods);
   void onDragMoved(const QString& stage, const QPoint& globalPos);
   void onDropped(const QString& stage, const QPoint& globalPos);
+  void showCardMenu(const QString& stage, const QPoint& globalPos);
   DeviceColumn* columnAt(const QPoint& globalPos) const;
   void askPlanningDevice();
 

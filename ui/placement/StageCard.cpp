@@ -1,5 +1,7 @@
 #include "ui/placement/StageCard.h"
 
+#include <QContextMenuEvent>
+
 #include <QApplication>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -44,7 +46,12 @@ StageCard::StageCard(const QString& stage, QWidget* parent) : QFrame(parent), st
   details_ = new QLabel(this);
   details_->setStyleSheet("color: #9aa4b2; font-size: 10px;");
   layout->addWidget(details_);
-  for (auto* l : {title_, details_}) l->setAttribute(Qt::WA_TransparentForMouseEvents);
+  shards_ = new QLabel(this);
+  shards_->setObjectName("shards");
+  shards_->setStyleSheet("color: #e8c15a; font-size: 10px;");
+  shards_->hide();
+  layout->addWidget(shards_);
+  for (auto* l : {title_, details_, shards_}) l->setAttribute(Qt::WA_TransparentForMouseEvents);
   refreshStyle();
 }
 
@@ -52,6 +59,16 @@ void StageCard::setDetails(const QString& parameters, const QString& memory, con
   details_->setText(QString("%1 · %2").arg(parameters, memory));
   setToolTip(tooltip);
 }
+
+QSize StageCard::sizeHint() const { return {190, shards_->isVisible() ? 72 : 56}; }
+
+void StageCard::setShards(const QString& text) {
+  shards_->setText(text);
+  shards_->setVisible(!text.isEmpty());
+  updateGeometry();
+}
+
+void StageCard::contextMenuEvent(QContextMenuEvent* e) { Q_EMIT contextMenuRequested(stage_, e->globalPos()); }
 
 void StageCard::setSelected(bool selected) {
   if (selected == selected_) return;
@@ -102,6 +119,7 @@ void StageCard::mouseReleaseEvent(QMouseEvent* e) {
   if (!pressed_ || e->button() != Qt::LeftButton) return;
   pressed_ = false;
   setCursor(Qt::OpenHandCursor);
+  dropModifiers_ = e->modifiers();
   if (dragging_) {
     dragging_ = false;
     Q_EMIT dragDropped(stage_, mapToGlobal(e->position().toPoint()));

@@ -22,7 +22,11 @@ public:
   void setCheckpointed(bool on);
   void setBf16(bool on);
   bool isBf16() const;
-  QSize sizeHint() const override { return {190, 56}; }
+  QSize sizeHint() const override;
+  // Keyboard modifiers held when the last drag ended (Shift: shard onto the target column).
+  Qt::KeyboardModifiers dropModifiers() const { return dropModifiers_; }
+  // "× 2 slabs" under the name of a sharded stage; empty for a stage on one device.
+  void setShards(const QString& text);
 
 Q_SIGNALS:
   // modifiers decide between select-only and toggle (Ctrl).
@@ -33,11 +37,13 @@ Q_SIGNALS:
   void dragDropped(const QString& stage, const QPoint& globalPos);
   void checkpointToggled(const QString& stage, bool on);
   void precisionToggled(const QString& stage, bool bf16);
+  void contextMenuRequested(const QString& stage, const QPoint& globalPos);
 
 protected:
   void mousePressEvent(QMouseEvent* e) override;
   void mouseMoveEvent(QMouseEvent* e) override;
   void mouseReleaseEvent(QMouseEvent* e) override;
+  void contextMenuEvent(QContextMenuEvent* e) override;
 
 private:
   void refreshStyle();
@@ -45,6 +51,8 @@ private:
   QString stage_;
   QLabel* title_;
   QLabel* details_;
+  QLabel* shards_;
+  Qt::KeyboardModifiers dropModifiers_;
   QToolButton* checkpoint_;
   QToolButton* precision_;
   bool selected_ = false;

@@ -25,7 +25,9 @@ run::RunSpec fullRun() {
   run::RunSpec r;
   r.architecture = "resunet3d";
   r.networkOptions = {{"base_channels", 8}, {"depth", 3}, {"norm", "instance"}, {"dropout", {0.25, 0.125}}};
-  r.placement = {{"enc0", "cuda:1"}, {"head", "cpu"}};
+  r.placement = {{"enc0", "cuda:1"}, {"head", "cpu"}, {"dec0", "cuda:0+cuda:1"}};
+  r.shardAxis = placement::ShardAxis::Height;
+  r.shardSlabs = {{"cuda:0+cuda:1", {32, 64}}};
   r.precision = placement::StagePrecisions::parse("bf16:enc0,dec0");
   r.recompute = {"enc1", "dec1"};
   r.patch = {96, 80, 64};
@@ -128,6 +130,9 @@ private Q_SLOTS:
     b.patch = a.patch;
     b.recompute = {"dec1", "enc1"};
     b.precision = a.precision;
+    b.shardSlabs["cuda:0+cuda:1"] = {32, 64};
+    b.shardAxis = placement::ShardAxis::Height;
+    b.placement["dec0"] = "cuda:0+cuda:1";
     b.placement["head"] = "cpu";
     b.placement["enc0"] = "cuda:1";
     b.networkOptions = nlohmann::json::parse(R"({"dropout":[0.25,0.125],"norm":"instance","depth":3,"base_channels":8})");
@@ -171,6 +176,16 @@ private Q_SLOTS:
     QTest::newRow("not an object") << R"([1,2,3])" << "expected a JSON object";
     QTest::newRow("bad device string") << R"({"splitseg_run":1,"placement":{"enc0":"tpu:0"}})" << "placement.enc0";
     QTest::newRow("device not text") << R"({"splitseg_run":1,"placement":{"enc0":0}})" << "placement.enc0";
+    QTest::newRow("shard axis unknown") << R"({"splitseg_run":1,"shard":{"axis":"time"}})" << "shard.axis";
+    QTest::newRow("shard unknown key") << R"({"splitseg_run":1,"shard":{"axes":"depth"}})" << "shard.axes";
+    QTest::newRow("shard slabs not sizes") << R"({"splitseg_run":1,"shard":{"slabs":{"cpu+cuda:0":[8,"a"]}}})"
+                                           << "shard.slabs.cpu+cuda:0";
+    QTest::newRow("shard slabs one slab") << R"({"splitseg_run":1,"shard":{"slabs":{"cpu+cuda:0":[8]}}})"
+                                          << "shard.slabs.cpu+cuda:0";
+    QTest::newRow("shard slabs device twice") << R"({"splitseg_run":1,"shard":{"slabs":{"cuda:0+cuda:0":[8,8]}}})"
+                                              << "listed twice";
+    QTest::newRow("sharded placement device twice") << R"({"splitseg_run":1,"placement":{"enc0":"cuda:1+cuda:1"}})"
+                                                    << "placement.enc0";
     QTest::newRow("unknown precision") << R"({"splitseg_run":1,"precision":"fp16"})" << "precision";
     QTest::newRow("unknown data source") << R"({"splitseg_run":1,"data":{"source":"tape"}})" << "data.source";
     QTest::newRow("bad preprocessing mode") << R"({"splitseg_run":1,"preprocessing":{"intensity":{"mode":"hu"}}})"
