@@ -153,6 +153,10 @@ def build(rows):
             v = [x for r in rows if r.get("kind") == kind and "error" not in r for x in r.get("steps", [])]
             return f"{min(v):.2f}-{max(v):.2f} s over {len(v)} steps" if v else ""
         table.append(("  range of step times (sharded; unsharded)", spread_s("shard_two"), spread_s("shard_none"), "", "", ""))
+        sht2 = pooled(rows, "shard_two_t2")
+        if sht2:
+            table.append(("  diagnostic: sharded with the same 2 intra-op threads vs unsharded", fmt_s(sht2), fmt_s(sh0),
+                          f"{sht2 / sh0:.2f}x time", "", ""))
         halo = ((first(rows, "shard_plan") or {}).get("plan") or {}).get("halo_bytes")
         if halo is not None:
             table.append(("  halo exchanged per step (planner)", f"{halo / 2**20:.2f} MiB", "", "", "", ""))

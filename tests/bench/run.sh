@@ -160,6 +160,8 @@ for r in $(seq 1 "$ROUNDS"); do
   log "sharding round $r/$ROUNDS"
   record shard_two env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 1 --placement "$SPLACE"
   record shard_none "${SB[@]}" --threads 2
+  # The same sharded run with the unsharded run's 2 intra-op threads (what the halos cost at equal threads).
+  record shard_two_t2 env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 2 --placement "$SPLACE"
 done
 record shard_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cuda:0=16GiB,cuda:1=16GiB \
   --placement "$SPLACE" --json
