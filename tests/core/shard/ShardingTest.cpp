@@ -263,6 +263,16 @@ private Q_SLOTS:
     QVERIFY(torch::equal(got.labels, ref.labels));
   }
 
+  // The GPU kit's shard check, rehearsed with cuda:0 standing in on the CPU: the code the next GPU
+  // lease runs (slabs on cpu and cuda:0) is exercised here, so it cannot arrive broken.
+  void gpuKitShardCheckRehearsed() {
+    const auto r = checks::shardEquivalence("cuda:0", 32);
+    QVERIFY2(r.ok(), r.detail.c_str());
+    QVERIFY(r.status == checks::CheckResult::Status::Pass);
+    QCOMPARE(int(r.figures.size()), 2);
+    QCOMPARE(checks::shardEquivalence("cpu", 32).status, checks::CheckResult::Status::Skip);
+  }
+
   void badRequests_data() {
     QTest::addColumn<QString>("placement");
     QTest::addColumn<QList<int>>("slabs");
