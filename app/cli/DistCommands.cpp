@@ -5,6 +5,7 @@
 #include "core/dist/Comm.h"
 #include "core/dist/PipelineInferer.h"
 #include "core/dist/PipelineTrainer.h"
+#include "core/dist/SpatialTrainer.h"
 #include "core/engine/Devices.h"
 #include "core/placement/Placement.h"
 #include "core/plugin/PluginRegistry.h"
@@ -35,8 +36,16 @@ std::string identity() { return std::string("SplitSeg ") + SPLITSEG_VERSION + ",
 std::string rankProblem(const run::RunSpec& spec, const std::vector<std::string>& stages, int rank, int worldSize) {
   try {
     const auto p = spec.resolvePlacement(stages, "cpu");
-    const auto owners = dist::stageOwners(p, worldSize);
     const auto here = engine::runnableDeviceNames();
+    if (dist::SpatialTrainer::applies(p, worldSize)) {  // every stage on every rank: this rank's slab device
+      for (const auto& d : placement::splitShards(p.entryOf(stages.front()))) {
+        const auto rd = placement::splitRank(d);
+        if (rd.rank == rank && std::find(here.begin(), here.end(), rd.device) == here.end())
+          return "this rank's slabs are placed on " + rd.device + ", which its machine lacks";
+      }
+      return "";
+    }
+    const auto owners = dist::stageOwners(p, worldSize);
     for (std::size_t i = 0; i < stages.size(); ++i) {
       if (owners[i] != rank) continue;
       const auto d = placement::splitRank(p.deviceOf(stages[i])).device;
@@ -60,9 +69,18 @@ std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std:
 bool dropRanks(run::RunSpec& spec) {
   bool changed = false;
   for (auto& [stage, device] : spec.placement) {
-    const auto rd = placement::splitRank(device);
-    if (rd.rank < 0) continue;
-    device = rd.device;
+    // Each shard's device in this process; shards that land on the same device become one.
+    std::vector<std::string> local;
+    bool ranked = false;
+    for (const auto& shard : placement::splitShards(device)) {
+      const auto rd = placement::splitRank(shard);
+      ranked = ranked || rd.rank >= 0;
+      if (std::find(local.begin(), local.end(), rd.device) == local.end()) local.push_back(rd.device);
+    }
+    if (!ranked) continue;
+    std::string entry;
+    for (const auto& d : local) entry += (entry.empty() ? "" : "+") + d;
+    device = entry;
     changed = true;
   }
   return changed;
@@ -74,9 +92,18 @@ void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_pt
   comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "train"}, {"resume", !resume.empty()}}.dump());
   comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
+  CliMetrics metrics(progress);
+  if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize)) {
+    if (!resume.empty()) throw InvalidArgument("--resume: resuming a run sharded over ranks is not built yet");
+    dist::SpatialTrainer trainer(comm, net, source, spec);
+    if (progress == "bar")
+      std::cerr << net->architecture() << " (" << net->parameterCount() << " parameters), every stage sharded over "
+                << env.worldSize << " ranks\n";
+    trainer.run(&metrics);
+    return;
+  }
   dist::PipelineTrainer trainer(comm, net, source, spec);
   if (!resume.empty()) trainer.loadCheckpoint(resume);
-  CliMetrics metrics(progress);
   if (progress == "bar")
     std::cerr << net->architecture() << " " << net->optionsJson() << " (" << net->parameterCount() << " parameters) on "
               << env.worldSize << " ranks, " << spec.microBatches << " micro-batches\n";
@@ -115,6 +142,11 @@ void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   if (message.value("mode", std::string("train")) == "infer") {
     dist::PipelineInferer ranks(comm, net, spec);
     ranks.serve();
+    return;
+  }
+  if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize)) {
+    dist::SpatialTrainer trainer(comm, net, nullptr, spec);
+    trainer.run(nullptr);
     return;
   }
   dist::PipelineTrainer trainer(comm, net, nullptr, spec);

@@ -189,7 +189,7 @@ void RunOptions::applyStages(run::RunSpec& r, const std::vector<std::string>& st
         }
     }
     for (const auto& s : stages)
-      if (!pairs || named.count(s)) r.placement[s] = parsed.deviceOf(s);
+      if (!pairs || named.count(s)) r.placement[s] = parsed.entryOf(s);
   }
   r.precision = placement::StagePrecisions::parse(r.precision.toString(), stages);  // names checked
 }

@@ -35,8 +35,8 @@ std::vector<int> stageOwners(const placement::Placement& placement, int worldSiz
     // would scatter, gather and all-reduce the replicas' gradients around it does not yet.
     if (placement.isSharded(s))
       throw InvalidArgument("placement." + s + ": a stage sharded over ranks (" + placement.entryOf(s) +
-                            ") is not supported by training or inference over ranks yet; shard it over this "
-                            "process's devices (cuda:0+cuda:1) or place it on one rank");
+                            ") works only in training with every stage sharded over every rank; shard it over this "
+                            "process's devices (cuda:0+cuda:1), place it on one rank, or shard every stage");
     const int r = placement.rankOf(s);
     if (r >= worldSize)
       throw InvalidArgument("placement." + s + ": rank " + std::to_string(r) + " does not exist (WORLD_SIZE=" +

@@ -144,10 +144,11 @@ void ReviewPanel::runInference() {
     return;
   }
   for (const auto& st : session_->placement().stages())
-    if (const auto* d = session_->device(session_->placement().deviceOf(st)); d && d->planningOnly) {
-      summary_->setText(tr("Stage %1 is on a planning-only GPU (%2)").arg(QString::fromStdString(st), QString::fromStdString(d->name)));
-      return;
-    }
+    for (const auto& shard : session_->placement().shardsOf(st))
+      if (const auto* d = session_->device(shard); d && d->planningOnly) {
+        summary_->setText(tr("Stage %1 is on a planning-only GPU (%2)").arg(QString::fromStdString(st), QString::fromStdString(d->name)));
+        return;
+      }
   InferenceJob job;
   job.network = session_->network();
   // The review's window settings are part of the document's run; the job gets a copy.

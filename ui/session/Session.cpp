@@ -71,7 +71,7 @@ void Session::setNetwork(std::shared_ptr<model::StagedNetwork> network) {
   auto next = placement::Placement::uniform(names, defaultDevice());
   for (const auto& n : names)
     if (std::find(placement_.stages().begin(), placement_.stages().end(), n) != placement_.stages().end())
-      next.assign(n, placement_.deviceOf(n));
+      next.assign(n, placement_.entryOf(n));
   placement_ = next;
   run_.setPlacement(placement_);
   // The run describes this network; per-stage settings of stages it lacks go.
@@ -145,8 +145,14 @@ void Session::removePlanningDevice(const std::string& name) {
   devices_.erase(it);
   // Stages left on the removed device go back to the first runnable one.
   auto p = placement_;
-  for (const auto& s : p.stages())
-    if (p.deviceOf(s) == name) p.assign(s, defaultDevice());
+  for (const auto& s : p.stages()) {
+    // A sharded stage loses that slab; a stage left without a device goes to the default one.
+    auto shards = p.shardsOf(s);
+    shards.erase(std::remove(shards.begin(), shards.end(), name), shards.end());
+    std::string entry;
+    for (const auto& d : shards) entry += (entry.empty() ? "" : "+") + d;
+    p.assign(s, entry.empty() ? defaultDevice() : entry);
+  }
   placement_ = p;
   run_.setPlacement(placement_);
   Q_EMIT devicesChanged();

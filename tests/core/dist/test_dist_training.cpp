@@ -113,6 +113,31 @@ private Q_SLOTS:
     }
   }
 
+  // Every stage sharded over both ranks (spatial parallelism) through the CLI: the same weights as
+  // one process, and the checkpoint infers in one process (ranks dropped from its placement).
+  void spatialShardingThroughTheCli() {
+    QTemporaryDir dir;
+    const QString one = dir.filePath("one.pt"), many = dir.filePath("spatial.pt");
+    const QStringList common = runFlags(5);
+    auto single = cli(QStringList{"train"} + common + QStringList{"--save", one});
+    QVERIFY2(single.code == 0, qPrintable(single.err));
+    QString placement;
+    for (const char* s : {"enc0", "enc1", "bottleneck", "dec1", "dec0", "head"})
+      placement += QString(placement.isEmpty() ? "" : ",") + s + "=r0:cpu+r1:cpu";
+    auto dist = cli(QStringList{"launch", "--local-ranks", "2", "--rank-timeout", "30", "train"} + common +
+                    QStringList{"--placement", placement, "--save", many});
+    QVERIFY2(dist.code == 0, qPrintable(dist.err));
+    const double diff = maxWeightDifference(one, many);
+    qInfo("spatial over 2 ranks: max weight difference after 5 steps: %.3g", diff);
+    QVERIFY2(diff <= 1e-5, qPrintable(QString::number(diff)));
+    const auto s1 = steps(single.out), sn = steps(dist.out);
+    QCOMPARE(sn.size(), 5);
+    for (int i = 0; i < 5; ++i) QVERIFY(std::abs(s1[i]["loss"].toDouble() - sn[i]["loss"].toDouble()) < 1e-5);
+    QVERIFY(sn.last()["ranks"].toArray().first().toObject()["bytes_sent"].toDouble() > 0);
+    auto infer = cli({"infer", "--checkpoint", many, "--synthetic", "16"});
+    QVERIFY2(infer.code == 0, qPrintable(infer.err));
+  }
+
   // Validation during training over ranks: the same validation loss and Dice as one process.
   void validationMatchesOneProcess() {
     QTemporaryDir dir;

@@ -1,0 +1,248 @@
+#include "core/dist/SpatialTrainer.h"
+#include "core/base/Error.h"
+#include "core/data/SampleSource.h"
+#include "core/dist/RankShardComm.h"
+#include "core/engine/AutocastScope.h"
+#include "core/engine/Loss.h"
+#include "core/engine/StageCheckpoint.h"
+#include "core/engine/StepSafety.h"
+#include "core/engine/Trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+namespace splitseg::dist {
+
+namespace {
+// Message tags of the trainer's own traffic; RankShardComm's start at kHaloTags each step.
+constexpr int kInputTag = 11, kOutputTag = 12, kGradientTag = 13, kWeightTags = 100000, kHaloTags = 1000;
+// Gradients summed over the ranks: tags of RankShardComm's second instance, away from the halos'.
+constexpr int kReduceTags = 500000;
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+} // namespace
+
+bool SpatialTrainer::applies(const placement::Placement& p, int worldSize) {
+  if (p.stages().empty() || worldSize < 2) return false;
+  const std::string& entry = p.entryOf(p.stages().front());
+  std::vector<int> ranks;
+  for (const auto& d : placement::splitShards(entry)) ranks.push_back(placement::splitRank(d).rank);
+  if (static_cast<int>(ranks.size()) != worldSize) return false;
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (int r = 0; r < worldSize; ++r)
+    if (sorted[static_cast<std::size_t>(r)] != r) return false;
+  for (const auto& s : p.stages())
+    if (p.entryOf(s) != entry) return false;
+  return true;
+}
+
+SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork> network,
+                               std::shared_ptr<data::SampleSource> source, run::RunSpec run)
+    : comm_(comm), network_(std::move(network)), source_(std::move(source)), spec_(std::move(run)), rng_(spec_.seed) {
+  const auto placement = spec_.resolvePlacement(network_->stageNames(), "cpu");
+  if (!applies(placement, comm_.size()))
+    throw InvalidArgument("placement: spatial training over ranks needs every stage on the same ranks' devices, each rank once");
+  if (!network_->supportsSharding())
+    throw InvalidArgument("the " + network_->architecture() + " architecture does not support sharded stages");
+  if (spec_.validateEvery > 0)
+    throw InvalidArgument("validate_every: validation is not built yet for stages sharded over ranks; train without it");
+  if (spec_.microBatches > 1)
+    throw InvalidArgument("micro_batches: stages sharded over ranks run the whole batch at once; use 1");
+  if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
+  const std::string entry = placement.entryOf(placement.stages().front());
+  const auto shards = placement::splitShards(entry);
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const auto rd = placement::splitRank(shards[k]);
+    group_.push_back(rd.rank);
+    if (rd.rank == comm_.rank()) {
+      index_ = static_cast<int>(k);
+      device_ = torch::Device(rd.device);
+    }
+  }
+  // The cut, from the patch (the same on every rank): x, y, z -> D = z, H = y, W = x.
+  const int axis = static_cast<int>(spec_.shardAxis);
+  const std::int64_t extent = spec_.patch[static_cast<std::size_t>(2 - axis)];
+  const std::int64_t multiple = network_->sizeDivisor();
+  auto given = spec_.shardSlabs.find(entry);
+  if (given != spec_.shardSlabs.end()) {
+    layout_.axis = spec_.shardAxis;
+    layout_.sizes = given->second;
+  } else {
+    layout_ = placement::ShardLayout::even(spec_.shardAxis, extent, static_cast<int>(group_.size()), multiple);
+  }
+  int deepest = 0;
+  for (const auto& s : network_->stageSpecs()) deepest = std::max(deepest, s.level);
+  layout_.check(extent, multiple, deepest, network_->stageNames().front());
+
+  network_->root().to(device_);
+  // One set of initial weights: rank 0's, parameters and buffers in the module's order.
+  {
+    torch::NoGradGuard noGrad;
+    int tag = kWeightTags;
+    auto share = [&](torch::Tensor t) {
+      if (comm_.rank() == 0) {
+        for (int r = 1; r < comm_.size(); ++r) comm_.send(t, r, tag, "the initial weights");
+      } else {
+        t.copy_(comm_.recv(0, tag, "the initial weights").to(t.device(), t.scalar_type()));
+      }
+      ++tag;
+    };
+    for (auto& p : network_->root().parameters()) share(p);
+    for (auto& b : network_->root().buffers()) share(b);
+    comm_.flush();
+  }
+  optimizer_ = std::make_unique<torch::optim::Adam>(network_->root().parameters(),
+                                                    torch::optim::AdamOptions(spec_.learningRate));
+  engine::allocateAdamState(*optimizer_);
+  torch::manual_seed(spec_.seed);  // as the Trainer restarts LibTorch's generator after building
+}
+
+SpatialTrainer::~SpatialTrainer() = default;
+
+torch::Tensor SpatialTrainer::forwardSlab(RankShardComm& shards, const torch::Tensor& slab) {
+  std::map<std::string, torch::Tensor> out{{model::kInput, slab}};
+  torch::Tensor last;
+  const auto specs = network_->stageSpecs();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    std::vector<torch::Tensor> in;
+    const bool bf16 = spec_.precision.of(specs[i].name) == placement::Precision::BF16;
+    for (const auto& n : specs[i].inputs) {
+      torch::Tensor t = out.at(n);
+      if (!bf16 && t.scalar_type() == torch::kBFloat16) t = t.to(torch::kFloat);
+      in.push_back(t);
+    }
+    engine::AutocastScope autocast(bf16, device_.type());
+    // The recomputation of a checkpointed stage runs in backward, on autograd's thread: the stage
+    // function installs the slab's transport itself.
+    auto stage = [this, i, &shards](const std::vector<torch::Tensor>& x) {
+      shard::ShardScope scope(&shards);
+      return network_->runStage(i, x);
+    };
+    last = spec_.recompute.count(specs[i].name) ? engine::runCheckpointed(stage, in, network_->stageModule(i)->parameters())
+                                                : stage(in);
+    out[specs[i].name] = last;
+  }
+  return last.to(torch::kFloat);
+}
+
+engine::StepMetrics SpatialTrainer::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  network_->root().train();
+  optimizer_->zero_grad(true);
+  const int me = comm_.rank();
+  const int dim = 2 + static_cast<int>(spec_.shardAxis);
+  // Fresh tags every step: the transports' counters start again where every rank expects them.
+  RankShardComm shards(comm_, group_, device_, dim, kHaloTags);
+
+  torch::Tensor target, slab;
+  if (me == 0) {
+    torch::Tensor input;
+    engine::drawBatch(*source_, spec_, rng_, input, target);
+    engine::checkLabels(target, network_->outChannels());
+    std::int64_t offset = 0;
+    for (std::size_t k = 0; k < group_.size(); ++k) {
+      const auto piece = input.narrow(dim, offset, layout_.sizes[k]).contiguous();
+      offset += layout_.sizes[k];
+      if (group_[k] == 0) slab = piece;
+      else comm_.send(piece, group_[k], kInputTag, "an input slab");
+    }
+    comm_.flush();
+  } else {
+    slab = comm_.recv(0, kInputTag, "this rank's input slab");
+  }
+  const torch::Tensor out = forwardSlab(shards, slab.to(device_));
+
+  engine::StepMetrics m;
+  if (me == 0) {
+    // The loss over the whole volume: every rank's output slab, as leaves whose gradients go back.
+    std::vector<torch::Tensor> leaves;
+    for (std::size_t k = 0; k < group_.size(); ++k) {
+      torch::Tensor part = group_[k] == 0 ? out.detach() : comm_.recv(group_[k], kOutputTag, "an output slab").to(device_);
+      leaves.push_back(part.requires_grad_(true));
+    }
+    const auto logits = torch::cat(leaves, dim);
+    auto r = engine::segmentationLoss(logits, target.to(device_));
+    const double value = r.loss.item<double>();
+    if (!std::isfinite(value))
+      throw engine::NonFiniteLoss("step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(value) +
+                                  "; the step was not applied");
+    r.loss.backward();
+    // Every other rank's gradient first: the backward passes exchange halos with each other.
+    torch::Tensor mine;
+    for (std::size_t k = 0; k < group_.size(); ++k) {
+      if (group_[k] == 0) mine = leaves[k].grad();
+      else comm_.send(leaves[k].grad(), group_[k], kGradientTag, "an output slab's gradient");
+    }
+    out.backward(mine);
+    comm_.flush();
+    m.loss = value;
+    m.dice = r.dice;
+    for (double d : r.dice) m.meanDice += d / static_cast<double>(r.dice.size());
+  } else {
+    comm_.send(out.detach(), 0, kOutputTag, "this rank's output slab");
+    comm_.flush();
+    out.backward(comm_.recv(0, kGradientTag, "this rank's output gradient").to(device_));
+  }
+  // The replicas' gradients summed over the ranks (in slab order: the same numbers everywhere).
+  {
+    torch::NoGradGuard noGrad;
+    std::vector<torch::Tensor> flat;
+    auto params = network_->root().parameters();
+    for (auto& p : params) flat.push_back(p.grad().defined() ? p.grad().flatten() : torch::zeros({p.numel()}, p.options()));
+    RankShardComm reduce(comm_, group_, device_, dim, kReduceTags);
+    const torch::Tensor sum = reduce.allReduceSum(torch::cat(flat));
+    std::int64_t at = 0;
+    for (auto& p : params) {
+      auto g = sum.narrow(0, at, p.numel()).view_as(p);
+      if (p.grad().defined()) p.mutable_grad().copy_(g);
+      else p.mutable_grad() = g.clone();
+      at += p.numel();
+    }
+  }
+  optimizer_->step();
+  ++step_;
+  m.step = step_;
+  m.totalSteps = spec_.totalSteps();
+  m.seconds = since(t0);
+  engine::RankStepStats rs;
+  rs.rank = me;
+  rs.device = device_.str();
+  rs.bytesSent = comm_.counters().bytesSent;
+  rs.bytesReceived = comm_.counters().bytesReceived;
+  rs.waitSeconds = comm_.counters().waitSeconds;
+  m.ranks.push_back(rs);
+  comm_.counters() = {};
+  return m;
+}
+
+void SpatialTrainer::saveCheckpoint(const std::string& path) {
+  if (comm_.rank() != 0) return;
+  std::ostringstream rng;
+  rng << rng_;
+  engine::writeCheckpoint(path, *network_, *optimizer_, spec_, step_, rng.str());
+}
+
+void SpatialTrainer::run(engine::MetricsSink* sink) {
+  const auto total = spec_.totalSteps();
+  while (step_ < total) {
+    auto m = step();
+    if (sink && comm_.rank() == 0) sink->onStep(m);
+    if (spec_.checkpointEvery > 0 && step_ % spec_.checkpointEvery == 0 && step_ < total && !spec_.checkpoint.empty()) {
+      saveCheckpoint(spec_.checkpoint);
+      if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);
+    }
+  }
+  if (!spec_.checkpoint.empty()) {
+    saveCheckpoint(spec_.checkpoint);
+    if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);
+  }
+  comm_.barrier("the end of the run");
+}
+
+} // namespace splitseg::dist

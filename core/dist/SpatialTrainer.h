@@ -1,0 +1,59 @@
+#pragma once
+// Training with every stage sharded over the same ranks (each stage "r0:cpu+r1:cpu"): the volume is
+// cut into one slab per rank and every rank runs the whole network on its slab, its layers
+// exchanging halos and norm sums with the neighbours through RankShardComm. Each rank holds a
+// replica of the weights. Rank 0 draws the batch as the Trainer does and sends each rank its slab;
+// the output slabs come back to rank 0 for the loss (soft Dice needs the whole volume), and each rank
+// gets the gradient of its slab back. The replicas' gradients are summed over the ranks and every
+// rank steps the same Adam, so the replicas stay equal, and equal to training in one process.
+// Not yet: validation, resuming, micro-batches (refused with one line each).
+#include "core/dist/Comm.h"
+#include "core/engine/Metrics.h"
+#include "core/model/StagedNetwork.h"
+#include "core/placement/ShardLayout.h"
+#include "core/run/RunSpec.h"
+
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace torch::optim { class Adam; }
+namespace splitseg::data { class SampleSource; }
+
+namespace splitseg::dist {
+
+class SpatialTrainer {
+public:
+  // True when every stage is placed on the same ranks' devices, each of the worldSize ranks once.
+  static bool applies(const placement::Placement& placement, int worldSize);
+
+  // `source`: rank 0's training data (the others pass nullptr).
+  SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<data::SampleSource> source,
+                 run::RunSpec run);
+  ~SpatialTrainer();
+
+  // Collective: every rank calls them in the same order.
+  void run(engine::MetricsSink* sink = nullptr);
+  engine::StepMetrics step();  // loss and Dice complete on rank 0
+  void saveCheckpoint(const std::string& path);  // rank 0 writes (every replica is the same)
+
+  std::int64_t stepsDone() const { return step_; }
+  const placement::ShardLayout& layout() const { return layout_; }
+
+private:
+  torch::Tensor forwardSlab(class RankShardComm& shards, const torch::Tensor& slab);
+
+  Comm& comm_;
+  std::shared_ptr<model::StagedNetwork> network_;
+  std::shared_ptr<data::SampleSource> source_;
+  run::RunSpec spec_;
+  std::vector<int> group_;  // ranks in slab order
+  int index_ = 0;           // this rank's slab
+  torch::Device device_{torch::kCPU};
+  placement::ShardLayout layout_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  std::mt19937_64 rng_;
+  std::int64_t step_ = 0;
+};
+
+} // namespace splitseg::dist

@@ -1,0 +1,176 @@
+// Training with every stage sharded over the ranks (spatial parallelism) equals training in one
+// process: the ranks run as threads of this process with their own c10d groups on a free port of
+// 127.0.0.1; rank 0 draws the same batches as the Trainer (same seed), and after the steps rank 0's
+// weights (every replica's) must match the one-process Trainer's.
+#include "core/data/SampleSource.h"
+#include "core/dist/SpatialTrainer.h"
+#include "core/engine/Trainer.h"
+#include "core/model/UNet3d.h"
+#include "tests/support/GpuChecks.h"
+
+#include <QtTest>
+#include <torch/torch.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+using namespace splitseg;
+
+namespace {
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+model::UNet3dOptions tiny(model::Norm norm) {
+  return model::UNet3dOptions().base_channels(4).depth(4).dropout({0.0, 0.0, 0.0}).norm(norm).out_channels(2);
+}
+
+std::string everyStage(const std::string& entry, const std::vector<std::string>& stages) {
+  std::string out;
+  for (const auto& s : stages) out += (out.empty() ? "" : ",") + s + "=" + entry;
+  return out;
+}
+} // namespace
+
+class SpatialTrainingTest : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void equalsOneProcess_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<int>("depth");  // patch planes along the cut (z)
+    QTest::addColumn<QString>("norm");
+    QTest::addColumn<QString>("recompute");
+    QTest::addColumn<double>("tolerance");
+    QTest::newRow("2 ranks") << 2 << 32 << "none" << "" << 1e-5;
+    QTest::newRow("3 ranks, uneven 16/16/8") << 3 << 40 << "none" << "" << 1e-5;
+    QTest::newRow("2 ranks, checkpointed") << 2 << 32 << "none" << "all" << 1e-5;
+    // Adam amplifies rounding noise in the conv biases that feed a norm (see ShardingTest).
+    QTest::newRow("2 ranks, instance norm") << 2 << 32 << "instance" << "" << 1e-3;
+  }
+  void equalsOneProcess() {
+    QFETCH(int, ranks);
+    QFETCH(int, depth);
+    QFETCH(QString, norm);
+    QFETCH(QString, recompute);
+    QFETCH(double, tolerance);
+    checks::ExactFp32Guard exact;
+    const auto options = tiny(model::normFromString(norm.toStdString()));
+    const std::vector<std::string> stages = model::UNet3d(options)->stageNames();
+    run::RunSpec spec;
+    spec.steps = 5;
+    spec.patch = {16, 24, depth};
+    spec.seed = 9;
+    spec.learningRate = 3e-3;
+    spec.rankTimeoutSeconds = 60;
+    if (recompute == "all") spec.recompute = {stages.begin(), stages.end()};
+
+    // One process.
+    torch::manual_seed(5);
+    auto ref = model::UNet3d(options);
+    {
+      run::RunSpec one = spec;
+      engine::Trainer trainer(ref.ptr(), std::make_shared<data::PhantomSource>(), one);
+      trainer.run(nullptr);
+    }
+
+    // Every stage sharded over the ranks.
+    std::string entry;
+    for (int r = 0; r < ranks; ++r) entry += (entry.empty() ? "" : "+") + std::string("r") + std::to_string(r) + ":cpu";
+    spec.setPlacement(placement::Placement::parse(everyStage(entry, stages), stages, "cpu"));
+    std::vector<model::UNet3d> replicas;
+    for (int r = 0; r < ranks; ++r) {
+      torch::manual_seed(r == 0 ? 5 : 77);  // other ranks start from other weights: rank 0's must reach them
+      replicas.push_back(model::UNet3d(options));
+    }
+    const int port = freePort();
+    std::vector<std::string> failures(ranks);
+    std::vector<std::int64_t> sent(ranks);
+    std::vector<double> losses;
+    auto rank = [&](int r) {
+      try {
+        dist::RankEnv env;
+        env.masterPort = port;
+        env.rank = r;
+        env.worldSize = ranks;
+        dist::Comm comm(env, "test", std::chrono::seconds(60));
+        comm.startGroup(std::chrono::seconds(60));
+        dist::SpatialTrainer trainer(comm, replicas[r].ptr(), r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
+        for (int s = 0; s < spec.steps; ++s) {
+          const auto m = trainer.step();
+          if (r == 0) losses.push_back(m.loss);
+          sent[r] += m.ranks.front().bytesSent;
+        }
+        comm.barrier("end of test");
+      } catch (const std::exception& e) {
+        failures[r] = e.what();
+      }
+    };
+    std::vector<std::thread> others;
+    for (int r = 1; r < ranks; ++r) others.emplace_back(rank, r);
+    rank(0);
+    for (auto& t : others) t.join();
+    std::string failed;
+    for (int r = 0; r < ranks; ++r)
+      if (!failures[r].empty()) failed += "[rank " + std::to_string(r) + "] " + failures[r] + " ";
+    QVERIFY2(failed.empty(), failed.c_str());
+    QCOMPARE(int(losses.size()), spec.steps);
+
+    double worst = 0, replicaGap = 0;
+    const auto want = ref->named_parameters();
+    for (int r = 0; r < ranks; ++r) {
+      const auto got = replicas[r]->named_parameters();
+      for (const auto& p : want) {
+        // With a norm, a conv bias that feeds it has a true gradient of zero: both runs step on
+        // rounding noise there (see ShardingTest), so those biases are left out of the comparison.
+        const bool feedsNorm = norm != "none" && (p.key().find("convs.0.bias") != std::string::npos ||
+                                                  p.key().find("convs.3.bias") != std::string::npos);
+        const auto d = (got[p.key()] - p.value()).abs().max().item<double>();
+        if (r == 0 && !feedsNorm) worst = std::max(worst, d);
+        else replicaGap = std::max(replicaGap, (got[p.key()] - replicas[0]->named_parameters()[p.key()]).abs().max().item<double>());
+      }
+    }
+    qInfo("%d ranks: weights after %lld steps within %.3g of one process; replicas within %.3g of each other; "
+          "rank 0 sent %lld bytes", ranks, static_cast<long long>(spec.steps), worst, replicaGap,
+          static_cast<long long>(sent[0]));
+    QVERIFY2(worst <= tolerance, qPrintable(QString("weights differ by %1").arg(worst)));
+    QCOMPARE(replicaGap, 0.0);  // every rank stepped the same Adam on the same summed gradients
+    QVERIFY(sent[0] > 0);
+  }
+
+  void appliesOnlyToEveryStageOnEveryRank_data() {
+    QTest::addColumn<QString>("placement");
+    QTest::addColumn<int>("world");
+    QTest::addColumn<bool>("applies");
+    QTest::newRow("every stage, both ranks") << "*r0:cpu+r1:cpu" << 2 << true;
+    QTest::newRow("slab order reversed") << "*r1:cpu+r0:cpu" << 2 << true;
+    QTest::newRow("a rank left out") << "*r0:cpu+r1:cpu" << 3 << false;
+    QTest::newRow("one stage only") << "enc0=r0:cpu+r1:cpu" << 2 << false;
+    QTest::newRow("pipeline") << "enc0=r1:cpu" << 2 << false;
+  }
+  void appliesOnlyToEveryStageOnEveryRank() {
+    QFETCH(QString, placement);
+    QFETCH(int, world);
+    QFETCH(bool, applies);
+    const auto stages = model::UNet3d(tiny(model::Norm::None))->stageNames();
+    const std::string text = placement.startsWith('*') ? everyStage(placement.mid(1).toStdString(), stages)
+                                                       : placement.toStdString();
+    QCOMPARE(dist::SpatialTrainer::applies(placement::Placement::parse(text, stages, "r0:cpu"), world), applies);
+  }
+};
+
+QTEST_GUILESS_MAIN(SpatialTrainingTest)
+#include "SpatialTrainingTest.moc"
