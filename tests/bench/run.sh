@@ -155,11 +155,14 @@ done
 # bytes for that placement and its predicted step time of the unsharded CPU run (vs the measured one).
 SHARD_SIZE="${BENCH_SHARD_SIZE:-96}"; [ "${BENCH_QUICK:-0}" = 1 ] && SHARD_SIZE=32
 SPLACE="enc0=cuda:0+cuda:1,dec0=cuda:0+cuda:1,head=cuda:0+cuda:1"
+SRANKS=""; for st in enc0 enc1 enc2 enc3 bottleneck dec3 dec2 dec1 dec0 head; do SRANKS="$SRANKS${SRANKS:+,}$st=r0:cpu+r1:cpu"; done
 SB=("$PY" "$HERE/ranks_bench.py" --cli "$CLI" --size "$SHARD_SIZE" --base "$BASE" --batch 1 --steps "$RSTEPS" --ranks 0)
 for r in $(seq 1 "$ROUNDS"); do
   log "sharding round $r/$ROUNDS"
   record shard_two env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 1 --placement "$SPLACE"
   record shard_none "${SB[@]}" --threads 2
+  # Every stage sharded over 2 ranks x 1 thread (the spatial trainer): the row.
+  record shard_ranks "${SB[@]}" --ranks 2 --threads 1 --placement "$SRANKS"  # argparse: the last --ranks wins
   # The same sharded run with the unsharded run's 2 intra-op threads (what the halos cost at equal threads).
   record shard_two_t2 env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 2 --placement "$SPLACE"
 done
