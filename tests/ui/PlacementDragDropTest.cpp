@@ -100,6 +100,10 @@ private Q_SLOTS:
     QVERIFY(label && label->isVisible());
     QVERIFY2(label->text().contains("2 slabs") && label->text().contains("planes"), qPrintable(label->text()));
     QVERIFY(view_->estimate().plan && view_->estimate().plan->haloBytes > 0);
+    auto* summary = view_->findChild<QLabel*>("placementSummary");
+    QVERIFY(summary);
+    QVERIFY2(summary->text().contains("halos exchanged per step") && summary->text().contains("Predicted step"),
+             qPrintable(summary->text()));
     session_->undoStack()->undo();
     QCOMPARE(session_->placement().entryOf("dec0"), std::string("cpu"));
     QVERIFY(!label->isVisible());

@@ -11,6 +11,7 @@
 
 #include "core/placement/AutoPlacer.h"
 #include "core/placement/LargestVolume.h"
+#include "core/placement/StepTime.h"
 
 #include <QApplication>
 
@@ -101,6 +102,7 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   overlay_ = new TransferOverlay(board_);
 
   summary_ = new QLabel(this);
+  summary_->setObjectName("placementSummary");
   summary_->setWordWrap(true);
   layout->addWidget(summary_);
 
@@ -262,6 +264,10 @@ void PlacementView::refreshNumbers() {
                       : tr("<br><span style='color:#ff6b6b'>Planner: does not fit at %1<sup>3</sup> × %2 — %3 runs out in %4</span>")
                             .arg(settings.patch[0]).arg(settings.batch)
                             .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage));
+    // What Auto-place ranks placements by: the predicted step time (default device speeds).
+    const auto time = placement::predictStepTime(plan, StageMemoryModel::request(*session_).devices);
+    text += tr("<br>Predicted step: %1 s (compute %2 s, transfers %3 s)")
+                .arg(time.seconds, 0, 'g', 3).arg(time.computeSeconds, 0, 'g', 3).arg(time.transferSeconds, 0, 'g', 3);
   }
   if (!estimate_.error.empty())
     text += tr("<br><span style='color:#ff6b6b'>Planner: cannot plan this run — %1</span>")
