@@ -94,8 +94,8 @@ void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_pt
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
   CliMetrics metrics(progress);
   if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize)) {
-    if (!resume.empty()) throw InvalidArgument("--resume: resuming a run sharded over ranks is not built yet");
     dist::SpatialTrainer trainer(comm, net, source, spec);
+    if (!resume.empty()) trainer.loadCheckpoint(resume);
     if (progress == "bar")
       std::cerr << net->architecture() << " (" << net->parameterCount() << " parameters), every stage sharded over "
                 << env.worldSize << " ranks\n";
@@ -146,6 +146,7 @@ void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   }
   if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize)) {
     dist::SpatialTrainer trainer(comm, net, nullptr, spec);
+    if (message.value("resume", false)) trainer.loadCheckpoint("");
     trainer.run(nullptr);
     return;
   }

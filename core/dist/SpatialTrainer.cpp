@@ -81,26 +81,61 @@ SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork>
   layout_.check(extent, multiple, deepest, network_->stageNames().front());
 
   network_->root().to(device_);
-  // One set of initial weights: rank 0's, parameters and buffers in the module's order.
-  {
-    torch::NoGradGuard noGrad;
-    int tag = kWeightTags;
-    auto share = [&](torch::Tensor t) {
-      if (comm_.rank() == 0) {
-        for (int r = 1; r < comm_.size(); ++r) comm_.send(t, r, tag, "the initial weights");
-      } else {
-        t.copy_(comm_.recv(0, tag, "the initial weights").to(t.device(), t.scalar_type()));
-      }
-      ++tag;
-    };
-    for (auto& p : network_->root().parameters()) share(p);
-    for (auto& b : network_->root().buffers()) share(b);
-    comm_.flush();
-  }
   optimizer_ = std::make_unique<torch::optim::Adam>(network_->root().parameters(),
                                                     torch::optim::AdamOptions(spec_.learningRate));
   engine::allocateAdamState(*optimizer_);
+  shareFromRankZero(false);  // one set of initial weights: rank 0's
   torch::manual_seed(spec_.seed);  // as the Trainer restarts LibTorch's generator after building
+}
+
+void SpatialTrainer::shareFromRankZero(bool withState) {
+  torch::NoGradGuard noGrad;
+  int tag = kWeightTags;
+  auto share = [&](torch::Tensor t) {
+    if (comm_.rank() == 0) {
+      for (int r = 1; r < comm_.size(); ++r) comm_.send(t, r, tag, "rank 0's weights");
+    } else {
+      t.copy_(comm_.recv(0, tag, "rank 0's weights").to(t.device(), t.scalar_type()));
+    }
+    ++tag;
+  };
+  for (auto& p : network_->root().parameters()) {
+    share(p);
+    if (!withState) continue;
+    auto it = optimizer_->state().find(p.unsafeGetTensorImpl());
+    if (it == optimizer_->state().end()) throw Error("internal: a parameter without Adam state");
+    auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
+    torch::Tensor step = torch::tensor({st.step()}, torch::kLong);
+    share(step);
+    st.step(step.item<std::int64_t>());
+    share(st.exp_avg());
+    share(st.exp_avg_sq());
+  }
+  for (auto& b : network_->root().buffers()) share(b);
+  comm_.flush();
+}
+
+void SpatialTrainer::loadCheckpoint(const std::string& path) {
+  torch::Tensor step = torch::zeros({1}, torch::kLong);
+  if (comm_.rank() == 0) {
+    const auto info = engine::readCheckpoint(path, *network_, *optimizer_);
+    std::istringstream rng(info.sampleRng);
+    rng >> rng_;
+    step[0] = info.step;
+    // Reading put the weights and moments on the CPU: back to this rank's device.
+    network_->root().to(device_);
+    for (auto& p : network_->root().parameters()) {
+      auto& st = static_cast<torch::optim::AdamParamState&>(*optimizer_->state().at(p.unsafeGetTensorImpl()));
+      st.exp_avg(st.exp_avg().to(device_));
+      st.exp_avg_sq(st.exp_avg_sq().to(device_));
+    }
+    for (int r = 1; r < comm_.size(); ++r) comm_.send(step, r, kWeightTags - 1, "the checkpoint's step");
+    comm_.flush();
+  } else {
+    step = comm_.recv(0, kWeightTags - 1, "the checkpoint's step");
+  }
+  step_ = step.item<std::int64_t>();
+  shareFromRankZero(true);
 }
 
 SpatialTrainer::~SpatialTrainer() = default;

@@ -6,7 +6,7 @@
 // the output slabs come back to rank 0 for the loss (soft Dice needs the whole volume), and each rank
 // gets the gradient of its slab back. The replicas' gradients are summed over the ranks and every
 // rank steps the same Adam, so the replicas stay equal, and equal to training in one process.
-// Not yet: validation, resuming, micro-batches (refused with one line each).
+// Not yet: validation, micro-batches (refused with one line each).
 #include "core/dist/Comm.h"
 #include "core/engine/Metrics.h"
 #include "core/model/StagedNetwork.h"
@@ -36,11 +36,16 @@ public:
   void run(engine::MetricsSink* sink = nullptr);
   engine::StepMetrics step();  // loss and Dice complete on rank 0
   void saveCheckpoint(const std::string& path);  // rank 0 writes (every replica is the same)
+  // Rank 0 reads `path` (the one-process format, from any run of this network) and sends every rank
+  // the weights and the Adam state; the others pass "".
+  void loadCheckpoint(const std::string& path);
 
   std::int64_t stepsDone() const { return step_; }
   const placement::ShardLayout& layout() const { return layout_; }
 
 private:
+  // Rank 0's weights, buffers and (withState) Adam state to every rank, in the module's order.
+  void shareFromRankZero(bool withState);
   torch::Tensor forwardSlab(class RankShardComm& shards, const torch::Tensor& slab);
 
   Comm& comm_;

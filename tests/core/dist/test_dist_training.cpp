@@ -136,6 +136,20 @@ private Q_SLOTS:
     QVERIFY(sn.last()["ranks"].toArray().first().toObject()["bytes_sent"].toDouble() > 0);
     auto infer = cli({"infer", "--checkpoint", many, "--synthetic", "16"});
     QVERIFY2(infer.code == 0, qPrintable(infer.err));
+    // Resumed over the ranks from step 3 (weights and Adam state from rank 0): step 5 as straight on.
+    const QString three = dir.filePath("three.pt");
+    auto first = cli(QStringList{"launch", "--local-ranks", "2", "--rank-timeout", "30", "train"} + runFlags(3) +
+                     QStringList{"--placement", placement, "--save", three});
+    QVERIFY2(first.code == 0, qPrintable(first.err));
+    auto resumed = cli({"launch", "--local-ranks", "2", "--rank-timeout", "30", "train", "--resume", three, "--steps", "5",
+                        "--progress", "jsonl", "--save", dir.filePath("resumed.pt")});
+    QVERIFY2(resumed.code == 0, qPrintable(resumed.err));
+    const auto r = steps(resumed.out);
+    QCOMPARE(r.size(), 2);
+    QCOMPARE(r.last()["step"].toInt(), 5);
+    QVERIFY2(std::abs(r.last()["loss"].toDouble() - sn.last()["loss"].toDouble()) < 1e-5,
+             qPrintable(QString("%1 vs %2").arg(r.last()["loss"].toDouble()).arg(sn.last()["loss"].toDouble())));
+    QVERIFY(maxWeightDifference(dir.filePath("resumed.pt"), many) <= 1e-5);
   }
 
   // Validation during training over ranks: the same validation loss and Dice as one process.
