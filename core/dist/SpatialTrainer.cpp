@@ -6,6 +6,7 @@
 #include "core/engine/Loss.h"
 #include "core/engine/StageCheckpoint.h"
 #include "core/engine/StepSafety.h"
+#include "core/engine/Tensors.h"
 #include "core/engine/Trainer.h"
 
 #include <torch/torch.h>
@@ -18,7 +19,8 @@ namespace splitseg::dist {
 
 namespace {
 // Message tags of the trainer's own traffic; RankShardComm's start at kHaloTags each step.
-constexpr int kInputTag = 11, kOutputTag = 12, kGradientTag = 13, kWeightTags = 100000, kHaloTags = 1000;
+constexpr int kInputTag = 11, kOutputTag = 12, kGradientTag = 13, kControlTag = 14, kWeightTags = 100000,
+              kBufferTags = 700000, kHaloTags = 1000;
 // Gradients summed over the ranks: tags of RankShardComm's second instance, away from the halos'.
 constexpr int kReduceTags = 500000;
 
@@ -50,8 +52,6 @@ SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork>
     throw InvalidArgument("placement: spatial training over ranks needs every stage on the same ranks' devices, each rank once");
   if (!network_->supportsSharding())
     throw InvalidArgument("the " + network_->architecture() + " architecture does not support sharded stages");
-  if (spec_.validateEvery > 0)
-    throw InvalidArgument("validate_every: validation is not built yet for stages sharded over ranks; train without it");
   if (spec_.microBatches > 1)
     throw InvalidArgument("micro_batches: stages sharded over ranks run the whole batch at once; use 1");
   if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
@@ -241,6 +241,7 @@ engine::StepMetrics SpatialTrainer::step() {
     }
   }
   optimizer_->step();
+  syncBuffers();
   ++step_;
   m.step = step_;
   m.totalSteps = spec_.totalSteps();
@@ -256,6 +257,75 @@ engine::StepMetrics SpatialTrainer::step() {
   return m;
 }
 
+void SpatialTrainer::syncBuffers() {
+  torch::NoGradGuard noGrad;
+  const int source = group_.front();
+  int tag = kBufferTags;
+  for (auto& b : network_->root().buffers()) {
+    if (comm_.rank() == source) {
+      for (int r = 0; r < comm_.size(); ++r)
+        if (r != source) comm_.send(b, r, tag, "the running statistics");
+    } else {
+      b.copy_(comm_.recv(source, tag, "the running statistics").to(b.device(), b.scalar_type()));
+    }
+    ++tag;
+  }
+  comm_.flush();
+}
+
+engine::ValidationMetrics SpatialTrainer::validate() {
+  torch::NoGradGuard noGrad;
+  engine::EvalModeGuard eval(network_->root());
+  engine::ValidationMetrics v;
+  v.step = step_;
+  const int dim = 2 + static_cast<int>(spec_.shardAxis);
+  auto command = [&](std::int64_t c) {
+    for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::tensor({c}, torch::kLong), r, kControlTag, "a command");
+  };
+  if (comm_.rank() != 0) {
+    while (comm_.recv(0, kControlTag, "rank 0's next validation sample").item<std::int64_t>() == 1) {
+      RankShardComm shards(comm_, group_, device_, dim, kHaloTags);
+      const auto slab = comm_.recv(0, kInputTag, "a validation slab");
+      comm_.send(forwardSlab(shards, slab.to(device_)), 0, kOutputTag, "this rank's output slab");
+      comm_.flush();
+    }
+    return v;
+  }
+  const auto samples = source_->validation(spec_.patch);
+  std::vector<std::vector<double>> dices;
+  for (const auto& sample : samples) {
+    command(1);
+    const auto input = engine::toTensor(sample.channels).unsqueeze(0);
+    const auto target = engine::toTensor(sample.label).round().to(torch::kLong).unsqueeze(0);
+    RankShardComm shards(comm_, group_, device_, dim, kHaloTags);
+    torch::Tensor mine;
+    std::int64_t offset = 0;
+    for (std::size_t k = 0; k < group_.size(); ++k) {
+      const auto piece = input.narrow(dim, offset, layout_.sizes[k]).contiguous();
+      offset += layout_.sizes[k];
+      if (group_[k] == 0) mine = piece;
+      else comm_.send(piece, group_[k], kInputTag, "a validation slab");
+    }
+    comm_.flush();
+    const auto out = forwardSlab(shards, mine.to(device_));
+    std::vector<torch::Tensor> parts;
+    for (std::size_t k = 0; k < group_.size(); ++k)
+      parts.push_back(group_[k] == 0 ? out : comm_.recv(group_[k], kOutputTag, "an output slab").to(device_));
+    auto r = engine::segmentationLoss(torch::cat(parts, dim), target.to(device_));
+    v.loss += r.loss.item<double>() / static_cast<double>(samples.size());
+    dices.push_back(r.dice);
+  }
+  command(0);
+  comm_.flush();
+  v.cases = static_cast<int>(samples.size());
+  if (dices.empty()) return v;
+  v.dice.assign(dices.front().size(), 0.0);
+  for (const auto& d : dices)
+    for (std::size_t c = 0; c < d.size(); ++c) v.dice[c] += d[c] / static_cast<double>(dices.size());
+  for (double d : v.dice) v.meanDice += d / static_cast<double>(v.dice.size());
+  return v;
+}
+
 void SpatialTrainer::saveCheckpoint(const std::string& path) {
   if (comm_.rank() != 0) return;
   std::ostringstream rng;
@@ -268,6 +338,10 @@ void SpatialTrainer::run(engine::MetricsSink* sink) {
   while (step_ < total) {
     auto m = step();
     if (sink && comm_.rank() == 0) sink->onStep(m);
+    if (spec_.validateEvery > 0 && step_ % spec_.validateEvery == 0) {
+      auto v = validate();
+      if (sink && comm_.rank() == 0) sink->onValidation(v);
+    }
     if (spec_.checkpointEvery > 0 && step_ % spec_.checkpointEvery == 0 && step_ < total && !spec_.checkpoint.empty()) {
       saveCheckpoint(spec_.checkpoint);
       if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);

@@ -6,7 +6,8 @@
 // the output slabs come back to rank 0 for the loss (soft Dice needs the whole volume), and each rank
 // gets the gradient of its slab back. The replicas' gradients are summed over the ranks and every
 // rank steps the same Adam, so the replicas stay equal, and equal to training in one process.
-// Not yet: validation, micro-batches (refused with one line each).
+// Validation runs through the ranks the same way, without gradients. Not yet: micro-batches
+// (refused with one line).
 #include "core/dist/Comm.h"
 #include "core/engine/Metrics.h"
 #include "core/model/StagedNetwork.h"
@@ -35,6 +36,8 @@ public:
   // Collective: every rank calls them in the same order.
   void run(engine::MetricsSink* sink = nullptr);
   engine::StepMetrics step();  // loss and Dice complete on rank 0
+  // Rank 0's validation samples through the ranks (complete on rank 0).
+  engine::ValidationMetrics validate();
   void saveCheckpoint(const std::string& path);  // rank 0 writes (every replica is the same)
   // Rank 0 reads `path` (the one-process format, from any run of this network) and sends every rank
   // the weights and the Adam state; the others pass "".
@@ -46,6 +49,8 @@ public:
 private:
   // Rank 0's weights, buffers and (withState) Adam state to every rank, in the module's order.
   void shareFromRankZero(bool withState);
+  // Running statistics (batch norm) are kept by slab 0's rank: copied to every rank after a step.
+  void syncBuffers();
   torch::Tensor forwardSlab(class RankShardComm& shards, const torch::Tensor& slab);
 
   Comm& comm_;
