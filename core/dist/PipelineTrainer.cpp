@@ -1,4 +1,5 @@
 #include "core/dist/PipelineTrainer.h"
+#include "core/dist/RunLoop.h"
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
 #include "core/engine/AutocastScope.h"
@@ -330,33 +331,10 @@ engine::ValidationMetrics PipelineTrainer::validate() {
   for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::zeros({1}, torch::kLong), r, controlTag(), "a command");
   comm_.flush();
   v.cases = static_cast<int>(samples.size());
-  if (dices.empty()) return v;
-  v.dice.assign(dices.front().size(), 0.0);
-  for (const auto& d : dices)
-    for (std::size_t c = 0; c < d.size(); ++c) v.dice[c] += d[c] / static_cast<double>(dices.size());
-  v.meanDice = v.dice.empty() ? 0.0 : std::accumulate(v.dice.begin(), v.dice.end(), 0.0) / double(v.dice.size());
+  averageDice(v, dices);
   return v;
 }
 
-void PipelineTrainer::run(engine::MetricsSink* sink) {
-  const auto total = spec_.totalSteps();
-  while (step_ < total) {
-    auto m = step();
-    if (sink && comm_.rank() == 0) sink->onStep(m);
-    if (spec_.validateEvery > 0 && step_ % spec_.validateEvery == 0) {
-      auto v = validate();
-      if (sink && comm_.rank() == 0) sink->onValidation(v);
-    }
-    if (spec_.checkpointEvery > 0 && step_ % spec_.checkpointEvery == 0 && step_ < total && !spec_.checkpoint.empty()) {
-      saveCheckpoint(spec_.checkpoint);
-      if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);
-    }
-  }
-  if (!spec_.checkpoint.empty()) {
-    saveCheckpoint(spec_.checkpoint);
-    if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);
-  }
-  comm_.barrier("the end of the run");
-}
+void PipelineTrainer::run(engine::MetricsSink* sink) { runOverRanks(*this, comm_, spec_, sink); }
 
 } // namespace splitseg::dist

@@ -2,6 +2,7 @@
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
 #include "core/dist/RankShardComm.h"
+#include "core/dist/RunLoop.h"
 #include "core/engine/AutocastScope.h"
 #include "core/engine/Loss.h"
 #include "core/engine/StageCheckpoint.h"
@@ -318,11 +319,7 @@ engine::ValidationMetrics SpatialTrainer::validate() {
   command(0);
   comm_.flush();
   v.cases = static_cast<int>(samples.size());
-  if (dices.empty()) return v;
-  v.dice.assign(dices.front().size(), 0.0);
-  for (const auto& d : dices)
-    for (std::size_t c = 0; c < d.size(); ++c) v.dice[c] += d[c] / static_cast<double>(dices.size());
-  for (double d : v.dice) v.meanDice += d / static_cast<double>(v.dice.size());
+  averageDice(v, dices);
   return v;
 }
 
@@ -333,25 +330,6 @@ void SpatialTrainer::saveCheckpoint(const std::string& path) {
   engine::writeCheckpoint(path, *network_, *optimizer_, spec_, step_, rng.str());
 }
 
-void SpatialTrainer::run(engine::MetricsSink* sink) {
-  const auto total = spec_.totalSteps();
-  while (step_ < total) {
-    auto m = step();
-    if (sink && comm_.rank() == 0) sink->onStep(m);
-    if (spec_.validateEvery > 0 && step_ % spec_.validateEvery == 0) {
-      auto v = validate();
-      if (sink && comm_.rank() == 0) sink->onValidation(v);
-    }
-    if (spec_.checkpointEvery > 0 && step_ % spec_.checkpointEvery == 0 && step_ < total && !spec_.checkpoint.empty()) {
-      saveCheckpoint(spec_.checkpoint);
-      if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);
-    }
-  }
-  if (!spec_.checkpoint.empty()) {
-    saveCheckpoint(spec_.checkpoint);
-    if (sink && comm_.rank() == 0) sink->onCheckpoint(spec_.checkpoint, step_);
-  }
-  comm_.barrier("the end of the run");
-}
+void SpatialTrainer::run(engine::MetricsSink* sink) { runOverRanks(*this, comm_, spec_, sink); }
 
 } // namespace splitseg::dist

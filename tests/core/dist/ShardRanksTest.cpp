@@ -11,33 +11,16 @@
 #include "core/placement/ShardLayout.h"
 #include "tests/support/GpuChecks.h"
 
+#include "tests/support/FreePort.h"
+
 #include <QtTest>
 #include <torch/torch.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <thread>
 
 using namespace splitseg;
 
 namespace {
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
 model::UNet3dOptions tiny(model::Norm norm) {
   return model::UNet3dOptions().base_channels(4).depth(4).dropout({0.0, 0.0, 0.0}).norm(norm).out_channels(2);
 }
@@ -92,7 +75,7 @@ private Q_SLOTS:
       replicas.push_back(model::UNet3d(options));
     }
     const auto layout = placement::ShardLayout::even(placement::ShardAxis::Depth, depth, ranks, 8);
-    const int port = freePort();
+    const int port = test::freePort();
     std::vector<torch::Tensor> outs(ranks);
     std::vector<std::vector<torch::Tensor>> grads(ranks);
     std::vector<std::int64_t> sent(ranks);

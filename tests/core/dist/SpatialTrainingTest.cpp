@@ -8,33 +8,16 @@
 #include "core/model/UNet3d.h"
 #include "tests/support/GpuChecks.h"
 
+#include "tests/support/FreePort.h"
+
 #include <QtTest>
 #include <torch/torch.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <thread>
 
 using namespace splitseg;
 
 namespace {
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
 model::UNet3dOptions tiny(model::Norm norm) {
   return model::UNet3dOptions().base_channels(4).depth(4).dropout({0.0, 0.0, 0.0}).norm(norm).out_channels(2);
 }
@@ -107,7 +90,7 @@ private Q_SLOTS:
       torch::manual_seed(r == 0 ? 5 : 77);  // other ranks start from other weights: rank 0's must reach them
       replicas.push_back(model::UNet3d(options));
     }
-    const int port = freePort();
+    const int port = test::freePort();
     std::vector<std::string> failures(ranks);
     std::vector<std::int64_t> sent(ranks);
     std::vector<double> losses;

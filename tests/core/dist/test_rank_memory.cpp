@@ -8,32 +8,15 @@
 #include "core/model/UNet3d.h"
 #include "core/placement/MemoryPlanner.h"
 
-#include <QtTest>
+#include "tests/support/FreePort.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <QtTest>
 
 #include <thread>
 
 using namespace splitseg;
 
 namespace {
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
 const char* kPlacement = "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu";
 } // namespace
 
@@ -69,7 +52,7 @@ private Q_SLOTS:
                                    : placement::Placement::parse(kPlacement, names, "cpu"));
       if (recompute == "all") spec.recompute = {names.begin(), names.end()};
     }
-    const int port = freePort();
+    const int port = test::freePort();
     engine::StepMetrics last;
     std::string failure;
     auto rank = [&](int r) {

@@ -1,0 +1,46 @@
+#pragma once
+// What every trainer over ranks does around its steps (PipelineTrainer, SpatialTrainer): the steps
+// of the run, validation and checkpoints at their cadence, the final checkpoint, and a barrier so
+// rank 0 serves the rendezvous until every rank is done. Metrics go to the sink on rank 0 only.
+#include "core/dist/Comm.h"
+#include "core/engine/Metrics.h"
+#include "core/run/RunSpec.h"
+
+#include <vector>
+
+namespace splitseg::dist {
+
+template <class Trainer>
+void runOverRanks(Trainer& trainer, Comm& comm, const run::RunSpec& spec, engine::MetricsSink* sink) {
+  const bool report = sink && comm.rank() == 0;
+  const auto total = spec.totalSteps();
+  auto checkpoint = [&] {
+    trainer.saveCheckpoint(spec.checkpoint);
+    if (report) sink->onCheckpoint(spec.checkpoint, trainer.stepsDone());
+  };
+  while (trainer.stepsDone() < total) {
+    auto m = trainer.step();
+    if (report) sink->onStep(m);
+    const auto done = trainer.stepsDone();
+    if (spec.validateEvery > 0 && done % spec.validateEvery == 0) {
+      auto v = trainer.validate();
+      if (report) sink->onValidation(v);
+    }
+    if (spec.checkpointEvery > 0 && done % spec.checkpointEvery == 0 && done < total && !spec.checkpoint.empty())
+      checkpoint();
+  }
+  if (!spec.checkpoint.empty()) checkpoint();
+  comm.barrier("the end of the run");
+}
+
+// Mean Dice per class (and over classes) of the validation samples' Dice values, into v.
+inline void averageDice(engine::ValidationMetrics& v, const std::vector<std::vector<double>>& dices) {
+  if (dices.empty()) return;
+  v.dice.assign(dices.front().size(), 0.0);
+  for (const auto& d : dices)
+    for (std::size_t c = 0; c < d.size(); ++c) v.dice[c] += d[c] / static_cast<double>(dices.size());
+  v.meanDice = 0;
+  for (double d : v.dice) v.meanDice += d / static_cast<double>(v.dice.size());
+}
+
+} // namespace splitseg::dist
