@@ -7,6 +7,7 @@
 #include "core/base/Error.h"
 #include "core/engine/Devices.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/engine/CheckpointFile.h"
 #include "core/engine/Trainer.h"
 #include "core/export/TorchScriptExport.h"
 
@@ -84,6 +85,21 @@ void addExportCommands(CLI::App& app) {
   cmd->add_option("--placement", a->placement, "placement for the --sample run (stage=device pairs)");
   cmd->add_option("--seed", a->seed, "seed of the --sample input")->capture_default_str();
   cmd->callback([a] { runExport(*a); });
+
+  // Checkpoints written before version 3 are TorchScript archives, which may run code when read;
+  // they are refused everywhere else and converted here, on the user's word that they trust them.
+  auto from = std::make_shared<std::string>(), to = std::make_shared<std::string>();
+  auto* convert = app.add_subcommand("convert-checkpoint",
+                                     "rewrite an old (TorchScript-archive) checkpoint in the current format; reading "
+                                     "the old format can run code stored in it: only for files you trust");
+  convert->add_option("old", *from, "old checkpoint")->required();
+  convert->add_option("new", *to, "checkpoint to write (the current format)")->required();
+  convert->callback([from, to] {
+    engine::convertLegacyCheckpoint(*from, *to);
+    const auto info = engine::readCheckpointInfo(*to);
+    std::cout << nlohmann::json{{"out", *to}, {"step", info.step}, {"architecture", info.run.architecture}}.dump()
+              << "\n";
+  });
 }
 
 } // namespace splitseg::cli

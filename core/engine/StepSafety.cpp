@@ -74,26 +74,4 @@ void adamStep(torch::optim::Adam& adam) {
   }
 }
 
-void saveCudaGeneratorStates(torch::serialize::OutputArchive& archive) {
-  if (!torch::cuda::is_available()) return;
-  const auto n = static_cast<std::int64_t>(torch::cuda::device_count());
-  archive.write("torch_cuda_rng_count", c10::IValue(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const torch::Device d(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
-    archive.write("torch_cuda_rng_" + std::to_string(i), torch::globalContext().defaultGenerator(d).get_state());
-  }
-}
-
-void loadCudaGeneratorStates(torch::serialize::InputArchive& archive) {
-  c10::IValue count;
-  if (!archive.try_read("torch_cuda_rng_count", count) || !torch::cuda::is_available()) return;
-  const auto n = std::min<std::int64_t>(count.toInt(), static_cast<std::int64_t>(torch::cuda::device_count()));
-  for (std::int64_t i = 0; i < n; ++i) {
-    torch::Tensor state;
-    archive.read("torch_cuda_rng_" + std::to_string(i), state);
-    auto gen = torch::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
-    gen.set_state(state);
-  }
-}
-
 } // namespace splitseg::engine

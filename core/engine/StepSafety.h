@@ -20,12 +20,6 @@ void allocateAdamState(torch::optim::Adam& adam);
 // Adam::step.
 void adamStep(torch::optim::Adam& adam);
 
-// The default generators of every CUDA device (dropout masks on CUDA stages): stored beside the
-// CPU generator so a resumed run draws the same masks. Loading ignores devices the checkpoint
-// lacks or this machine lacks.
-void saveCudaGeneratorStates(torch::serialize::OutputArchive& archive);
-void loadCudaGeneratorStates(torch::serialize::InputArchive& archive);
-
 // Puts a module in eval mode and back in its previous mode on every exit (exceptions included).
 class EvalModeGuard {
 public:

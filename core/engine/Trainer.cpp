@@ -1,5 +1,5 @@
 #include "core/engine/Trainer.h"
-#include "core/base/DurableFile.h"
+#include "core/engine/CheckpointFile.h"
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
@@ -27,9 +27,6 @@
 namespace splitseg::engine {
 
 namespace {
-// 2: the run description under "run"; 1: loose keys (architecture, options, placement, ...).
-constexpr int kCheckpointVersion = 2;
-
 double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
@@ -318,116 +315,52 @@ void Trainer::saveCheckpoint(const std::string& path) const {
 
 void writeCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer,
                      const run::RunSpec& run, std::int64_t step, const std::string& sampleRng) {
-  torch::serialize::OutputArchive archive, modelArchive, optimArchive;
-  network.root().save(modelArchive);
-  optimizer.save(optimArchive);
-  archive.write("model", modelArchive);
-  archive.write("optimizer", optimArchive);
   // The run description travels with the weights: infer and --resume rebuild exactly this run.
-  nlohmann::json meta{{"version", kCheckpointVersion}, {"run", run.toJson()}, {"step", step}, {"sample_rng", sampleRng}};
-  archive.write("meta", c10::IValue(meta.dump()));
-  archive.write("torch_rng", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
-  saveCudaGeneratorStates(archive);
-  // Atomic and durable: a unique temporary beside the target, fsynced, renamed over it; a crash
-  // or a second writer leaves the previous checkpoint intact.
-  const std::string tmp = makeTempFileBeside(path);
-  try {
-    archive.save_to(tmp);
-  } catch (const c10::Error& e) {
-    std::filesystem::remove(tmp);
-    throw IoError(path, std::string("cannot write checkpoint: ") + e.what_without_backtrace());
-  }
-  commitTempFile(tmp, path);
+  CheckpointFile::capture(network.root(), optimizer, CheckpointInfo{run, step, sampleRng}).write(path);
 }
 
-CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer) {
-  CheckpointInfo info = readCheckpointInfo(path);
+namespace {
+void checkSameNetwork(const CheckpointInfo& info, model::StagedNetwork& network, const std::string& path) {
   if (info.run.architecture != network.architecture() ||
       info.run.networkOptions != nlohmann::json::parse(network.optionsJson()))
     throw InvalidArgument(path + ": checkpoint was trained with another network (" + info.run.architecture + " " +
                           info.run.networkOptions.dump() + ")");
-  torch::serialize::InputArchive archive, modelArchive, optimArchive;
+}
+} // namespace
+
+CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer) {
+  // One read; every tensor checked against the network before any is used.
+  const auto file = CheckpointFile::read(path);
+  checkSameNetwork(file.info, network, path);
+  file.check(network.root(), path);
   try {
-    archive.load_from(path, torch::kCPU);
-    archive.read("model", modelArchive);
-    archive.read("optimizer", optimArchive);
-    network.root().load(modelArchive);
-    optimizer.load(optimArchive);
-    torch::Tensor rngState;
-    archive.read("torch_rng", rngState);
-    at::Generator gen = torch::globalContext().defaultGenerator(torch::kCPU);
-    gen.set_state(rngState);
-    loadCudaGeneratorStates(archive);
+    file.loadWeights(network.root(), path);
+    file.loadOptimizer(network.root(), optimizer, path);
+    file.restoreGenerators();
   } catch (const c10::Error& e) {
     throw FormatError(path, std::string("unreadable checkpoint: ") + e.what_without_backtrace());
   }
-  return info;
+  return file.info;
 }
 
 void Trainer::loadCheckpoint(const std::string& path) {
   CheckpointInfo info = readCheckpoint(path, *network_, *optimizer_);
   std::istringstream rng(info.sampleRng);
   rng >> rng_;
+  if (!info.sampleRng.empty() && rng.fail()) throw FormatError(path, "checkpoint sample_rng is not a generator state");
   step_ = info.step;
   // Loading put tensors on the CPU; the current placement decides where they live.
   setPlacement(executor_.placement());
   allocateAdamState(*optimizer_);  // parameters the checkpoint had no moments for (saved before a step)
 }
 
-CheckpointInfo readCheckpointInfo(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw IoError(path, "checkpoint not found");
-  torch::serialize::InputArchive archive;
-  c10::IValue metaValue;
-  try {
-    archive.load_from(path, torch::kCPU);
-    if (!archive.try_read("meta", metaValue)) throw FormatError(path, "not a SplitSeg checkpoint (no metadata)");
-  } catch (const c10::Error& e) {
-    throw FormatError(path, std::string("not a readable checkpoint: ") + e.what_without_backtrace());
-  }
-  CheckpointInfo info;
-  try {
-    const auto meta = nlohmann::json::parse(metaValue.toStringRef());
-    const int version = meta.at("version").get<int>();
-    if (version > kCheckpointVersion)
-      throw FormatError(path, "checkpoint version " + std::to_string(version) + " is newer than this SplitSeg reads");
-    info.step = meta.at("step").get<std::int64_t>();
-    info.sampleRng = meta.value("sample_rng", std::string());
-    if (version >= 2) {
-      info.run = run::RunSpec::fromJson(meta.at("run"));
-    } else {
-      // Version 1 kept the run's pieces as loose keys.
-      auto& r = info.run;
-      r.architecture = meta.at("architecture").get<std::string>();
-      r.networkOptions = meta.at("options");
-      const auto& stages = meta.at("placement").contains("stages") ? meta.at("placement").at("stages") : meta.at("placement");
-      for (auto it = stages.begin(); it != stages.end(); ++it) r.placement[it.key()] = it.value().get<std::string>();
-      r.precision = placement::StagePrecisions::parse(meta.value("precision", std::string("fp32")));
-      r.patch = meta.value("patch", std::array<std::int64_t, 3>{32, 32, 32});
-      r.batch = meta.value("batch", 1);
-      r.learningRate = meta.value("learning_rate", 1e-3);
-      r.seed = meta.value("seed", std::uint64_t{0});
-      r.preprocessing = Preprocessing::fromJson(meta.value("preprocessing", nlohmann::json::object()).dump());
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path, std::string("checkpoint metadata is damaged: ") + e.what());
-  } catch (const InvalidArgument& e) {
-    throw FormatError(path, std::string("checkpoint run description: ") + e.what());
-  }
-  return info;
-}
+CheckpointInfo readCheckpointInfo(const std::string& path) { return CheckpointFile::read(path).info; }
 
 std::shared_ptr<model::StagedNetwork> loadNetwork(const std::string& path, CheckpointInfo* infoOut) {
-  CheckpointInfo info = readCheckpointInfo(path);
-  auto net = createNetwork(info.run.architecture, info.run.networkOptions.dump());
-  torch::serialize::InputArchive archive, modelArchive;
-  try {
-    archive.load_from(path, torch::kCPU);
-    archive.read("model", modelArchive);
-    net->root().load(modelArchive);
-  } catch (const c10::Error& e) {
-    throw FormatError(path, std::string("cannot load weights: ") + e.what_without_backtrace());
-  }
-  if (infoOut) *infoOut = info;
+  const auto file = CheckpointFile::read(path);
+  auto net = createNetwork(file.info.run.architecture, file.info.run.networkOptions.dump());
+  file.loadWeights(net->root(), path);
+  if (infoOut) *infoOut = file.info;
   return net;
 }
 

@@ -6,6 +6,7 @@
 #include "core/data/SampleSource.h"
 #include "core/engine/Metrics.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/run/CheckpointInfo.h"
 #include "core/run/RunSpec.h"
 
 #include <array>
@@ -30,14 +31,8 @@ public:
 // they reach a loss: on CUDA they would trip a device-side assert that kills the context.
 void checkLabels(const torch::Tensor& target, std::int64_t outChannels);
 
-// What a checkpoint says about itself (read without loading the weights into a network): the
-// run description it was trained with (network, placement, precision, preprocessing, ...) and
-// where that run stood.
-struct CheckpointInfo {
-  run::RunSpec run;
-  std::int64_t step = 0;
-  std::string sampleRng;
-};
+// What a checkpoint says about itself (core/run/CheckpointInfo.h).
+using CheckpointInfo = run::CheckpointInfo;
 CheckpointInfo readCheckpointInfo(const std::string& path);
 // Builds the checkpoint's network and loads its weights (on the CPU).
 std::shared_ptr<model::StagedNetwork> loadNetwork(const std::string& path, CheckpointInfo* info = nullptr);

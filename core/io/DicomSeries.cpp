@@ -1,4 +1,5 @@
 #include "core/io/DicomSeries.h"
+#include "core/io/IsolatedRead.h"
 
 #include "core/base/DurableFile.h"
 #include "core/base/Error.h"
@@ -14,10 +15,13 @@
 #include <itkMetaDataObject.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -86,7 +90,46 @@ std::string num(double v) {
 
 } // namespace
 
-std::vector<DicomSeriesInfo> listDicomSeries(const std::string& folder) {
+namespace {
+// GDCM zero-fills the missing tail of a truncated Pixel Data element and reports success. The
+// element's declared length says how much should follow it: the file must hold that much.
+// Empty when whole (or when the element is not found: GDCM judges such a file itself).
+std::string pixelDataProblem(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static const std::string tag("\xE0\x7F\x10\x00", 4);  // (7FE0,0010), little endian
+  const auto at = bytes.rfind(tag);
+  if (at == std::string::npos) return {};
+  auto u32 = [&](std::size_t o) -> std::uint64_t {
+    if (o + 4 > bytes.size()) return ~std::uint64_t{0};
+    return static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[o])) |
+           static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[o + 1])) << 8 |
+           static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[o + 2])) << 16 |
+           static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[o + 3])) << 24;
+  };
+  std::uint64_t length = 0, value = 0;
+  const std::string vr = bytes.substr(at + 4, 2);
+  if ((vr == "OB" || vr == "OW" || vr == "OD" || vr == "OF" || vr == "UN") && bytes.size() >= at + 12) {
+    length = u32(at + 8);  // explicit VR: 2 reserved bytes, then a 32-bit length
+    value = at + 12;
+  } else {
+    length = u32(at + 4);  // implicit VR
+    value = at + 8;
+  }
+  if (length == 0xFFFFFFFFu) {
+    // Encapsulated (compressed) frames end with a sequence delimiter (FFFE,E0DD).
+    static const std::string end("\xFE\xFF\xDD\xE0", 4);
+    return bytes.find(end, value) == std::string::npos ? "truncated: the compressed pixel data has no end" : "";
+  }
+  if (value + length > bytes.size())
+    return "truncated: the pixel data declares " + std::to_string(length) + " bytes, the file holds " +
+           std::to_string(bytes.size() > value ? bytes.size() - value : 0);
+  return {};
+}
+} // namespace
+
+static std::vector<DicomSeriesInfo> listDicomSeriesHere(const std::string& folder) {
   auto names = scan(folder);
   std::vector<DicomSeriesInfo> out;
   for (const auto& uid : names->GetSeriesUIDs()) {
@@ -111,7 +154,7 @@ std::vector<DicomSeriesInfo> listDicomSeries(const std::string& folder) {
   return out;
 }
 
-Volume readDicomSeries(const std::string& folder, const std::string& seriesUid) {
+static Volume readDicomSeriesHere(const std::string& folder, const std::string& seriesUid) {
   auto names = scan(folder);
   const auto uids = names->GetSeriesUIDs();
   if (uids.empty()) throw FormatError(folder, "no DICOM series found in this folder");
@@ -136,6 +179,7 @@ Volume readDicomSeries(const std::string& folder, const std::string& seriesUid) 
   for (const auto& f : files) {
     const std::string problem = regularFileProblem(f);
     if (!problem.empty()) throw FormatError(f, problem);
+    if (const std::string cut = pixelDataProblem(f); !cut.empty()) throw FormatError(f, cut);
     auto io = itk::GDCMImageIO::New();
     try {
       io->SetFileName(f);
@@ -203,6 +247,15 @@ Volume readDicomSeries(const std::string& folder, const std::string& seriesUid) 
   else if (io->GetRescaleIntercept() != 0.0 && (pixelType == "uint16" || pixelType == "uint8")) pixelType = "int16";
   v.setPixelType(pixelType);
   return v;
+}
+
+// GDCM runs in a child process: Debian builds it with assert()s that abort on crafted files.
+std::vector<DicomSeriesInfo> listDicomSeries(const std::string& folder) {
+  return isolatedSeriesList(folder, [&] { return listDicomSeriesHere(folder); });
+}
+
+Volume readDicomSeries(const std::string& folder, const std::string& seriesUid) {
+  return isolatedVolume(folder, [&] { return readDicomSeriesHere(folder, seriesUid); });
 }
 
 void writeDicomSeries(const Volume& v, const std::string& folder, const DicomWriteOptions& options) {

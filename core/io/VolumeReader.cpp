@@ -1,8 +1,10 @@
 #include "core/io/VolumeReader.h"
+#include "core/io/IsolatedRead.h"
 
 #include "core/base/Error.h"
 #include "core/io/DicomSeries.h"
 #include "core/io/ItkConvert.h"
+#include "core/io/MetaImageCheck.h"
 #include "core/io/NiftiCheck.h"
 #include "core/io/SafePath.h"
 #include "core/volume/GeometryCheck.h"
@@ -72,11 +74,18 @@ struct Opened {
 // Creates the ImageIO for a file and reads its header; checks dimension, components and the
 // geometry (GeometryCheck.h). NIfTI headers and detached data files are checked before ITK
 // sees them.
-Opened openHeader(const std::string& path) {
+// What SplitSeg checks itself before any image library reads the file.
+std::optional<NiftiInfo> precheck(const std::string& path) {
   checkReadableFile(path);
+  auto nifti = checkNiftiHeader(path);
+  checkDetachedDataFile(path);  // first: its origin/spacing messages name the axis
+  checkMetaImageHeader(path);
+  return nifti;
+}
+
+Opened openHeader(const std::string& path) {
   Opened opened;
-  opened.nifti = checkNiftiHeader(path);
-  checkDetachedDataFile(path);
+  opened.nifti = precheck(path);
   itk::ImageIOBase::Pointer io;
   try {
     io = itk::ImageIOFactory::CreateImageIO(path.c_str(), itk::IOFileModeEnum::ReadMode);
@@ -178,31 +187,41 @@ bool isImagePath(const std::string& path) {
 }
 
 ImageHeader readHeader(const std::string& path, const ReadOptions& options) {
-  return guarded(path, [&] {
-    std::error_code ec;
-    if (fs::is_directory(path, ec)) {
-      // DICOM: the geometry needs every slice position; read the series.
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    // DICOM: the geometry needs every slice position; read the series (isolated there).
+    return guarded(path, [&] {
       Volume v = readDicomSeries(path, options.dicomSeriesUid);
       return ImageHeader{v.geometry(), v.pixelType(), "DICOM"};
-    }
-    const Opened o = openHeader(path);
-    return ImageHeader{geometryOf(o.io), pixelTypeName(o.io->GetComponentType()), formatName(o.io)};
+    });
+  }
+  // Our own checks here; ITK's header parsing in a child process (IsolatedRead.h).
+  guarded(path, [&] { precheck(path); });
+  return isolatedHeader(path, [&] {
+    return guarded(path, [&] {
+      const Opened o = openHeader(path);
+      return ImageHeader{geometryOf(o.io), pixelTypeName(o.io->GetComponentType()), formatName(o.io)};
+    });
   });
 }
 
 Volume readVolume(const std::string& path, const ReadOptions& options) {
-  return guarded(path, [&] {
-    std::error_code ec;
-    Volume v;
-    if (fs::is_directory(path, ec)) {
-      v = readDicomSeries(path, options.dicomSeriesUid);
-    } else {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    return guarded(path, [&] {
+      Volume v = readDicomSeries(path, options.dicomSeriesUid);
+      if (!options.allowNonFinite) checkFinite(v, path);
+      return v;
+    });
+  guarded(path, [&] { precheck(path); });
+  return isolatedVolume(path, [&] {
+    return guarded(path, [&] {
       const Opened o = openHeader(path);
       if (o.nifti) checkNiftiData(path, *o.nifti, !options.allowNonFinite);
-      v = readVoxels(o.io, path);
-    }
-    if (!options.allowNonFinite) checkFinite(v, path);
-    return v;
+      Volume v = readVoxels(o.io, path);
+      if (!options.allowNonFinite) checkFinite(v, path);
+      return v;
+    });
   });
 }
 

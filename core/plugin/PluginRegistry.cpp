@@ -5,9 +5,12 @@
 
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -53,11 +56,44 @@ PluginRegistry::PluginRegistry() {
   add(builtinUNet3d(), "built-in", &why);
 }
 
+namespace {
+// Empty when path and its folder are regular/folder, owned by this user or root, and not
+// writable by group or others; else the reason in words.
+std::string unsafeToLoad(const std::string& path) {
+  auto check = [](const fs::path& p, bool folder) -> std::string {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return "cannot inspect " + p.string();
+    if (folder ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) return p.string() + " is not a regular file";
+    const std::string what = folder ? "its folder " + p.string() : "the file";
+    if (st.st_uid != ::geteuid() && st.st_uid != 0)
+      return what + " is owned by user " + std::to_string(st.st_uid) + ", not by you or root";
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return what + " is writable by other users (mode " + mode + "): anyone could replace it (chmod go-w)";
+    }
+    return {};
+  };
+  std::error_code ec;
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) return "cannot resolve " + path + ": " + ec.message();
+  if (auto why = check(real, false); !why.empty()) return why;
+  return check(real.parent_path(), true);
+}
+} // namespace
+
 PluginRegistry& PluginRegistry::instance() {
   // Built on first use (not at static-init time) so the environment is read when needed.
   static PluginRegistry* registry = [] {
     auto* r = new PluginRegistry();  // never destroyed: plugin networks may outlive main()
-    for (const auto& folder : defaultFolders()) r->addFolder(folder, /*mustExist=*/false);
+    for (const auto& folder : defaultFolders()) {
+      // A relative entry would load code from whatever folder SplitSeg happens to start in.
+      if (!fs::path(folder).is_absolute()) {
+        r->fail(folder, "SPLITSEG_PLUGIN_PATH entry is relative and was ignored (give an absolute folder)");
+        continue;
+      }
+      r->addFolder(folder, /*mustExist=*/false);
+    }
     return r;
   }();
   return *registry;
@@ -105,6 +141,12 @@ bool PluginRegistry::loadLibrary(const std::string& path) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (std::find(loadedFiles_.begin(), loadedFiles_.end(), canonical) != loadedFiles_.end()) return true;
+  }
+  // dlopen runs the library's initialisers before any check below can look at it: loading a
+  // plugin is running its code. What can be checked before that is who could have put it there.
+  if (const std::string why = unsafeToLoad(path); !why.empty()) {
+    fail(path, "not loaded: " + why);
+    return false;
   }
   // RTLD_NOW: an unresolved symbol fails here with a message instead of crashing on first call.
   // RTLD_LOCAL: two plugins may define the same internal names.

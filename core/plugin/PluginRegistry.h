@@ -6,6 +6,12 @@
 // Loading never throws and never crashes on a bad plugin that follows the dlopen rules: a file
 // that is not a library, lacks the entry symbol, has another API version or was built against
 // another LibTorch is recorded in failures() with the reason and skipped.
+//
+// A plugin is code that runs as the user: dlopen runs its static initialisers before SplitSeg
+// can read its version or ABI, so those checks protect against mistakes, not against malice.
+// What is checked before dlopen: the file is regular, it and its folder belong to the user or
+// root and are not writable by group or others, and SPLITSEG_PLUGIN_PATH entries are absolute.
+// Install only plugins you trust.
 #include "core/model/StagedNetwork.h"
 
 #include <memory>

@@ -51,6 +51,24 @@ private Q_SLOTS:
     QVERIFY(text.out.contains("Plugins that did not load:"));
   }
 
+  // A relative SPLITSEG_PLUGIN_PATH entry would load code from the folder SplitSeg starts in.
+  void relativePluginPathIsIgnored() {
+    QDir().mkpath(path("cwd/relplugins"));
+    QFile::copy(RESUNET_PLUGIN_FILE, path("cwd/relplugins/resunet_copy.so"));
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPLITSEG_PLUGIN_PATH", "relplugins");
+    QProcess p;
+    p.setProcessEnvironment(env);
+    p.setWorkingDirectory(path("cwd"));
+    p.start(SPLITSEG_CLI, {"plugins", "--json"});
+    QVERIFY(p.waitForFinished(60000));
+    const auto o = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+    bool refused = false;
+    for (const auto& f : o["failed"].toArray())
+      refused |= f.toObject()["path"].toString() == "relplugins" && f.toObject()["reason"].toString().contains("relative");
+    QVERIFY2(refused, qPrintable(QJsonDocument(o).toJson()));
+  }
+
   void trainPluginArchitectureThenInferFromItsCheckpoint() {
     auto r = cli({"train", "--arch", "resunet3d", "--arch-options", kSmall, "--synthetic", "32", "--steps", "3",
                   "--placement", "stem=cpu,head=cpu", "--progress", "jsonl", "--save", path("res.ckpt")});
@@ -62,6 +80,23 @@ private Q_SLOTS:
     auto bad = cli({"train", "--arch", "nosuchnet", "--synthetic", "32", "--steps", "1"});
     QCOMPARE(bad.code, 1);
     QVERIFY2(bad.err.contains("unknown architecture 'nosuchnet'") && bad.err.contains("resunet3d"), qPrintable(bad.err));
+  }
+
+  // The checkpoint holds only plain values: Python opens it with weights_only=True.
+  void checkpointOpensInPythonWeightsOnly() {
+    auto t = cli({"train", "--arch", "resunet3d", "--arch-options", kSmall, "--synthetic", "32", "--steps", "2",
+                  "--lr", "0.002", "--progress", "none", "--save", path("plain.ckpt")});
+    QVERIFY2(t.code == 0, qPrintable(t.err));
+    const QString python = SPLITSEG_PYTHON;
+    if (python.isEmpty() || run(python, {"-c", "import torch"}).code != 0) QSKIP("no Python with torch");
+    auto py = run(python, {CHECK_CHECKPOINT_PY, path("plain.ckpt")});
+    QVERIFY2(py.code == 0, qPrintable(py.out + py.err));
+    const auto o = QJsonDocument::fromJson(py.out.toUtf8()).object();
+    QCOMPARE(o["step"].toInt(), 2);
+    QCOMPARE(o["version"].toInt(), 3);
+    QCOMPARE(o["architecture"].toString(), QString("resunet3d"));
+    QCOMPARE(o["lr"].toDouble(), 0.002);
+    QVERIFY(o["adam"].toInt() > 0 && o["tensors"].toInt() >= o["adam"].toInt());
   }
 
   void exportOpensInPythonWithTheSameOutput_data() {

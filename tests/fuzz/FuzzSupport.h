@@ -21,6 +21,9 @@ inline std::string workDir() {
     std::filesystem::create_directories(d);
     // Volumes over 16 Mi voxels are refused like a machine with little free memory would.
     ::setenv("SPLITSEG_MAX_VOXELS", "16777216", 1);
+    // Reads run in a child (core/io/IsolatedRead.h); one that hangs is stopped well before
+    // libFuzzer's own -timeout, so a hang becomes the FormatError a user gets.
+    ::setenv("SPLITSEG_READ_TIMEOUT", "8", 1);
     return d.string();
   }();
   return dir;

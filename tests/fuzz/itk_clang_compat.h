@@ -3,6 +3,8 @@
 // CMAKE_CXX_FLAGS) in every C++ translation unit of build-fuzz: clang is presented as GCC 12 while ITK's header is
 // read once, then restored; its include guard keeps later includes from re-reading it.
 // Clang implements every C++11/14 feature that header asks about.
+// Only translation units that see ITK's include folders read it (CMake's compiler checks do not).
+#if __has_include(<itk_compiler_detection.h>)
 #pragma push_macro("__clang__")
 #pragma push_macro("__GNUC__")
 #pragma push_macro("__GNUC_MINOR__")
@@ -18,3 +20,4 @@
 #pragma pop_macro("__GNUC_MINOR__")
 #pragma pop_macro("__GNUC__")
 #pragma pop_macro("__clang__")
+#endif

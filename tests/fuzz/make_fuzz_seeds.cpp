@@ -2,6 +2,8 @@
 // writers (the same helpers the IO tests use). Usage: make_fuzz_seeds <corpus-root>
 #include "core/io/DicomSeries.h"
 #include "core/io/VolumeWriter.h"
+#include "core/run/CheckpointInfo.h"
+#include "core/session/Session.h"
 #include "tests/core/io/TestVolumes.h"
 
 #include <zlib.h>
@@ -43,7 +45,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root(argv[1]);
-  for (const char* t : {"fuzz_nifti", "fuzz_nrrd", "fuzz_metaimage", "fuzz_dicom", "fuzz_inv3", "fuzz_dataset_json"})
+  for (const char* t : {"fuzz_nifti", "fuzz_nrrd", "fuzz_metaimage", "fuzz_dicom", "fuzz_inv3", "fuzz_dataset_json", "fuzz_run_json"})
     fs::create_directories(root / t);
   const fs::path scratch = root / "scratch";
   fs::remove_all(scratch);
@@ -74,6 +76,15 @@ int main(int argc, char** argv) {
        R"("training":[{"image":"./imagesTr/case_0.nii.gz","label":"./labelsTr/case_0.nii.gz"}]})");
   text(root / "fuzz_dataset_json" / "seed_v2.json",
        R"({"channel_names":{"0":"CT"},"labels":{"background":0,"liver":1,"tumour":2},"numTraining":1,"file_ending":".nii.gz"})");
+  // A run description, a checkpoint's metadata (it holds the run) and a session holding both.
+  splitseg::run::RunSpec run;
+  run.placement = {{"enc0", "cpu"}, {"dec0", "cpu+cpu"}};
+  run.recompute = {"dec0"};
+  text(root / "fuzz_run_json" / "seed_run.json", run.toJson().dump());
+  text(root / "fuzz_run_json" / "seed_meta.json", splitseg::run::CheckpointInfo{run, 3, "1 2 3"}.toMetaJson());
+  splitseg::session::Session session;
+  session.run = run;
+  splitseg::session::saveSession(session, (root / "fuzz_run_json" / "seed_session.splitseg").string());
   fs::remove_all(scratch);
   return 0;
 }

@@ -4,13 +4,16 @@
 # regression inputs in tests/fuzz/regressions/<target>/. Prints executions and findings per
 # target; exits non-zero when any target found something (inputs land in build-fuzz/fuzz-artifacts/).
 #   tests/fuzz/run.sh [SECONDS] [target...]
+#   tests/fuzz/run.sh build     only build the targets and the seed corpora (./test.sh then runs
+#                               the 30-second smoke of each through CTest, label "fuzz")
 # Needs clang and libclang-rt-14-dev: packaging/install-deps.sh --fuzz.
 # On 2 cores the first build takes several minutes (ITK-heavy readers, sanitizers).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-60}"; shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(fuzz_nifti fuzz_nrrd fuzz_metaimage fuzz_dicom fuzz_inv3 fuzz_dataset_json)
+[ "$secs" = build ] && targets=()
+[ "${#targets[@]}" -gt 0 ] || targets=(fuzz_nifti fuzz_nrrd fuzz_metaimage fuzz_dicom fuzz_inv3 fuzz_dataset_json fuzz_run_json)
 export CCACHE_BASEDIR="$PWD" CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 if [ ! -f build-fuzz/build.ninja ]; then
@@ -21,12 +24,13 @@ if [ ! -f build-fuzz/build.ninja ]; then
 fi
 nice -n 10 cmake --build build-fuzz -j"${FUZZ_JOBS:-1}" --target make_fuzz_seeds "${targets[@]}" || exit 1
 corpus=build-fuzz/fuzz-corpus
-./build-fuzz/tests/fuzz/make_fuzz_seeds "$corpus" || exit 1
+./build-fuzz/bin/make_fuzz_seeds "$corpus" || exit 1
+[ "$secs" = build ] && exit 0
 mkdir -p build-fuzz/fuzz-artifacts
 status=0
 for t in "${targets[@]}"; do
   log="build-fuzz/fuzz-artifacts/$t.log"
-  ASAN_OPTIONS=detect_leaks=0 nice -n 10 "./build-fuzz/tests/fuzz/$t" -max_total_time="$secs" -timeout=20 \
+  ASAN_OPTIONS=detect_leaks=0:exitcode=86 UBSAN_OPTIONS=exitcode=86 nice -n 10 "./build-fuzz/bin/$t" -max_total_time="$secs" -timeout=20 \
     -rss_limit_mb=4096 -malloc_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="build-fuzz/fuzz-artifacts/$t-" "$corpus/$t" "tests/fuzz/regressions/$t" >"$log" 2>&1
   rc=$?

@@ -1,5 +1,9 @@
 #include "ui/mainwindow/AsyncVolumeLoader.h"
 
+#ifdef SPLITSEG_HAVE_IO
+#include "core/io/IsolatedRead.h"
+#endif
+
 #include <QElapsedTimer>
 #include <QThread>
 
@@ -11,6 +15,7 @@ namespace splitseg::ui {
 AsyncVolumeLoader::AsyncVolumeLoader(QObject* parent) : QObject(parent) {}
 
 AsyncVolumeLoader::~AsyncVolumeLoader() {
+  if (abandon_) *abandon_ = true;
   for (QThread* t : threads_) {
     t->wait();
     delete t;
@@ -21,10 +26,17 @@ void AsyncVolumeLoader::start(const QString& imagePath, const QString& labelPath
   const bool wasBusy = busy();
   const quint64 id = ++generation_;
   pending_ = imagePath.isEmpty() ? labelPath : imagePath;
+  // Reads run in a child process (core/io/IsolatedRead.h): a superseded one is stopped.
+  if (abandon_) *abandon_ = true;
+  auto abandon = std::make_shared<std::atomic<bool>>(false);
+  abandon_ = abandon;
   auto outcome = std::make_shared<Outcome>();
   outcome->imagePath = imagePath;
   outcome->labelPath = labelPath;
-  QThread* t = QThread::create([outcome] {
+  QThread* t = QThread::create([outcome, abandon] {
+#ifdef SPLITSEG_HAVE_IO
+    io::ReadCancelScope cancelScope(abandon.get());
+#endif
     QElapsedTimer clock;
     clock.start();
     auto read = [](const QString& path) {
@@ -58,6 +70,7 @@ void AsyncVolumeLoader::start(const QString& imagePath, const QString& labelPath
 
 void AsyncVolumeLoader::cancel() {
   if (!busy()) return;
+  if (abandon_) *abandon_ = true;
   ++generation_;
   pending_.clear();
   Q_EMIT busyChanged(false);

@@ -2,11 +2,15 @@
 // Reads a volume (and optionally its label) with VolumeLoader on a worker thread, so the window
 // keeps painting while ITK reads and decompresses. Results come back on the loader's (UI)
 // thread through finished(). One request counts at a time: a newer start() or cancel()
-// supersedes the one in flight, whose reading still runs to its end on its worker (an ITK read
-// cannot be interrupted) but whose result is dropped and never delivered.
+// supersedes the one in flight: its read, which runs in a child process (core/io/IsolatedRead.h),
+// is stopped within ~20 ms and its result is never delivered. (With SPLITSEG_READ_ISOLATION=off
+// an ITK read cannot be interrupted: it runs to its end and its result is dropped.)
 #include "ui/mainwindow/VolumeLoader.h"
 
 #include <QList>
+
+#include <atomic>
+#include <memory>
 #include <QObject>
 #include <QString>
 
@@ -48,6 +52,7 @@ Q_SIGNALS:
 
 private:
   quint64 generation_ = 0;
+  std::shared_ptr<std::atomic<bool>> abandon_;  // the request in flight's
   QString pending_;
   QList<QThread*> threads_;
 };

@@ -263,45 +263,8 @@ private Q_SLOTS:
     // The spec lists every stage as it now runs.
     QCOMPARE(trainer.spec().placement.size(), net->stageNames().size());
   }
-
-  void version1CheckpointStillReads() {
-    const auto path = tempPath("v1.pt");
-    const nlohmann::json meta{{"version", 1},
-                              {"architecture", "unet3d"},
-                              {"options", {{"base_channels", 4}, {"depth", 3}}},
-                              {"placement", {{"stages", {{"enc0", "cpu"}, {"head", "cpu"}}}}},
-                              {"precision", "bf16:enc0"},
-                              {"step", 7},
-                              {"learning_rate", 0.002},
-                              {"patch", {48, 32, 16}},
-                              {"batch", 2},
-                              {"seed", 5},
-                              {"preprocessing", nlohmann::json::object()},
-                              {"sample_rng", ""}};
-    torch::serialize::OutputArchive archive;
-    archive.write("meta", c10::IValue(meta.dump()));
-    archive.save_to(path);
-    const auto info = engine::readCheckpointInfo(path);
-    QCOMPARE(info.step, std::int64_t(7));
-    QCOMPARE(info.run.architecture, std::string("unet3d"));
-    QCOMPARE(info.run.networkOptions.at("depth").get<int>(), 3);
-    QCOMPARE(info.run.placement.at("enc0"), std::string("cpu"));
-    QCOMPARE(info.run.precision.toString(), std::string("bf16:enc0"));
-    QVERIFY((info.run.patch == std::array<std::int64_t, 3>{48, 32, 16}));
-    QCOMPARE(info.run.batch, 2);
-    QCOMPARE(info.run.learningRate, 0.002);
-    QCOMPARE(info.run.seed, std::uint64_t(5));
-    std::filesystem::remove(path);
-  }
-
-  void damagedCheckpointIsRejected() {
-    const auto path = tempPath("damaged.pt");
-    { std::ofstream(path) << "not a checkpoint"; }
-    QVERIFY_THROWS_EXCEPTION(FormatError, engine::readCheckpointInfo(path));
-    QVERIFY_THROWS_EXCEPTION(IoError, engine::readCheckpointInfo(path + ".missing"));
-    std::filesystem::remove(path);
-  }
 };
 
+// Checkpoint format, old versions and forged files: test_checkpoint_file.
 QTEST_GUILESS_MAIN(TestTrainer)
 #include "test_trainer.moc"

@@ -10,6 +10,7 @@
 #include "core/placement/MemoryPlanner.h"
 #include "core/plugin/PluginRegistry.h"
 
+#include <QTemporaryDir>
 #include <QtTest>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -111,6 +112,34 @@ private Q_SLOTS:
     const double measured = static_cast<double>(counter.peak());
     qInfo("resunet3d b4 d3 48^3: predicted %.2f MiB measured %.2f MiB", predicted / (1 << 20), measured / (1 << 20));
     QVERIFY2(std::abs(predicted - measured) / measured <= 0.15, "planner off by more than 15% on the plugin network");
+  }
+
+  // Checked before dlopen (which runs the plugin's code): a file or folder others can write.
+  void pluginsOthersCouldReplaceAreNotLoaded_data() {
+    QTest::addColumn<int>("fileMode");
+    QTest::addColumn<int>("folderMode");
+    QTest::addColumn<QString>("reason");
+    QTest::newRow("safe") << 0755 << 0755 << "";
+    QTest::newRow("world-writable file") << 0757 << 0755 << "the file is writable by other users (mode 0757)";
+    QTest::newRow("group-writable file") << 0775 << 0755 << "the file is writable by other users (mode 0775)";
+    QTest::newRow("world-writable folder") << 0755 << 0777 << "is writable by other users (mode 0777)";
+  }
+  void pluginsOthersCouldReplaceAreNotLoaded() {
+    QFETCH(int, fileMode);
+    QFETCH(int, folderMode);
+    QFETCH(QString, reason);
+    QTemporaryDir tmp;
+    const fs::path dir = fs::path(tmp.path().toStdString()) / "plugins";
+    fs::create_directories(dir);
+    const fs::path file = dir / "resunet.so";
+    fs::copy_file(RESUNET_PLUGIN, file);
+    fs::permissions(file, static_cast<fs::perms>(fileMode));
+    fs::permissions(dir, static_cast<fs::perms>(folderMode));
+    plugin::PluginRegistry r;
+    const bool loaded = r.loadLibrary(file.string());
+    fs::permissions(dir, static_cast<fs::perms>(0755));
+    QCOMPARE(loaded, reason.isEmpty());
+    if (!reason.isEmpty()) QVERIFY2(hasFailure(r, "resunet.so", reason.toStdString()), qPrintable(failuresText(r)));
   }
 
   void brokenPluginsAreSkippedWithReasons() {
