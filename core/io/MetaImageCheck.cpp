@@ -1,5 +1,6 @@
 #include "core/io/MetaImageCheck.h"
 #include "core/base/Error.h"
+#include "core/io/HeaderText.h"
 
 #include <algorithm>
 #include <cctype>
@@ -17,24 +18,6 @@ namespace {
 constexpr std::size_t kMaxHeader = 65536;  // MetaIO headers are a few hundred bytes
 constexpr int kMaxDims = 8;
 
-std::string trimmed(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
-
-std::string lowered(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 bool number(const std::string& w, double& v) {
   char* end = nullptr;
   v = std::strtod(w.c_str(), &end);
@@ -50,7 +33,7 @@ bool wholeNumber(const std::string& w, long long lo, long long hi, long long& v)
 } // namespace
 
 void checkMetaImageHeader(const std::string& path) {
-  const std::string ext = lowered(std::filesystem::path(path).extension().string());
+  const std::string ext = text::lower(std::filesystem::path(path).extension().string());
   if (ext != ".mha" && ext != ".mhd") return;
   std::ifstream in(path, std::ios::binary);
   if (!in) return;  // the reader reports unreadable files itself
@@ -71,35 +54,35 @@ void checkMetaImageHeader(const std::string& path) {
   int lineNo = 0;
   while (!sawDataFile && std::getline(lines, line)) {
     ++lineNo;
-    if (trimmed(line).empty()) continue;
+    if (text::trim(line).empty()) continue;
     const auto eq = line.find('=');
-    const std::string key = eq == std::string::npos ? std::string() : lowered(trimmed(line.substr(0, eq)));
+    const std::string key = eq == std::string::npos ? std::string() : text::lower(text::trim(line.substr(0, eq)));
     if (key.empty() || !std::all_of(key.begin(), key.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
       throw FormatError(path, "MetaImage header line " + std::to_string(lineNo) + " is not 'Key = Value'");
-    const auto values = split(line.substr(eq + 1));
+    const auto values = text::words(line.substr(eq + 1));
     if (key == "elementdatafile") {
       sawDataFile = true;
     } else if (key == "ndims") {
       if (values.size() != 1 || !wholeNumber(values[0], 1, kMaxDims, dims))
         throw FormatError(path, "MetaImage NDims must be a whole number from 1 to " + std::to_string(kMaxDims));
     } else if (perAxis.count(key) || matrix.count(key)) {
-      if (dims == 0) throw FormatError(path, "MetaImage field " + trimmed(line.substr(0, eq)) + " comes before NDims");
+      if (dims == 0) throw FormatError(path, "MetaImage field " + text::trim(line.substr(0, eq)) + " comes before NDims");
       const auto expected = static_cast<std::size_t>(matrix.count(key) ? dims * dims : dims);
       if (values.size() != expected)
-        throw FormatError(path, "MetaImage field " + trimmed(line.substr(0, eq)) + " holds " +
+        throw FormatError(path, "MetaImage field " + text::trim(line.substr(0, eq)) + " holds " +
                                     std::to_string(values.size()) + " values; NDims " + std::to_string(dims) +
                                     " needs " + std::to_string(expected));
       for (const auto& w : values) {
         double v = 0;
         long long n = 0;
         if (key == "dimsize" ? !wholeNumber(w, 1, 1LL << 31, n) : !number(w, v))
-          throw FormatError(path, "MetaImage field " + trimmed(line.substr(0, eq)) + " holds '" + w + "', not " +
+          throw FormatError(path, "MetaImage field " + text::trim(line.substr(0, eq)) + " holds '" + w + "', not " +
                                       (key == "dimsize" ? "a positive whole number" : "a finite number"));
       }
     } else if (single.count(key)) {
       double v = 0;
       if (values.size() != 1 || !number(values[0], v) || std::fabs(v) > 1e18)
-        throw FormatError(path, "MetaImage field " + trimmed(line.substr(0, eq)) + " is not a number");
+        throw FormatError(path, "MetaImage field " + text::trim(line.substr(0, eq)) + " is not a number");
     }
   }
   if (!sawDataFile) throw FormatError(path, "MetaImage header has no ElementDataFile line within 64 KiB");

@@ -1,4 +1,5 @@
 #include "core/io/SafePath.h"
+#include "core/io/HeaderText.h"
 
 #include "core/base/Error.h"
 
@@ -28,23 +29,9 @@ bool within(const fs::path& root, const fs::path& p) {
   }
   return true;
 }
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::vector<std::string> words(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
+using text::lower;
+using text::trim;
+using text::words;
 
 // Checks the data file a header names ("" = none).
 void checkNamedDataFile(const std::string& header, const std::string& value) {

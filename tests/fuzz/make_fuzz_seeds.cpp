@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     const std::string tag = integer ? "int16" : "float32";
     io::writeVolume(v, (root / "fuzz_nifti" / ("seed_" + tag + ".nii")).string());
     io::writeVolume(v, (scratch / ("gz_" + tag + ".nii.gz")).string());
-    fs::copy_file(scratch / ("gz_" + tag + ".nii.gz"), root / "fuzz_nifti" / ("seed_" + tag + "_gz.nii"));
+    fs::copy_file(scratch / ("gz_" + tag + ".nii.gz"), root / "fuzz_nifti" / ("seed_" + tag + "_gz.nii"), fs::copy_options::overwrite_existing);
     io::writeVolume(v, (root / "fuzz_nrrd" / ("seed_" + tag + ".nrrd")).string());
     io::writeVolume(v, (root / "fuzz_metaimage" / ("seed_" + tag + ".mha")).string());
     ++n;
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   io::writeDicomSeries(test::makeTestVolume({6, 5, 3}, 9, true), (scratch / "dicom").string());
   int k = 0;
   for (const auto& e : fs::directory_iterator(scratch / "dicom"))
-    fs::copy_file(e.path(), root / "fuzz_dicom" / ("seed_" + std::to_string(k++) + ".dcm"));
+    fs::copy_file(e.path(), root / "fuzz_dicom" / ("seed_" + std::to_string(k++) + ".dcm"), fs::copy_options::overwrite_existing);
   const std::string plist =
       "<plist><dict><key>matrix</key><dict><key>dtype</key><string>int16</string><key>filename</key>"
       "<string>matrix.dat</string><key>shape</key><array><integer>2</integer><integer>3</integer>"
