@@ -190,12 +190,29 @@ const char* layoutName(Layout l) {
   }
 }
 
+namespace {
+Dataset openParsed(const std::string& folder, const nlohmann::json& j, const std::string& jsonPath);
+}
+
 Dataset openDataset(const std::string& folder) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) throw IoError(folder, "not a folder");
   const std::string jsonPath = (fs::path(folder) / "dataset.json").string();
   const nlohmann::json j = readJson(jsonPath);
   if (!j.is_object()) throw FormatError(jsonPath, "is not a JSON object");
+  // A field of the wrong kind (a name that is an object, ...) is one line naming the file.
+  try {
+    return openParsed(folder, j, jsonPath);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(jsonPath, std::string("a field has the wrong kind: ") + e.what());
+  } catch (const fs::filesystem_error& e) {
+    throw IoError(folder, e.code().message());
+  }
+}
+
+namespace {
+Dataset openParsed(const std::string& folder, const nlohmann::json& j, const std::string& jsonPath) {
+  std::error_code ec;
   const std::string ending = j.value("file_ending", std::string(".nii.gz"));
   bool nnunet = false;
   const fs::path images = fs::path(folder) / "imagesTr";
@@ -211,6 +228,7 @@ Dataset openDataset(const std::string& folder) {
   if (d.cases.empty()) throw FormatError(jsonPath, "lists no training cases");
   return d;
 }
+} // namespace
 
 Dataset datasetFromPairs(const std::vector<std::pair<std::string, std::string>>& pairs, std::map<int, std::string> labels) {
   if (pairs.empty()) throw InvalidArgument("no image/label pairs given");

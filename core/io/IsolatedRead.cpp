@@ -163,6 +163,10 @@ void runChild(const std::string& path, const std::function<void(Writer&)>& work,
   if (pid == 0) {
     // The child: only this thread exists; it reads, writes its result and leaves without
     // running the parent's exit handlers.
+    // A library's crash must end the child by its signal: handlers inherited from the parent
+    // (a fuzzer's, a crash reporter's) would otherwise treat it as the parent's own.
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP})
+      ::signal(sig, SIG_DFL);
     // Library noise (GDCM's assert text, ITK warnings) stays out of the one line the parent
     // reports and out of the CLI's JSON on stdout.
     if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {

@@ -131,6 +131,8 @@ private Q_SLOTS:
     QTest::addColumn<QString>("message");
     QTest::newRow("no dataset.json") << "nojson" << "IoError" << "dataset.json" << "no such file";
     QTest::newRow("bad json") << "badjson" << "FormatError" << "dataset.json" << "not valid JSON";
+    // Found by fuzz_dataset_json: a field of the wrong kind escaped as a JSON library exception.
+    QTest::newRow("name is an object") << "nameObject" << "FormatError" << "dataset.json" << "wrong kind";
     QTest::newRow("empty training") << "empty" << "FormatError" << "dataset.json" << "no training cases";
     QTest::newRow("numTraining wrong") << "count" << "FormatError" << "dataset.json" << "numTraining";
     QTest::newRow("listed file missing") << "missing" << "FormatError" << "dataset.json" << "does not exist";
@@ -161,6 +163,8 @@ private Q_SLOTS:
     const std::string img0 = (root / "imagesTr/case_0.nii.gz").string(), lab0 = (root / "labelsTr/case_0.nii.gz").string();
     if (k == "nojson") fs::remove(root / "dataset.json");
     if (k == "badjson") writeText(root / "dataset.json", "{\"name\": ");
+    if (k == "nameObject")
+      writeText(root / "dataset.json", R"({"name":{"0":"CT"},"labels":{"0":"bg","1":"x"},"training":[]})");
     if (k == "empty") writeText(root / "dataset.json", R"({"labels":{"0":"bg","1":"x"},"training":[]})");
     if (k == "count") writeText(root / "dataset.json", R"({"labels":{"0":"bg","1":"x"},"numTraining":5,"training":[{"image":"./imagesTr/case_0.nii.gz","label":"./labelsTr/case_0.nii.gz"}]})");
     if (k == "missing") fs::remove(root / "labelsTr/case_1.nii.gz");
