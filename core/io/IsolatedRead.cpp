@@ -1,8 +1,10 @@
 #include "core/io/IsolatedRead.h"
 #include "core/base/Error.h"
+#include "core/volume/GeometryCheck.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -151,6 +154,21 @@ private:
 // Runs work in a child that writes 'O' + its result into mem; returns a Reader positioned after
 // the 'O', or throws the child's error, a crash or a timeout as one line naming path.
 void runChild(const std::string& path, const std::function<void(Writer&)>& work, const MemFile& mem) {
+  // The child may grow by what the machine has free, no more: a header that asks for terabytes
+  // gets bad_alloc there (one FormatError line) instead of pushing the machine into swap. The
+  // limit is on address space, so it counts from what is already mapped (CUDA and ASan map much).
+  std::uint64_t addressLimit = 0;
+  {
+    std::ifstream statm("/proc/self/statm");
+    std::uint64_t pages = 0;
+    std::uint64_t growth = availableMemoryBytes();
+    if (const char* v = std::getenv("SPLITSEG_READ_MEMORY")) {  // bytes; shared machines, tests
+      char* end = nullptr;
+      const unsigned long long bytes = std::strtoull(v, &end, 10);
+      if (end != v && *end == '\0' && bytes > 0) growth = std::min<std::uint64_t>(growth, bytes);
+    }
+    if (statm >> pages) addressLimit = pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)) + growth;
+  }
   // One fork at a time: ITK registers fork handlers that stop and restart its thread pool, and
   // two threads forking at once make those handlers join the same threads (std::terminate).
   static std::mutex forkMutex;
@@ -163,6 +181,13 @@ void runChild(const std::string& path, const std::function<void(Writer&)>& work,
   if (pid == 0) {
     // The child: only this thread exists; it reads, writes its result and leaves without
     // running the parent's exit handlers.
+    if (addressLimit > 0) {
+      struct rlimit now {};
+      if (::getrlimit(RLIMIT_AS, &now) == 0 && (now.rlim_cur == RLIM_INFINITY || now.rlim_cur > addressLimit)) {
+        now.rlim_cur = addressLimit;
+        ::setrlimit(RLIMIT_AS, &now);
+      }
+    }
     // A library's crash must end the child by its signal: handlers inherited from the parent
     // (a fuzzer's, a crash reporter's) would otherwise treat it as the parent's own.
     for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP})

@@ -6,8 +6,10 @@
 // anonymous memory file and exits. A crash, abort or hang there becomes one FormatError line
 // naming the file; the caller's process, its windows and its training run go on.
 //
+// The child may grow by the memory the machine has free (MemAvailable), or by
+// SPLITSEG_READ_MEMORY bytes when that is lower: a header asking for more gets bad_alloc there.
 // SPLITSEG_READ_ISOLATION=off reads in the process itself (debugging); SPLITSEG_READ_TIMEOUT
-// sets the limit in seconds (default 300: a 2000-slice DICOM series on a network disk).
+// sets the time limit in seconds (default 300: a 2000-slice DICOM series on a network disk).
 #include "core/io/DicomSeries.h"
 #include "core/io/VolumeReader.h"
 

@@ -36,7 +36,14 @@ for t in "${targets[@]}"; do
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   found=$(ls build-fuzz/fuzz-artifacts/ 2>/dev/null | grep -c "^$t-" || true)
-  echo "$t: ${execs:-?} executions in ${secs}s, exit $rc, $found finding(s) (log $log)"
+  # Reads run in child processes (core/io/IsolatedRead.h) that inherit libFuzzer's malloc limit
+  # and handlers: a child over -malloc_limit_mb writes an oom-/slow- artifact and exits, which
+  # the parent turns into a FormatError. Only a non-zero exit of the fuzzer itself is a finding.
+  if [ "$rc" = 0 ]; then
+    echo "$t: ${execs:-?} executions in ${secs}s, exit 0, no finding ($found artifact(s) from reader children, handled) (log $log)"
+  else
+    echo "$t: ${execs:-?} executions in ${secs}s, exit $rc, FINDING ($found artifact(s)) (log $log)"
+  fi
   [ "$rc" = 0 ] || status=1
 done
 exit $status
