@@ -13,6 +13,7 @@
 #include <QLineSeries>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSemaphore>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QThread>
@@ -120,6 +121,27 @@ private Q_SLOTS:
     QVERIFY2(steps.size() <= atStop + 2, qPrintable(QString("%1 steps after stop").arg(steps.size() - atStop)));
     QVERIFY(steps.back().at(0).toLongLong() < 100000);
     qInfo("longest UI-thread stall during the long run: %.1f ms", panel_->lastStallMs());
+  }
+
+  // Stop pressed before the worker thread has picked the run up is honoured: the token is
+  // re-armed on the UI thread at Start, not when the worker begins (which would erase the Stop).
+  // The worker thread is held busy so that Stop lands before run() starts.
+  void stopBeforeTheWorkerStartsIsHonoured() {
+    configure(100000, 0);
+    QSemaphore hold;
+    QObject blocker;
+    blocker.moveToThread(panel_->workerThread());
+    QMetaObject::invokeMethod(&blocker, [&hold] { hold.acquire(); }, Qt::QueuedConnection);
+    QSignalSpy steps(panel_.get(), &TrainingPanel::stepDone);
+    QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
+    QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
+    QTest::mouseClick(panel_->stopButton(), Qt::LeftButton);
+    hold.release();  // now the worker runs the queued run()
+    QVERIFY(finished.wait(60000));
+    QCOMPARE(finished.front().at(0).toBool(), true);
+    QVERIFY2(steps.size() <= 1, qPrintable(QString("%1 steps after an early stop").arg(steps.size())));
+    QMetaObject::invokeMethod(&blocker, [&blocker] { blocker.moveToThread(QCoreApplication::instance()->thread()); },
+                              Qt::BlockingQueuedConnection);
   }
 
   void outOfMemoryIsReportedAndSessionContinues() {

@@ -43,6 +43,7 @@ public:
   const std::string& lastRunPrecision() const { return lastRunPrecision_; }
   QPushButton* pauseButton() const { return pause_; }
   QPushButton* stopButton() const { return stop_; }
+  QThread* workerThread() const { return thread_; }  // tests hold it to order Start and Stop
   QComboBox* dataBox() const { return data_; }
   QSpinBox* baseBox() const { return base_; }
   QSpinBox* depthBox() const { return depth_; }
