@@ -82,8 +82,14 @@ void runInfer(const InferArgs& a) {
     return;
   }
   // The run: the checkpoint's (network, preprocessing, precision), or the session's; flags overlay.
+  // A checkpoint named here is read once: its network and its run come from that one read.
   run::RunSpec base;
-  if (!a.checkpoint.empty()) base = engine::readCheckpointInfo(a.checkpoint).run;
+  std::shared_ptr<model::StagedNetwork> net;
+  engine::CheckpointInfo info;
+  if (!a.checkpoint.empty()) {
+    net = engine::loadNetwork(a.checkpoint, &info);
+    base = info.run;
+  }
   run::RunSpec spec = a.run.build(base);
   if (a.window == "0") spec.window = {0, 0, 0};
   else if (!a.window.empty()) spec.window = run::parseSize(a.window);
@@ -92,10 +98,8 @@ void runInfer(const InferArgs& a) {
   const bool synthetic = a.run.given("--synthetic");
   if (!synthetic && spec.data.image.empty())
     throw InvalidArgument("give an input: --image FILE or --synthetic SIZE");
-  std::shared_ptr<model::StagedNetwork> net;
   if (!checkpoint.empty()) {
-    engine::CheckpointInfo info;
-    net = engine::loadNetwork(checkpoint, &info);
+    if (!net) net = engine::loadNetwork(checkpoint, &info);  // the session's checkpoint
     spec.architecture = info.run.architecture;
     spec.networkOptions = info.run.networkOptions;
     if (!a.run.given("--intensity") && !a.run.given("--spacing")) spec.preprocessing = info.run.preprocessing;

@@ -9,6 +9,7 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -43,6 +44,9 @@ std::string shapeText(c10::IntArrayRef s) {
   o << s;
   return o.str();
 }
+
+// Records only TorchScript archives (the format before version 3) hold.
+bool isTorchScriptRecord(const std::string& r) { return r == "constants.pkl" || r.rfind("code/", 0) == 0; }
 
 torch::Tensor cpuCopy(const torch::Tensor& t) { return t.detach().to(torch::kCPU).clone(); }
 
@@ -220,7 +224,7 @@ CheckpointFile CheckpointFile::parse(const std::vector<char>& bytes, const std::
   try {
     caffe2::serialize::PyTorchStreamReader reader(std::make_shared<MemoryAdapter>(bytes));
     for (const auto& r : reader.getAllRecords()) {
-      if (r == "constants.pkl" || r.rfind("code/", 0) == 0)
+      if (isTorchScriptRecord(r))
         throw FormatError(path, "checkpoint in the old TorchScript format, which can run code when read; if you trust "
                                 "it, convert it once: splitseg-cli convert-checkpoint " + path + " NEW.ckpt");
       // Records are stored uncompressed; one claiming more than the file holds is forged.
@@ -310,27 +314,22 @@ std::optional<torch::Device> generatorDevice(const std::string& name) {
 }
 } // namespace
 
-void CheckpointFile::check(torch::nn::Module& root, const std::string& path) const {
-  checkWeights(model, namedState(root), path);
-  checkMoments(adam, root, path);
-  for (const auto& [name, state] : rng) {
-    const auto device = generatorDevice(name);
-    if (!device) continue;
-    const auto current = torch::globalContext().defaultGenerator(*device).get_state();
-    if (state.sizes() != current.sizes() || state.scalar_type() != current.scalar_type())
-      throw FormatError(path, "checkpoint 'rng." + name + "' is not a generator state");
-  }
-}
-
-void CheckpointFile::loadWeights(torch::nn::Module& root, const std::string& path) const {
+void CheckpointFile::loadInto(torch::nn::Module& root, torch::optim::Adam* optimizer, const std::string& path) const {
   auto named = namedState(root);
   checkWeights(model, named, path);
+  if (optimizer) {
+    checkMoments(adam, root, path);
+    for (const auto& [name, state] : rng) {
+      const auto device = generatorDevice(name);
+      if (!device) continue;
+      const auto current = torch::globalContext().defaultGenerator(*device).get_state();
+      if (state.sizes() != current.sizes() || state.scalar_type() != current.scalar_type())
+        throw FormatError(path, "checkpoint 'rng." + name + "' is not a generator state");
+    }
+  }
   torch::NoGradGuard noGrad;
   for (auto& [name, t] : named) t.copy_(model.at(name));
-}
-
-void CheckpointFile::loadOptimizer(torch::nn::Module& root, torch::optim::Adam& optimizer, const std::string& path) const {
-  checkMoments(adam, root, path);
+  if (!optimizer) return;
   auto params = root.named_parameters();
   for (const auto& [name, m] : adam) {
     const auto& p = params[name];
@@ -339,16 +338,13 @@ void CheckpointFile::loadOptimizer(torch::nn::Module& root, torch::optim::Adam& 
     st->exp_avg(m.expAvg.to(p.device()).clone());
     st->exp_avg_sq(m.expAvgSq.to(p.device()).clone());
     if (m.maxExpAvgSq.defined()) st->max_exp_avg_sq(m.maxExpAvgSq.to(p.device()).clone());
-    optimizer.state()[p.unsafeGetTensorImpl()] = std::move(st);
+    optimizer->state()[p.unsafeGetTensorImpl()] = std::move(st);
   }
-  for (auto& group : optimizer.param_groups()) {
+  for (auto& group : optimizer->param_groups()) {
     auto& o = static_cast<torch::optim::AdamOptions&>(group.options());
     o.lr(adamOptions.lr).betas({adamOptions.beta1, adamOptions.beta2}).eps(adamOptions.eps);
     o.weight_decay(adamOptions.weightDecay).amsgrad(adamOptions.amsgrad);
   }
-}
-
-void CheckpointFile::restoreGenerators() const {
   for (const auto& [name, state] : rng)
     if (const auto device = generatorDevice(name)) {
       at::Generator gen = torch::globalContext().defaultGenerator(*device);
@@ -359,7 +355,8 @@ void CheckpointFile::restoreGenerators() const {
 bool isLegacyCheckpoint(const std::string& path) {
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
-    return reader.hasRecord("constants.pkl");
+    const auto records = reader.getAllRecords();
+    return std::any_of(records.begin(), records.end(), isTorchScriptRecord);
   } catch (const c10::Error&) {
     return false;
   }

@@ -52,16 +52,12 @@ struct CheckpointFile {
   static CheckpointFile read(const std::string& path);
   static CheckpointFile parse(const std::vector<char>& bytes, const std::string& path);
 
-  // Checks every tensor against the module (names, shapes, dtypes, finite values), the Adam
-  // moments against their parameters and the generator states against this machine's, before
-  // anything is used. Throws FormatError naming the first mismatching tensor.
-  void check(torch::nn::Module& root, const std::string& path) const;
-  // Checks the weights (as check does), then copies them in.
-  void loadWeights(torch::nn::Module& root, const std::string& path) const;
-  // Checks the moments, then sets the optimizer's state and options; call after check().
-  void loadOptimizer(torch::nn::Module& root, torch::optim::Adam& optimizer, const std::string& path) const;
-  // LibTorch's CPU generator and those of the CUDA devices this machine has; call after check().
-  void restoreGenerators() const;
+  // Checks every tensor against the module (names, shapes, dtypes, finite values) and, with an
+  // optimizer, the Adam moments against their parameters and the generator states against this
+  // machine's — all before anything is used — then copies the weights in; with an optimizer also
+  // its moments and options and LibTorch's generators (resuming). Throws FormatError naming the
+  // first mismatching tensor, with module and optimizer untouched.
+  void loadInto(torch::nn::Module& root, torch::optim::Adam* optimizer, const std::string& path) const;
 };
 
 // Whether path holds a TorchScript archive (the format before version 3).

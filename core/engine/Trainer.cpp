@@ -332,11 +332,8 @@ CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& net
   // One read; every tensor checked against the network before any is used.
   const auto file = CheckpointFile::read(path);
   checkSameNetwork(file.info, network, path);
-  file.check(network.root(), path);
   try {
-    file.loadWeights(network.root(), path);
-    file.loadOptimizer(network.root(), optimizer, path);
-    file.restoreGenerators();
+    file.loadInto(network.root(), &optimizer, path);
   } catch (const c10::Error& e) {
     throw FormatError(path, std::string("unreadable checkpoint: ") + e.what_without_backtrace());
   }
@@ -359,7 +356,7 @@ CheckpointInfo readCheckpointInfo(const std::string& path) { return CheckpointFi
 std::shared_ptr<model::StagedNetwork> loadNetwork(const std::string& path, CheckpointInfo* infoOut) {
   const auto file = CheckpointFile::read(path);
   auto net = createNetwork(file.info.run.architecture, file.info.run.networkOptions.dump());
-  file.loadWeights(net->root(), path);
+  file.loadInto(net->root(), nullptr, path);
   if (infoOut) *infoOut = file.info;
   return net;
 }
