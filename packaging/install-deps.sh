@@ -3,7 +3,7 @@
 #   Debian packages: compiler tool chain, Qt 6, VTK 9, ITK 5, helpers, Xvfb, the demo CT.
 #   LibTorch: the PyPI torch wheel (CUDA build, C++11 ABI) in a project venv, pinned.
 # Options: --core-only   skip the GUI stack (Qt, VTK, ITK), e.g. on a GPU box
-#          --bench       also install the Python peers used by benchmarks (MONAI)
+#          --bench       also install the Python peers used by benchmarks (MONAI, jemalloc)
 #          --fuzz        also install clang + libFuzzer runtime (tests/fuzz/run.sh)
 set -euo pipefail
 
@@ -35,6 +35,8 @@ gui_pkgs=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-svg-dev
 pkgs=("${core_pkgs[@]}")
 [ "$core_only" = 1 ] || pkgs+=("${gui_pkgs[@]}")
 [ "$fuzz" = 0 ] || pkgs+=(clang libclang-rt-14-dev)
+# The tuned Python peers of the benchmarks preload Debian's jemalloc (tests/bench/run.sh).
+[ "$bench" = 0 ] || pkgs+=(libjemalloc2)
 
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=()

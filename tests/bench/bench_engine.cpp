@@ -15,7 +15,10 @@
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/Tensors.h"
 #include "core/engine/Trainer.h"
+#include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
+#include "core/placement/MemoryPlanner.h"
+#include "core/plugin/PluginRegistry.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -32,6 +35,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <unistd.h>
 #include <iterator>
 
 namespace splitseg::bench {
@@ -64,8 +68,25 @@ std::map<std::string, torch::Tensor> loadTensors(const std::string& path) {
   return out;
 }
 
-model::UNet3d makeNet(std::int64_t base) {
-  return model::UNet3d(model::UNet3dOptions().base_channels(base));
+model::UNet3d makeNet(std::int64_t base, int depth = 5, const std::string& norm = "none") {
+  return model::UNet3d(model::UNet3dOptions().base_channels(base).depth(depth).norm(model::normFromString(norm)));
+}
+
+// Process resident memory from /proc/self/status ("VmRSS" now, "VmHWM" its high-water mark), bytes.
+std::int64_t procStatusBytes(const std::string& field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;  // kB
+  return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux: "5" to clear_refs), so the high-water mark is this run's.
+bool resetResidentPeak() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
 }
 
 void loadWeights(model::UNet3d& net, const std::map<std::string, torch::Tensor>& state) {
@@ -154,12 +175,18 @@ void releaseCuda() {
 
 struct Common {
   std::int64_t base = 16;
+  int depth = 5;
+  std::string norm = "none";
+  std::string arch = "unet3d";  // train only: any registered architecture (plugins included)
   std::string size = "64";
   std::uint64_t seed = 1;
   int threads = 0;
   std::string state;
   void add(CLI::App& cmd) {
     cmd.add_option("--base", base)->capture_default_str();
+    cmd.add_option("--depth", depth)->capture_default_str();
+    cmd.add_option("--norm", norm, "none | instance | batch")->capture_default_str();
+    cmd.add_option("--arch", arch, "train: architecture (unet3d, or a plugin's such as resunet3d)")->capture_default_str();
     cmd.add_option("--size", size, "N or X,Y,Z")->capture_default_str();
     cmd.add_option("--seed", seed)->capture_default_str();
     cmd.add_option("--threads", threads, "intra-op threads (0: LibTorch default)");
@@ -197,15 +224,36 @@ struct TrainArgs {
   bool plainMeter = false;  // the plain loop under the Trainer's CPU memory meter (diagnostic)
   double capGib = 0;     // CUDA memory cap (GiB of cuda:0), 0: none
   std::string largest;   // "START,STEP,MAX": grow the cube until a step runs out of memory
+  int batch = 1;
+  bool plan = false;     // also print the planner's prediction for this very run (planner accuracy)
 };
 
+// What the planner predicts for exactly this run (same network object, same RunSpec) on the CPU:
+// its device peak, and the bytes that exist before the first step (the parameters), which the
+// Trainer's meter cannot see because it starts counting at the first step.
+nlohmann::json planPrediction(model::StagedNetwork& net, const run::RunSpec& spec) {
+  placement::MemoryPlanner planner(model::networkStructure(net));
+  const auto plan = planner.plan(spec.planRequest(net.stageNames(), {{"cpu", std::int64_t{1} << 40, 0}}));
+  std::int64_t parameterBytes = 0;
+  for (const auto& st : plan.stages) parameterBytes += st.parameterBytes;
+  for (const auto& d : plan.devices)
+    if (d.name == "cpu")
+      return {{"peak", d.peak}, {"allowance", d.allowance}, {"parameter_bytes", parameterBytes},
+              {"peak_stage", d.peakStage}, {"peak_phase", d.peakPhase}};
+  return nlohmann::json::object();
+}
+
 nlohmann::json trainOnce(const TrainArgs& a) {
-  auto net = makeNet(a.c.base);
+  // Resident memory before the network exists: the run's growth is measured from here.
+  const bool peakReset = resetResidentPeak();
+  const std::int64_t rssBefore = procStatusBytes("VmRSS");
+  auto net = makeNet(a.c.base, a.c.depth, a.c.norm);
   if (!a.c.state.empty()) loadWeights(net, loadTensors(a.c.state));
   auto sample = phantomSample(parseSize(a.c.size), a.c.seed);
   std::vector<double> times, cpuTimes;
   std::map<std::string, std::int64_t> peaks;
   std::string placementText;
+  nlohmann::json predicted;
   if (a.plain) {
     // What a C++ user writes by hand: no executor, no meter (isolates the engine's own overhead).
     torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
@@ -231,12 +279,16 @@ nlohmann::json trainOnce(const TrainArgs& a) {
     placementText = a.plainMeter ? "plain loop + CPU memory meter (cpu)" : "plain loop (cpu)";
   } else {
     std::shared_ptr<model::StagedNetwork> staged;
-    if (a.emulateSplit > 0) staged = std::make_shared<BoundaryNetwork>(net, static_cast<std::size_t>(a.emulateSplit));
+    if (a.c.arch != "unet3d")
+      staged = plugin::PluginRegistry::instance().create(
+          a.c.arch, nlohmann::json{{"base_channels", a.c.base}, {"depth", a.c.depth}}.dump());
+    else if (a.emulateSplit > 0) staged = std::make_shared<BoundaryNetwork>(net, static_cast<std::size_t>(a.emulateSplit));
     else staged = net.ptr();
     auto p = placement::Placement::parse(a.placement, staged->stageNames(), engine::runnableDeviceNames().front());
     run::RunSpec o;
     o.steps = a.warmup + a.repeats;
     o.patch = parseSize(a.c.size);
+    o.batch = a.batch;
     o.seed = a.c.seed;
     o.setPlacement(p);
     o.precision = placement::StagePrecisions::parse(a.precision, staged->stageNames());
@@ -250,6 +302,7 @@ nlohmann::json trainOnce(const TrainArgs& a) {
       cpuTimes.push_back(cpuSeconds() - c0);
       for (const auto& d : m.memory) peaks[d.device] = std::max(peaks[d.device], d.peak);
     }
+    if (a.plan) predicted = planPrediction(*staged, o);
     placementText = p.describe() + (a.emulateSplit > 0 ? " (emulated boundary at stage " +
                                                              std::to_string(a.emulateSplit) + ")" : "");
   }
@@ -257,7 +310,9 @@ nlohmann::json trainOnce(const TrainArgs& a) {
           {"median_step_cpu_seconds", median(cpuTimes)}, {"placement", placementText},
           {"size", parseSize(a.c.size)}, {"base", a.c.base}, {"precision", a.precision},
           {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()},
-          {"host_cache", hostCacheJson()}};
+          {"host_cache", hostCacheJson()}, {"batch", a.batch}, {"depth", a.c.depth}, {"norm", a.c.norm},
+          {"arch", a.c.arch}, {"predicted", predicted},
+          {"resident", {{"before", rssBefore}, {"peak", procStatusBytes("VmHWM")}, {"peak_reset", peakReset}}}};
 }
 
 struct InferArgs {
@@ -268,6 +323,7 @@ struct InferArgs {
   std::string out;
   std::string placement;
   bool defaultLayout = false;  // diagnostic: keep the weights NCDHW (no channels-last CPU weights)
+  int windowBatch = 1;         // windows per forward pass (MONAI's sw_batch_size)
 };
 
 nlohmann::json runInfer(const InferArgs& a) {
@@ -283,6 +339,7 @@ nlohmann::json runInfer(const InferArgs& a) {
   o.window = parseSize(a.window);
   o.overlap = a.overlap;
   o.cpuChannelsLast = !a.defaultLayout;
+  o.batch = a.windowBatch;
   {
     // Warm-up: one window through the same path (layout, allocator, kernels), not a whole run.
     auto w = parseSize(a.window);
@@ -305,7 +362,7 @@ nlohmann::json runInfer(const InferArgs& a) {
   }
   return {{"median_seconds", median(times)}, {"runs", times}, {"cpu_runs", cpuTimes}, {"size", parseSize(a.c.size)},
           {"window", parseSize(a.window)}, {"overlap", a.overlap}, {"threads", torch::get_num_threads()},
-          {"host_cache", hostCacheJson()}, {"cpu_channels_last", o.cpuChannelsLast}};
+          {"host_cache", hostCacheJson()}, {"cpu_channels_last", o.cpuChannelsLast}, {"window_batch", o.batch}};
 }
 // One measurement; a step that runs out of memory is a result ({"oom": true}), not a failure.
 nlohmann::json trainOrOom(const TrainArgs& a) {
@@ -378,6 +435,8 @@ int main(int argc, char** argv) {
   tr->add_flag("--plain-meter", train.plainMeter, "with --plain: run each step under the CPU memory meter");
   tr->add_option("--cap-gib", train.capGib, "cap the CUDA allocator at this many GiB of cuda:0");
   tr->add_option("--largest", train.largest, "START,STEP,MAX: grow the cube until out of memory");
+  tr->add_option("--batch", train.batch)->capture_default_str();
+  tr->add_flag("--plan", train.plan, "also print the planner's CPU prediction for this run");
   tr->callback([&] { std::cout << runTrain(train).dump() << "\n"; });
 
   InferArgs infer;
@@ -388,6 +447,7 @@ int main(int argc, char** argv) {
   in->add_option("--repeats", infer.repeats)->capture_default_str();
   in->add_option("--placement", infer.placement, "stage=device pairs");
   in->add_option("--out", infer.out, "write image + probabilities here");
+  in->add_option("--window-batch", infer.windowBatch, "windows per forward pass")->capture_default_str();
   in->add_flag("--default-layout", infer.defaultLayout, "diagnostic: no channels-last CPU weights");
   in->callback([&] { std::cout << runInfer(infer).dump() << "\n"; });
 

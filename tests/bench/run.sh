@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Every benchmark against the peers a researcher would use instead (issue 6), one table at the
-# end, docs/benchmarks.md + PNG plots under docs/bench/. Called by ./test.sh --bench.
-# Never fails on speed: a benchmark that cannot run becomes a row saying why.
+# Every benchmark against the peers a researcher would use instead (issues 6, 17), results as JSON
+# lines, then docs/benchmarks.md regenerated whole from them by report.py, with plots under
+# docs/bench/. Called by ./test.sh --bench. Never fails on speed: a benchmark that cannot run
+# becomes a row saying why. Every comparison runs in interleaved rounds whose order reverses every
+# other round; every record carries its round.
 #
 # Knobs (environment): SPLITSEG_BENCH_BUILD (build dir, default build/), BENCH_SIZE (training cube,
-# 64), BENCH_BASE (16), BENCH_THREADS (nproc), BENCH_ROUNDS (interleaved SplitSeg/PyTorch rounds, 2),
+# 64), BENCH_BASE (16), BENCH_THREADS (nproc), BENCH_ROUNDS (interleaved rounds, 7; fewer and no goal
+# can be called met), BENCH_UI_ROUNDS (3), BENCH_KEEP (copy results.jsonl + summary there),
 # BENCH_REPEATS (timed steps per round, 3), BENCH_VOLUME (inference volume x,y,z, 96,96,96 = 8 windows;
 # 192,192,128 = 75 windows, too slow on 2 cores),
 # BENCH_INFER_REPEATS (2), BENCH_QUICK=1 (tiny sizes: checks the pipeline, numbers meaningless),
@@ -17,11 +20,11 @@ PY="${SPLITSEG_VENV:-$HOME/.local/share/splitseg/venv}/bin/python"
 HERE="$ROOT/tests/bench"
 
 SIZE="${BENCH_SIZE:-64}"; BASE="${BENCH_BASE:-16}"; THREADS="${BENCH_THREADS:-$(nproc)}"
-ROUNDS="${BENCH_ROUNDS:-2}"; REPEATS="${BENCH_REPEATS:-3}"; WARMUP="${BENCH_WARMUP:-1}"
+ROUNDS="${BENCH_ROUNDS:-7}"; REPEATS="${BENCH_REPEATS:-3}"; WARMUP="${BENCH_WARMUP:-1}"
 VOLUME="${BENCH_VOLUME:-96,96,96}"; WINDOW="${BENCH_WINDOW:-64}"; IREPEATS="${BENCH_INFER_REPEATS:-2}"
 PLAN_SIZES="${BENCH_PLAN_SIZES:-32 48 64}"
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
-  SIZE=32; BASE=4; ROUNDS=1; REPEATS=1; WARMUP=1; VOLUME=48,48,32; WINDOW=32; IREPEATS=1; PLAN_SIZES="16 32"
+  SIZE=32; BASE=4; ROUNDS="${BENCH_ROUNDS:-1}"; REPEATS=1; WARMUP=1; VOLUME=48,48,32; WINDOW=32; IREPEATS=1; PLAN_SIZES="16 32"
 fi
 
 # Build only what the benchmarks run (a no-op when test.sh already built everything);
@@ -42,71 +45,122 @@ OUTD="$WORK/results"; mkdir -p "$OUTD"
 # counts work, not waiting: on a shared 2-core machine wall time swings by 2-3x between rounds.
 export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 log() { echo "bench: $*" >&2; }
+ROUND=0; TAGS=()  # every record carries its round (0: outside the rounds) and these extra KEY VALUE tags
 # Appends the command's JSON line (last stdout line) tagged with a kind, or an error record.
 record() {
   local kind="$1"; shift
   local out
   if out="$("$@" 2>"$WORK/err")"; then
-    echo "$out" | "$PY" "$HERE/tag_json.py" kind "$kind" >>"$OUTD/results.jsonl" ||
-      echo "{\"kind\":\"$kind\",\"error\":\"bad output\"}" >>"$OUTD/results.jsonl"
+    echo "$out" | "$PY" "$HERE/tag_json.py" kind "$kind" round "$ROUND" "${TAGS[@]}" >>"$OUTD/results.jsonl" ||
+      echo "{\"kind\":\"$kind\",\"round\":$ROUND,\"error\":\"bad output\"}" >>"$OUTD/results.jsonl"
   else
     log "$kind failed: $(tail -n 3 "$WORK/err" | tr '\n' ' ')"
-    "$PY" -c "import json,sys; print(json.dumps({'kind':'$kind','error':sys.argv[1]}))" \
-      "$(tail -n 3 "$WORK/err" | tr '\n' ' ')" >>"$OUTD/results.jsonl"
+    echo "{\"error\": \"\"}" | "$PY" "$HERE/tag_json.py" kind "$kind" round "$ROUND" "${TAGS[@]}" \
+      error "$(tail -n 3 "$WORK/err" | tr '\n' ' ')" >>"$OUTD/results.jsonl"
   fi
 }
 
-log "machine: $(nproc) cores, $THREADS threads; training ${SIZE}^3 base $BASE; volume $VOLUME window $WINDOW"
+log "machine: $(nproc) cores, $THREADS threads; training ${SIZE}^3 base $BASE; volume $VOLUME window $WINDOW; $ROUNDS rounds"
+"$PY" -c "import json,sys,datetime; print(json.dumps({'kind':'machine','cpu':sys.argv[1],'cores':int(sys.argv[2]),
+  'threads':int(sys.argv[3]),'date':datetime.date.today().isoformat()}))" \
+  "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)" "$(nproc)" "$THREADS" >>"$OUTD/results.jsonl"
 STATE="$WORK/state.pt"
 "$BENCH" export --size "$SIZE" --base "$BASE" --state "$STATE" --threads "$THREADS" >/dev/null || {
   log "export failed"; exit 1; }
 
-# 1. Training step, interleaved rounds so background load hits both sides alike.
-TRAIN=(--size "$SIZE" --base "$BASE" --state "$STATE" --threads "$THREADS" --warmup "$WARMUP" --repeats "$REPEATS")
-for r in $(seq 1 "$ROUNDS"); do
-  log "training round $r/$ROUNDS"
-  record train_splitseg "$BENCH" train "${TRAIN[@]}"
-  record train_pytorch "$PY" "$HERE/peer_train.py" --state "$STATE" --base "$BASE" --threads "$THREADS" \
-    --warmup "$WARMUP" --repeats "$REPEATS"
-  # Split cost: the same net with an emulated device boundary after enc1 (no second device here).
-  record train_split "$BENCH" train "${TRAIN[@]}" --emulate-split 2
-  # Diagnostic: the same SplitSeg step with the host caching allocator off (what it buys).
-  record train_nocache env SPLITSEG_HOST_CACHE=off "$BENCH" train "${TRAIN[@]}"
-done
-# Diagnostic: the same step as a hand-written C++ loop (no executor, meter or Trainer).
-record train_plain "$BENCH" train "${TRAIN[@]}" --plain
-# ... and the same loop under the Trainer's CPU memory meter (is the meter the Trainer's overhead?).
-record train_plain_meter "$BENCH" train "${TRAIN[@]}" --plain --plain-meter
+# Peers at their best (issue 17). Python has no host cache of its own; what it can get from outside:
+# glibc malloc settings that keep freed memory instead of returning it (mmap threshold above the
+# activations, no trimming), or jemalloc from Debian preloaded with page purging off. Each is a row;
+# the report compares against the faster one. torch.compile gets the glibc settings too and a fresh
+# inductor cache, so round 1 times a cold compile and later rounds a warm one (reported apart).
+GLIBC_TUNED=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824)
+JEMALLOC="$(ls /usr/lib/*/libjemalloc.so.2 2>/dev/null | head -n 1)"
+JEMALLOC_TUNED=(LD_PRELOAD="$JEMALLOC" MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1)
+export TORCHINDUCTOR_CACHE_DIR="$WORK/inductor"
+no_jemalloc() { echo "{\"kind\":\"$1\",\"round\":$ROUND,\"error\":\"jemalloc not installed (packaging/install-deps.sh --bench)\"}" >>"$OUTD/results.jsonl"; }
+have_monai() { "$PY" -c "import monai" 2>/dev/null; }
+no_monai() { echo "{\"kind\":\"$1\",\"round\":$ROUND,\"error\":\"monai not installed (packaging/install-deps.sh --bench)\"}" >>"$OUTD/results.jsonl"; }
 
-# 2. Sliding-window inference vs MONAI.
+# Runs the members (functions) of one round; every other round in reverse order, so neither side
+# always goes first (a slowly changing load would otherwise favour one).
+in_order() {
+  local members=("$@") i
+  if [ $((ROUND % 2)) = 0 ]; then for ((i = ${#members[@]} - 1; i >= 0; i--)); do "${members[i]}"; done
+  else for i in "${members[@]}"; do "$i"; done; fi
+}
+
+# 1. Training step.
+TRAIN=(--size "$SIZE" --base "$BASE" --state "$STATE" --threads "$THREADS" --warmup "$WARMUP" --repeats "$REPEATS")
+PEER=("$HERE/peer_train.py" --state "$STATE" --base "$BASE" --threads "$THREADS" --warmup "$WARMUP" --repeats "$REPEATS")
+t_splitseg() { record train_splitseg "$BENCH" train "${TRAIN[@]}"; }
+t_nocache() { record train_nocache env SPLITSEG_HOST_CACHE=off "$BENCH" train "${TRAIN[@]}"; }
+t_eager() { record train_pytorch "$PY" "${PEER[@]}"; }
+t_tuned() { record train_pytorch_tuned env "${GLIBC_TUNED[@]}" "$PY" "${PEER[@]}"; }
+t_tuned_je() { [ -n "$JEMALLOC" ] || { no_jemalloc train_pytorch_tuned_je; return; }
+               record train_pytorch_tuned_je env "${JEMALLOC_TUNED[@]}" "$PY" "${PEER[@]}"; }
+# Channels-last helps PyTorch's inference on this CPU; whether it helps training is measured, not assumed.
+t_tuned_je_cl() { [ -n "$JEMALLOC" ] || { no_jemalloc train_pytorch_tuned_je_cl; return; }
+                  record train_pytorch_tuned_je_cl env "${JEMALLOC_TUNED[@]}" "$PY" "${PEER[@]}" --channels-last; }
+t_compile() { record train_compile env "${GLIBC_TUNED[@]}" "$PY" "${PEER[@]}" --compile; }
+t_plain() { record train_plain "$BENCH" train "${TRAIN[@]}" --plain; }
+t_meter() { record train_plain_meter "$BENCH" train "${TRAIN[@]}" --plain --plain-meter; }
+for ROUND in $(seq 1 "$ROUNDS"); do
+  log "training round $ROUND/$ROUNDS"
+  in_order t_splitseg t_eager t_tuned t_tuned_je t_tuned_je_cl t_compile t_nocache t_plain t_meter
+done
+
+# 2. Sliding-window inference vs MONAI: default, tuned (sw_batch_size = SplitSeg's window batch,
+# channels-last, inference mode, glibc settings) and compiled.
 log "inference $VOLUME window $WINDOW"
 INFER_STATE="$WORK/infer_state.pt"
 "$BENCH" export --size "$WINDOW" --base "$BASE" --state "$INFER_STATE" >/dev/null
+WBATCH="${BENCH_WINDOW_BATCH:-1}"
 INFER=(--size "$VOLUME" --base "$BASE" --state "$INFER_STATE" --threads "$THREADS" --window "$WINDOW"
-       --overlap 0.5 --repeats "$IREPEATS")
-for r in $(seq 1 "$ROUNDS"); do
-  log "inference round $r/$ROUNDS"
-  record infer_splitseg "$BENCH" infer "${INFER[@]}" --out "$WORK/splitseg_probs.pt"
-  if "$PY" -c "import monai" 2>/dev/null; then
-    record infer_monai "$PY" "$HERE/peer_infer.py" --state "$INFER_STATE" --splitseg "$WORK/splitseg_probs.pt" \
-      --base "$BASE" --window "$WINDOW" --threads "$THREADS" --repeats "$IREPEATS"
-  else
-    echo '{"kind":"infer_monai","error":"monai not installed (packaging/install-deps.sh --bench)"}' >>"$OUTD/results.jsonl"
-  fi
-  record infer_nocache env SPLITSEG_HOST_CACHE=off "$BENCH" infer "${INFER[@]}"
-  # Diagnostic: weights left NCDHW (what the channels-last CPU weights buy).
-  record infer_ncdhw "$BENCH" infer "${INFER[@]}" --default-layout
+       --overlap 0.5 --window-batch "$WBATCH")
+MONAI=("$HERE/peer_infer.py" --state "$INFER_STATE" --splitseg "$WORK/splitseg_probs.pt" --base "$BASE"
+       --window "$WINDOW" --threads "$THREADS" --repeats "$IREPEATS")
+record infer_reference "$BENCH" infer "${INFER[@]}" --repeats 1 --out "$WORK/splitseg_probs.pt"
+i_splitseg() { record infer_splitseg "$BENCH" infer "${INFER[@]}" --repeats "$IREPEATS"; }
+i_nocache() { record infer_nocache env SPLITSEG_HOST_CACHE=off "$BENCH" infer "${INFER[@]}" --repeats "$IREPEATS"; }
+i_ncdhw() { record infer_ncdhw "$BENCH" infer "${INFER[@]}" --repeats "$IREPEATS" --default-layout; }
+i_monai() { have_monai || { no_monai infer_monai; return; }; record infer_monai "$PY" "${MONAI[@]}"; }
+i_tuned() { have_monai || { no_monai infer_monai_tuned; return; }
+            record infer_monai_tuned env "${GLIBC_TUNED[@]}" "$PY" "${MONAI[@]}" --sw-batch "$WBATCH" \
+              --channels-last --inference-mode; }
+i_compile() { have_monai || { no_monai infer_monai_compile; return; }
+              record infer_monai_compile env "${GLIBC_TUNED[@]}" "$PY" "${MONAI[@]}" --sw-batch "$WBATCH" \
+                --channels-last --inference-mode --compile; }
+for ROUND in $(seq 1 "$ROUNDS"); do
+  log "inference round $ROUND/$ROUNDS"
+  in_order i_splitseg i_monai i_tuned i_compile i_nocache i_ncdhw
 done
+ROUND=0
 
-# 3. Planner accuracy: predicted (plan --json) vs measured (Trainer's memory meter) CPU peak.
+# 3. Planner accuracy: the planner's CPU prediction for the very run `splitseg-bench train --plan`
+# measures (its allocation hook and its resident growth). "fit": the configurations its constants
+# were set on; the rest are held out (issue 17). Memory does not depend on load: one run each.
+plan_run() {  # ID SET LABEL ARGS...
+  local id="$1" set="$2" label="$3"; shift 3
+  log "planner: $label"
+  TAGS=(set "$set" label "$label")
+  record "plan:$id" "$BENCH" train --threads "$THREADS" --warmup 1 --repeats 1 --plan "$@"
+  TAGS=()
+}
 for s in $PLAN_SIZES; do
-  for rc in none all; do
-    log "planner ${s}^3 recompute=$rc"
-    record "plan_predicted:$s:$rc" "$CLI" plan --size "$s" --base "$BASE" --checkpoint "$rc" --json
-    record "plan_measured:$s:$rc" "$BENCH" train --size "$s" --base "$BASE" --threads "$THREADS" --warmup 1 \
-      --repeats 1 --recompute "$rc"
-  done
+  for rc in none all; do plan_run "$s-$rc" fit "${s}^3, recompute $rc" --size "$s" --base "$BASE" --recompute "$rc"; done
 done
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  plan_run depth4 held-out "depth 4, 32^3" --size 32 --base 4 --depth 4
+else
+  plan_run 80 held-out "80^3" --size 80 --base "$BASE"
+  plan_run 80-all held-out "80^3, recompute all" --size 80 --base "$BASE" --recompute all
+  plan_run 112 held-out "112^3" --size 112 --base "$BASE"
+  plan_run depth4 held-out "depth 4, 64^3" --size 64 --base "$BASE" --depth 4
+  plan_run base12 held-out "base 12, 64^3" --size 64 --base 12
+  plan_run batch2 held-out "batch 2, 64^3" --size 64 --base "$BASE" --batch 2
+  plan_run instance held-out "instance norm, 64^3" --size 64 --base "$BASE" --norm instance
+  plan_run resunet held-out "resunet3d plugin, 64^3" --size 64 --base "$BASE" --arch resunet3d
+fi
 
 # 4. Volume loading (issue 3's goals): a synthetic 512x512x300 int16 CT as .nii.gz and the demo CT,
 # SplitSeg's ITK reader into a Volume vs SimpleITK into a float32 array. Needs an ITK build.
@@ -123,11 +177,11 @@ if "$BENCH" volume --help >/dev/null 2>&1 && "$PY" -c "import SimpleITK" 2>/dev/
   for f in "$CT" "$DEMO"; do
     [ -f "$f" ] || continue
     tag=synthetic; [ "$f" = "$CT" ] || tag=demo
-    for r in $(seq 1 "$ROUNDS"); do
-      record "volume_splitseg:$tag" "$BENCH" volume --read "$f" --repeats "$VREPEATS"
-      record "volume_sitk:$tag" "$PY" "$HERE/peer_volume.py" --read "$f" --repeats "$VREPEATS"
-    done
+    v_splitseg() { record "volume_splitseg:$tag" "$BENCH" volume --read "$f" --repeats "$VREPEATS"; }
+    v_sitk() { record "volume_sitk:$tag" "$PY" "$HERE/peer_volume.py" --read "$f" --repeats "$VREPEATS"; }
+    for ROUND in $(seq 1 "$ROUNDS"); do in_order v_splitseg v_sitk; done
   done
+  ROUND=0
 else
   echo '{"kind":"volume_splitseg:synthetic","error":"skipped: needs an ITK build (splitseg-bench volume) and SimpleITK in the venv (install-deps.sh --bench)"}' \
     >>"$OUTD/results.jsonl"
@@ -135,19 +189,22 @@ fi
 
 # 4b. Ranks (issue 13): 2 local ranks x 1 thread, the seed network at base $BASE, batch 4, ${SIZE}^3:
 # GPipe with 4 micro-batches against 1, and against one process with 2 threads. Interleaved rounds.
-RSTEPS="${BENCH_RANK_STEPS:-3}"; [ "${BENCH_QUICK:-0}" = 1 ] && RSTEPS=2
+RSTEPS="${BENCH_RANK_STEPS:-2}"; [ "${BENCH_QUICK:-0}" = 1 ] && RSTEPS=1
 # A contiguous split balanced by FLOPs (the decoders at full resolution cost about twice their encoders).
 RPLACE="enc0=r0:cpu,enc1=r0:cpu,enc2=r0:cpu,enc3=r0:cpu,bottleneck=r0:cpu,dec3=r0:cpu,dec2=r0:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu"
 RB=("$PY" "$HERE/ranks_bench.py" --cli "$CLI" --size "$SIZE" --base "$BASE" --batch 4 --steps "$RSTEPS")
-for r in $(seq 1 "$ROUNDS"); do
-  log "ranks round $r/$ROUNDS"
-  record ranks_m1 "${RB[@]}" --ranks 2 --micro 1 --threads 1 --placement "$RPLACE"
-  record ranks_m4 "${RB[@]}" --ranks 2 --micro 4 --threads 1 --placement "$RPLACE"
-  record ranks_one "${RB[@]}" --ranks 0 --threads 2
-  # What micro-batches cost by themselves: one process, one thread, batch 1 against batch 4.
-  record ranks_b1 "${RB[@]}" --ranks 0 --threads 1 --batch 1
-  record ranks_b4 "${RB[@]}" --ranks 0 --threads 1
+r_m1() { record ranks_m1 "${RB[@]}" --ranks 2 --micro 1 --threads 1 --placement "$RPLACE"; }
+r_m4() { record ranks_m4 "${RB[@]}" --ranks 2 --micro 4 --threads 1 --placement "$RPLACE"; }
+r_one() { record ranks_one "${RB[@]}" --ranks 0 --threads 2; }
+# One process, one thread: the split-cost baseline of ranks_m1 (a real process boundary, one
+# stage computing at a time) and, against batch 1, what micro-batches cost by themselves.
+r_b4() { record ranks_b4 "${RB[@]}" --ranks 0 --threads 1; }
+r_b1() { record ranks_b1 "${RB[@]}" --ranks 0 --threads 1 --batch 1; }
+for ROUND in $(seq 1 "$ROUNDS"); do
+  log "ranks round $ROUND/$ROUNDS"
+  in_order r_m1 r_b4 r_m4 r_one r_b1
 done
+ROUND=0
 
 # 4c. Sharded stages (issue 14), one process, batch 1, ${SHARD_SIZE}^3: the full-resolution stages cut
 # into 2 slabs that run at the same time (1 thread each; the two devices stand in on the CPU) against
@@ -157,15 +214,17 @@ SHARD_SIZE="${BENCH_SHARD_SIZE:-96}"; [ "${BENCH_QUICK:-0}" = 1 ] && SHARD_SIZE=
 SPLACE="enc0=cuda:0+cuda:1,dec0=cuda:0+cuda:1,head=cuda:0+cuda:1"
 SRANKS=""; for st in enc0 enc1 enc2 enc3 bottleneck dec3 dec2 dec1 dec0 head; do SRANKS="$SRANKS${SRANKS:+,}$st=r0:cpu+r1:cpu"; done
 SB=("$PY" "$HERE/ranks_bench.py" --cli "$CLI" --size "$SHARD_SIZE" --base "$BASE" --batch 1 --steps "$RSTEPS" --ranks 0)
-for r in $(seq 1 "$ROUNDS"); do
-  log "sharding round $r/$ROUNDS"
-  record shard_two env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 1 --placement "$SPLACE"
-  record shard_none "${SB[@]}" --threads 2
-  # Every stage sharded over 2 ranks x 1 thread (the spatial trainer): the issue's row.
-  record shard_ranks "${SB[@]}" --ranks 2 --threads 1 --placement "$SRANKS"  # argparse: the last --ranks wins
-  # The same sharded run with the unsharded run's 2 intra-op threads (what the halos cost at equal threads).
-  record shard_two_t2 env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 2 --placement "$SPLACE"
+s_two() { record shard_two env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 1 --placement "$SPLACE"; }
+s_none() { record shard_none "${SB[@]}" --threads 2; }
+# Every stage sharded over 2 ranks x 1 thread (the spatial trainer): the issue's row.
+s_ranks() { record shard_ranks "${SB[@]}" --ranks 2 --threads 1 --placement "$SRANKS"; }  # argparse: the last --ranks wins
+# The same sharded run with the unsharded run's 2 intra-op threads (what the halos cost at equal threads).
+s_two_t2() { record shard_two_t2 env SPLITSEG_STAND_INS=cuda:0=cpu,cuda:1=cpu "${SB[@]}" --threads 2 --placement "$SPLACE"; }
+for ROUND in $(seq 1 "$ROUNDS"); do
+  log "sharding round $ROUND/$ROUNDS"
+  in_order s_ranks s_none s_two s_two_t2
 done
+ROUND=0
 record shard_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cuda:0=16GiB,cuda:1=16GiB \
   --placement "$SPLACE" --json
 record shard_cpu_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cpu=20GiB --json
@@ -177,14 +236,15 @@ if [ -x "$BUILD/bin/splitseg-bench-ui" ]; then
   log "UI stall while training ($UISTEPS steps)"
   UIRUN=("$BUILD/bin/splitseg-bench-ui" --steps "$UISTEPS")
   [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null && UIRUN=(xvfb-run -a -s "-screen 0 1600x1000x24" "${UIRUN[@]}")
-  record ui_stall env QT_QPA_PLATFORM=xcb "${UIRUN[@]}"
+  for ROUND in $(seq 1 "${BENCH_UI_ROUNDS:-3}"); do record ui_stall env QT_QPA_PLATFORM=xcb "${UIRUN[@]}"; done
+  ROUND=0
 else
   echo '{"kind":"ui_stall","error":"skipped: needs the GUI build (splitseg-bench-ui)"}' >>"$OUTD/results.jsonl"
 fi
 
-REPORT_ARGS=(--results "$OUTD/results.jsonl" --gpu "$ROOT/docs/bench/gpu.json")
+REPORT_ARGS=(--results "$OUTD/results.jsonl" --gpu "$ROOT/docs/bench/gpu.json" --summary "$OUTD/summary.json")
 [ "${BENCH_NO_DOCS:-0}" = 1 ] || REPORT_ARGS+=(--docs "$ROOT/docs")
 [ "${BENCH_QUICK:-0}" = 1 ] && REPORT_ARGS+=(--quick)
 "$PY" "$HERE/report.py" "${REPORT_ARGS[@]}"
-[ -n "${BENCH_KEEP:-}" ] && cp "$OUTD/results.jsonl" "$BENCH_KEEP"
+[ -n "${BENCH_KEEP:-}" ] && cp "$OUTD/results.jsonl" "$BENCH_KEEP" && cp "$OUTD/summary.json" "${BENCH_KEEP%.jsonl}.summary.json"
 exit 0

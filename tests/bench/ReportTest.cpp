@@ -1,0 +1,159 @@
+// tests/bench/report.py, the generator of docs/benchmarks.md (issue 17): verdicts come from the
+// bootstrap interval over rounds (met only when the whole interval is on the goal's side), the
+// planner's held-out worst case decides its goal, and the hand-written analysis may cite figures
+// only through placeholders. Synthetic results files with known rounds drive it.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+
+struct Run {
+  int code = -1;
+  QString out;
+};
+
+Run runReport(const QStringList& args) {
+  QProcess p;
+  p.setProcessChannelMode(QProcess::MergedChannels);
+  const QString python = QString(SPLITSEG_PYTHON).isEmpty() ? QStringLiteral("python3") : QString(SPLITSEG_PYTHON);
+  p.start(python, QStringList{REPORT_PY} + args);
+  if (!p.waitForFinished(120000)) return {};
+  return {p.exitCode(), QString::fromUtf8(p.readAll())};
+}
+
+// One training record of `kind` in `round` whose timed steps all take `seconds`.
+QJsonObject trainRecord(const QString& kind, int round, double seconds) {
+  return QJsonObject{{"kind", kind}, {"round", round}, {"steps", QJsonArray{seconds, seconds, seconds}},
+                     {"cpu_steps", QJsonArray{2 * seconds, 2 * seconds, 2 * seconds}}};
+}
+
+QJsonObject planRecord(const QString& id, const QString& set, double measuredMiB, double predictedMiB) {
+  const double mib = 1 << 20;
+  return QJsonObject{{"kind", "plan:" + id}, {"set", set}, {"label", id}, {"round", 0},
+                     {"peak_bytes", QJsonObject{{"cpu", measuredMiB * mib}}},
+                     {"predicted", QJsonObject{{"peak", predictedMiB * mib + 10 * mib}, {"parameter_bytes", 10 * mib}}},
+                     {"resident", QJsonObject{{"before", 100 * mib}, {"peak", 100 * mib + measuredMiB * mib + 10 * mib}}}};
+}
+
+void writeLines(const QString& path, const QList<QJsonObject>& records) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  for (const auto& r : records) f.write(QJsonDocument(r).toJson(QJsonDocument::Compact) + "\n");
+}
+
+QJsonObject summaryRow(const QString& summaryPath, const QString& id) {
+  QFile f(summaryPath);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  for (const auto& v : QJsonDocument::fromJson(f.readAll()).array())
+    if (v.toObject().value("id").toString() == id) return v.toObject();
+  return {};
+}
+
+} // namespace
+
+class ReportTest : public QObject {
+  Q_OBJECT
+
+private Q_SLOTS:
+  // Per-round SplitSeg / eager ratios (as "a,b,c" of ratios, eager at 1 s) -> verdict of "<= 0.9x".
+  void verdictFromInterval_data() {
+    QTest::addColumn<QString>("ratios");
+    QTest::addColumn<QString>("verdict");
+    QTest::newRow("all rounds well under") << "0.80,0.82,0.79,0.81,0.80,0.83,0.78" << "met";
+    QTest::newRow("all rounds over") << "0.95,0.97,0.96,0.99,0.94,0.98,0.95" << "missed";
+    QTest::newRow("interval straddles") << "0.80,0.95,0.82,0.97,0.85,0.93,0.88" << "not shown: interval straddles the goal";
+    QTest::newRow("too few rounds") << "0.80,0.81,0.79" << "not shown: 3 rounds (< 7)";
+    QTest::newRow("one bad round among good ones") << "0.80,0.81,0.79,0.82,1.50,0.80,0.81" << "met";
+  }
+  void verdictFromInterval() {
+    QFETCH(QString, ratios);
+    QFETCH(QString, verdict);
+    QTemporaryDir dir;
+    QList<QJsonObject> records;
+    int round = 1;
+    for (const auto& r : ratios.split(',')) {
+      records << trainRecord("train_splitseg", round, r.toDouble()) << trainRecord("train_pytorch", round, 1.0);
+      ++round;
+    }
+    writeLines(dir.filePath("r.jsonl"), records);
+    const auto run = runReport({"--results", dir.filePath("r.jsonl"), "--summary", dir.filePath("s.json"),
+                                "--analysis", ""});
+    QVERIFY2(run.code == 0, qPrintable(run.out));
+    const auto row = summaryRow(dir.filePath("s.json"), "train_eager");
+    QCOMPARE(row.value("verdict").toString(), verdict);
+    QVERIFY(row.value("lo").toDouble() <= row.value("median").toDouble());
+    QVERIFY(row.value("median").toDouble() <= row.value("hi").toDouble());
+    QCOMPARE(row.value("rounds").toInt(), ratios.count(',') + 1);
+  }
+
+  // Held-out planner errors (in %, against the allocation hook) -> verdict of "within 5%, never under by > 2%".
+  void plannerWorstCase_data() {
+    QTest::addColumn<QString>("errors");
+    QTest::addColumn<QString>("verdict");
+    QTest::newRow("all within, slightly over") << "1,4,-1" << "met";
+    QTest::newRow("one 3% under") << "1,-3,2" << "missed";
+    QTest::newRow("one 6% over") << "1,6,2" << "missed";
+  }
+  void plannerWorstCase() {
+    QFETCH(QString, errors);
+    QFETCH(QString, verdict);
+    QTemporaryDir dir;
+    QList<QJsonObject> records{planRecord("fitted", "fit", 100, 130)};  // a fit row never decides
+    int i = 0;
+    for (const auto& e : errors.split(','))
+      records << planRecord(QString("held%1").arg(i++), "held-out", 200, 200 * (1 + e.toDouble() / 100));
+    writeLines(dir.filePath("r.jsonl"), records);
+    const auto run = runReport({"--results", dir.filePath("r.jsonl"), "--summary", dir.filePath("s.json"),
+                                "--analysis", ""});
+    QVERIFY2(run.code == 0, qPrintable(run.out));
+    QCOMPARE(summaryRow(dir.filePath("s.json"), "planner_hook").value("verdict").toString(), verdict);
+  }
+
+  // The analysis may cite a figure only through a placeholder; one typed by hand stops the report.
+  void analysisFigures_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<bool>("accepted");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("placeholder") << "Training: {{train_eager.verdict}} at {{train_eager.ratio}}x." << true << "Training: met at 0.80x.";
+    QTest::newRow("configuration numbers are not figures") << "Base 16 at 64^3 on 2 cores, issue 13." << true << "Base 16 at 64^3";
+    QTest::newRow("hand-written ratio") << "Training is 0.88x eager." << false << "hand-written figure '0.88x'";
+    QTest::newRow("hand-written percentage") << "The cache saves 18% here." << false << "hand-written figure '18%'";
+    QTest::newRow("hand-written time") << "A step takes 2.5 s." << false << "hand-written figure '2.5 s'";
+    QTest::newRow("inside code is fine") << "Set `SPLITSEG_HOST_CACHE=8GiB` to cap it." << true << "SPLITSEG_HOST_CACHE=8GiB";
+    QTest::newRow("row that did not run") << "GPipe: {{gpipe.ratio}}." << true << "GPipe: n/a.";
+  }
+  void analysisFigures() {
+    QFETCH(QString, text);
+    QFETCH(bool, accepted);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    QList<QJsonObject> records;
+    for (int round = 1; round <= 7; ++round)
+      records << trainRecord("train_splitseg", round, 0.8) << trainRecord("train_pytorch", round, 1.0);
+    writeLines(dir.filePath("r.jsonl"), records);
+    QFile a(dir.filePath("analysis.md"));
+    QVERIFY(a.open(QIODevice::WriteOnly));
+    a.write(text.toUtf8() + "\n");
+    a.close();
+    const auto run = runReport({"--results", dir.filePath("r.jsonl"), "--analysis", dir.filePath("analysis.md"),
+                                "--docs", dir.filePath("docs")});
+    QCOMPARE(run.code == 0, accepted);
+    if (accepted) {
+      QFile md(dir.filePath("docs/benchmarks.md"));
+      QVERIFY(md.open(QIODevice::ReadOnly));
+      const QString doc = QString::fromUtf8(md.readAll());
+      QVERIFY2(doc.contains(expected), qPrintable(doc.right(400)));
+      QVERIFY(!doc.contains("{{"));
+    } else {
+      QVERIFY2(run.out.contains(expected), qPrintable(run.out));
+      QVERIFY(!QFile::exists(dir.filePath("docs/benchmarks.md")));  // nothing half-written
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(ReportTest)
+#include "ReportTest.moc"

@@ -1,0 +1,124 @@
+"""The GPU section of docs/benchmarks.md, from docs/bench/gpu.json (tests/gpu/run.sh on the accelerator
+machine): every figure comes from that file."""
+import json
+from pathlib import Path
+
+
+def fmt_s(v):
+    return "n/a" if v is None else f"{v:.3f} s"
+
+
+def mib(v):
+    return "n/a" if v is None else f"{v / 2**20:.1f} MiB"
+
+
+def check_detail(c):
+    """One line of a GPU check's key figures (worst case over its placements), from the check itself."""
+    f = c.get("figures") or {}
+    name = c.get("check")
+    if name == "cuda_allowance":
+        return f"{f.get('method')}: context {mib(f.get('context'))}, cuDNN workspace {mib(f.get('workspace'))}"
+    per = [v for v in f.values() if isinstance(v, dict)]
+    if name == "split_equivalence":
+        out = max((v.get("output_max_abs", 0) for v in per), default=None)
+        grad = max((v.get("grad_max_abs", 0) for v in per), default=None)
+        return (f"{len(per)} placements vs one device, TF32 off: output max abs {out:.2e}, gradient max abs "
+                f"{grad:.2e} (atol {f.get('atol')}, rtol {f.get('rtol')})") if per else ""
+    if name == "dropout_reproduced":
+        same = all(v.get("same_seed_identical") for v in per)
+        ref = max((v.get("vs_reference_max_abs", 0) for v in per), default=None)
+        other = min((v.get("other_seed_max_abs", 0) for v in per), default=None)
+        return (f"{len(per)} placements: same seed identical {same}, vs reference max abs {ref:.2e}, "
+                f"another seed differs by >= {other:.2e}") if per else ""
+    if name == "training_equivalence":
+        l1, l2 = f.get("loss_step1", {}), f.get("loss_step2", {})
+        return (f"loss step 1 cpu {l1.get('cpu'):.7f} / cuda {l1.get('device'):.7f}, step 2 cpu {l2.get('cpu'):.7f} / "
+                f"cuda {l2.get('device'):.7f}; weights max abs after 2 steps {f.get('weights_max_abs_after_2_steps'):.2e}")
+    if name == "resume_exact":
+        return f"weights max abs after resume {f.get('weights_max_abs_after_resume')}"
+    return c.get("detail", "")
+
+
+def gpu_section(path):
+    p = Path(path)
+    if not p.exists():
+        return ("## GPU (H200)\n\nNot measured yet: run `tests/gpu/prepare.sh` here, then `tests/gpu/run.sh OUT` on the accelerator "
+                "machine (carrying `.gpu-kit`); it writes `OUT/gpu.json` — copy it to `docs/bench/gpu.json` and rerun "
+                "the benchmarks to fold it in.\n")
+    g = json.loads(p.read_text())
+    if g.get("mode") == "rehearse" or g.get("measured_on_gpu") is False:
+        return ("## GPU (H200)\n\nNot measured yet: `docs/bench/gpu.json` holds a rehearsal without a GPU (CPU, tiny "
+                "sizes), not a measurement. Run `tests/gpu/run.sh OUT` on the accelerator machine and copy `OUT/gpu.json`.\n")
+    lines = [f"## GPU ({g.get('gpu', '?')}, {g.get('date', '?')}, tests/gpu/run.sh, {g.get('elapsed_s', '?')} s)", ""]
+    checks = g.get("checks") or []
+    if checks:
+        lines += ["| check | result | figures |", "|---|---|---|"]
+        lines += [f"| {c.get('check')} | {c.get('status')} | {check_detail(c)} |" for c in checks]
+        lines.append("")
+    e = g.get("equivalence")
+    if e:
+        lines += [f"Sliding-window inference, probabilities max abs difference: split vs one device "
+                  f"{e.get('split_vs_one'):.2e}, split vs CPU {e.get('split_vs_cpu'):.2e}, one device vs CPU "
+                  f"{e.get('one_vs_cpu'):.2e}.", ""]
+    lines += ["Training steps (U-Net base 32, batch 1). Peaks are the caching allocator's (tensors + cuDNN "
+              "workspaces, no context); predicted = planner tensors + the measured workspace; error = "
+              "(predicted - measured) / measured.", "",
+              "| size | precision | placement | median step | measured peak | predicted peak | error |",
+              "|---|---|---|---|---|---|---|"]
+    errs = []
+    for r in g.get("runs", []):
+        meas, pred = r.get("measured_peak"), r.get("predicted_peak")
+        err = (pred - meas) / meas * 100 if meas and pred else None
+        if err is not None:
+            errs.append((err, r))
+        step = r.get("median_step_seconds")
+        lines.append(f"| {r.get('size')}^3 | {r.get('mode')} | {r.get('placement')} | "
+                     f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | {mib(pred)} | "
+                     f"{'n/a' if err is None else f'{err:+.1f}%'} |")
+    if errs:
+        lo, hi = min(errs, key=lambda t: t[0]), max(errs, key=lambda t: t[0])
+        lines += ["", f"Planner error over {len(errs)} measured rows: from {lo[0]:+.1f}% ({lo[1].get('size')}^3 "
+                  f"{lo[1].get('mode')}) to {hi[0]:+.1f}% ({hi[1].get('size')}^3 {hi[1].get('mode')}); "
+                  f"{sum(1 for x, _ in errs if x < 0)} rows under-predict."]
+    sv = g.get("split_vs_single") or {}
+    if sv:
+        lines += ["", "| size | one device | split cuda:0/cpu | split cost |", "|---|---|---|---|"]
+        for size, v in sorted(sv.items(), key=lambda t: int(t[0])):
+            a, b = v.get("single"), v.get("split")
+            cost = f"{(b - a) / a * 100:+.0f}%" if a and b else "n/a"
+            lines.append(f"| {size}^3 | {fmt_s(a)} | {fmt_s(b)} | {cost} |")
+    if g.get("largest"):
+        lines += ["", f"Largest cube that trains under a {g.get('fraction_gib', '?')} GiB allocator cap "
+                  "(a 16 GiB card's stand-in), steps of 32 voxels:", "",
+                  "| mode | measured | planner says | sizes tried |", "|---|---|---|---|"]
+        for mode, v in g["largest"].items():
+            tried = ", ".join(f"{t.get('size')}{' OOM' if t.get('oom') else ''}" for t in v.get("tried", []))
+            lines.append(f"| {mode} | {v.get('measured')}^3 | {v.get('predicted')}^3 | {tried} |")
+    peer = {r.get("kind"): r for r in g.get("peer") or [] if "error" not in r}
+    sizes = sorted({int(k.split(":")[1]) for k in peer})
+    if sizes:
+        lines += ["", "Training step against PyTorch eager on the same GPU (U-Net base 32, batch 1, the same exported "
+                  "weights and input, default TF32 on both sides; tests/gpu/peer.sh):", "",
+                  "| size | SplitSeg median (range) | PyTorch eager median (range) | ratio (time) | goal | eval logits max abs diff |",
+                  "|---|---|---|---|---|---|"]
+        for sz in sizes:
+            a, b = peer.get(f"splitseg:{sz}") or {}, peer.get(f"pytorch:{sz}") or {}
+            ma, mb = a.get("median_step_seconds"), b.get("median_step_seconds")
+            rng = lambda r: f"{min(r['steps']):.4f}-{max(r['steps']):.4f} s" if r.get("steps") else ""
+            ratio = f"{ma / mb:.2f}x" if ma and mb else "n/a"
+            verdict = ("met" if ma / mb <= 0.9 else "missed") if ma and mb else ""
+            lines.append(f"| {sz}^3 | {ma:.4f} s ({rng(a)}) | {mb:.4f} s ({rng(b)}) | {ratio} | <= 0.9x, {verdict} | "
+                         f"{b.get('forward_max_abs_diff', float('nan')):.1e} |")
+    ranks = [r for r in g.get("ranks") or [] if "error" not in r]
+    if ranks:
+        lines += ["", "Ranks (two processes joined through c10d, tensors through host memory; U-Net base 8, 32^3, "
+                  "batch 4, 5 steps, dropout off) against one process:", "",
+                  "| run | placement | micro-batches | weights max abs diff | loss max abs diff | median step | "
+                  "one process | per rank: compute / wait / idle, sent |", "|---|---|---|---|---|---|---|---|"]
+        for r in ranks:
+            per = "; ".join(f"r{x['rank']} {x['device']}: {x['compute_s']:.3f} / {x['wait_s']:.3f} / {x['idle_s']:.3f} s, "
+                            f"{x['bytes_sent'] / 2**20:.1f} MiB" for x in r.get("ranks") or [])
+            lines.append(f"| {r['tag'][6:]} | {r['placement']} | {r['micro_batches']} | {r['max_weight_diff']:.2e} | "
+                         f"{r['loss_diff']:.2e} | {fmt_s(r['median_step_seconds'])} | "
+                         f"{fmt_s(r['single_median_step_seconds'])} | {per} |")
+    return "\n".join(lines) + "\n"
