@@ -35,7 +35,8 @@ QJsonObject planRecord(const QString& id, const QString& set, double measuredMiB
   const double mib = 1 << 20;
   return QJsonObject{{"kind", "plan:" + id}, {"set", set}, {"label", id}, {"round", 0},
                      {"peak_bytes", QJsonObject{{"cpu", measuredMiB * mib}}},
-                     {"predicted", QJsonObject{{"peak", predictedMiB * mib + 10 * mib}, {"parameter_bytes", 10 * mib}}},
+                     {"predicted", QJsonObject{{"peak", predictedMiB * mib + 30 * mib}, {"parameter_bytes", 10 * mib},
+                                               {"optimizer_bytes", 20 * mib}}},
                      {"resident", QJsonObject{{"before", 100 * mib}, {"peak", 100 * mib + measuredMiB * mib + 10 * mib}}}};
 }
 
@@ -151,6 +152,29 @@ private Q_SLOTS:
     } else {
       QVERIFY2(run.out.contains(expected), qPrintable(run.out));
       QVERIFY(!QFile::exists(dir.filePath("docs/benchmarks.md")));  // nothing half-written
+    }
+  }
+
+  // docs/benchmarks.md is what report.py makes of the committed results, byte for byte: a figure
+  // edited by hand, or results rerun without regenerating the report, fail here.
+  void committedReportIsGenerated() {
+    const QString docs = DOCS_DIR;
+    if (!QFile::exists(docs + "/bench/results.jsonl")) QSKIP("no committed results");
+    QTemporaryDir dir;
+    const auto run = runReport({"--results", docs + "/bench/results.jsonl", "--gpu", docs + "/bench/gpu.json",
+                                "--docs", dir.path()});
+    QVERIFY2(run.code == 0, qPrintable(run.out));
+    QFile made(dir.filePath("benchmarks.md")), committed(docs + "/benchmarks.md");
+    QVERIFY(made.open(QIODevice::ReadOnly) && committed.open(QIODevice::ReadOnly));
+    const auto a = made.readAll(), b = committed.readAll();
+    if (a != b) {
+      const auto lines = a.split('\n'), old = b.split('\n');
+      for (int i = 0; i < std::min(lines.size(), old.size()); ++i)
+        if (lines[i] != old[i])
+          QFAIL(qPrintable(QString("docs/benchmarks.md line %1 differs from the generated report:\n  committed: %2\n  "
+                                   "generated: %3\n(rerun tests/bench/report.py, never edit the report by hand)")
+                               .arg(i + 1).arg(QString(old[i]).left(200), QString(lines[i]).left(200))));
+      QFAIL("docs/benchmarks.md differs from the generated report in length");
     }
   }
 };

@@ -226,19 +226,25 @@ struct TrainArgs {
   std::string largest;   // "START,STEP,MAX": grow the cube until a step runs out of memory
   int batch = 1;
   bool plan = false;     // also print the planner's prediction for this very run (planner accuracy)
+  bool channelsLast = false;  // weights in NDHWC before training (what the tuned Python peer does)
 };
 
 // What the planner predicts for exactly this run (same network object, same RunSpec) on the CPU:
-// its device peak, and the bytes that exist before the first step (the parameters), which the
-// Trainer's meter cannot see because it starts counting at the first step.
+// its device peak, and the bytes that exist before the first step (the parameters and Adam's
+// moments, allocated when the Trainer is built), which the Trainer's meter cannot see because it
+// starts counting at the first step.
 nlohmann::json planPrediction(model::StagedNetwork& net, const run::RunSpec& spec) {
   placement::MemoryPlanner planner(model::networkStructure(net));
   const auto plan = planner.plan(spec.planRequest(net.stageNames(), {{"cpu", std::int64_t{1} << 40, 0}}));
-  std::int64_t parameterBytes = 0;
-  for (const auto& st : plan.stages) parameterBytes += st.parameterBytes;
+  std::int64_t parameterBytes = 0, optimizerBytes = 0;
+  for (const auto& st : plan.stages) {
+    parameterBytes += st.parameterBytes;
+    optimizerBytes += st.optimizerBytes;
+  }
   for (const auto& d : plan.devices)
     if (d.name == "cpu")
       return {{"peak", d.peak}, {"allowance", d.allowance}, {"parameter_bytes", parameterBytes},
+              {"optimizer_bytes", optimizerBytes},
               {"peak_stage", d.peakStage}, {"peak_phase", d.peakPhase}};
   return nlohmann::json::object();
 }
@@ -293,6 +299,12 @@ nlohmann::json trainOnce(const TrainArgs& a) {
     o.setPlacement(p);
     o.precision = placement::StagePrecisions::parse(a.precision, staged->stageNames());
     o.recompute = run::parseStageList(a.recompute, staged->stageNames());
+    if (a.channelsLast) {
+      // As SplitExecutor::setCpuChannelsLast does for inference; Adam's moments follow the layout.
+      torch::NoGradGuard noGrad;
+      for (auto& p : staged->root().parameters())
+        if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+    }
     engine::Trainer trainer(staged, std::make_shared<FixedSource>(sample), o);
     for (int i = 0; i < a.warmup + a.repeats; ++i) {
       const double c0 = cpuSeconds();
@@ -311,7 +323,7 @@ nlohmann::json trainOnce(const TrainArgs& a) {
           {"size", parseSize(a.c.size)}, {"base", a.c.base}, {"precision", a.precision},
           {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()},
           {"host_cache", hostCacheJson()}, {"batch", a.batch}, {"depth", a.c.depth}, {"norm", a.c.norm},
-          {"arch", a.c.arch}, {"predicted", predicted},
+          {"arch", a.c.arch}, {"predicted", predicted}, {"channels_last", a.channelsLast},
           {"resident", {{"before", rssBefore}, {"peak", procStatusBytes("VmHWM")}, {"peak_reset", peakReset}}}};
 }
 
@@ -437,6 +449,7 @@ int main(int argc, char** argv) {
   tr->add_option("--largest", train.largest, "START,STEP,MAX: grow the cube until out of memory");
   tr->add_option("--batch", train.batch)->capture_default_str();
   tr->add_flag("--plan", train.plan, "also print the planner's CPU prediction for this run");
+  tr->add_flag("--channels-last", train.channelsLast, "diagnostic: 5-D weights in channels_last_3d while training");
   tr->callback([&] { std::cout << runTrain(train).dump() << "\n"; });
 
   InferArgs infer;

@@ -67,7 +67,8 @@ class Report:
                      f"not measured: {err}" if op else "", rid)
             return None
         v = verdict(est, op, threshold) if op else ""
-        self.add(label, fmt_s(ma), f"{fmt_s(mb)} ({peer_name})", est.text(suffix=unit) + what,
+        peer = f"{fmt_s(mb)} ({peer_name})" if len(peer_name) <= 24 else fmt_s(mb)  # long names are in the label
+        self.add(label, fmt_s(ma), peer, est.text(suffix=unit) + what,
                  goal_text(op, threshold, unit), v, rid, est)
         return est
 
@@ -107,7 +108,7 @@ def training(rep):
              if pooled_median(rows, k)]
     best = min(tuned, key=lambda k: pooled_median(rows, k)) if tuned else "train_pytorch_tuned"
     name = peer_label(rows, best, "PyTorch eager tuned")
-    rep.compare("train_tuned", "  vs PyTorch eager tuned (the fastest of its tuned variants in this run)",
+    rep.compare("train_tuned", f"  vs the tuned peer, the fastest tuned variant in this run: {name}",
                 "train_splitseg", best, name, op="<=", threshold=1.0)
     rep.compare("train_tuned_cpu", "    same, process CPU time", "train_splitseg", best, name, key="cpu_steps",
                 op="<=", threshold=1.0)
@@ -124,6 +125,10 @@ def training(rep):
                 "train_pytorch", "PyTorch eager")
     rep.compare("train_nocache_tuned", "  SplitSeg with the host cache off vs the tuned peer", "train_nocache", best,
                 name)
+    rep.compare("train_cl", "  SplitSeg with channels-last weights (diagnostic switch) vs NCDHW", "train_splitseg_cl",
+                "train_splitseg", "NCDHW")
+    rep.compare("train_cl_tuned", "  SplitSeg with channels-last weights vs the tuned peer", "train_splitseg_cl", best,
+                name, op="<=", threshold=1.0)
     rep.compare("train_plain", "  diagnostic: hand-written C++ loop (no Trainer) vs PyTorch eager", "train_plain",
                 "train_pytorch", "PyTorch eager")
     rep.compare("train_meter", "  diagnostic: the C++ loop under the CPU memory meter vs without, CPU time",

@@ -2,7 +2,8 @@
 two meters of the very same run (`splitseg-bench train --plan`, run.sh's plan:<config> records):
 
   allocation hook: the Trainer's meter (c10's reportMemoryUsage), which starts counting at the first
-    step and so never sees the parameters; the prediction loses the parameter bytes to match.
+    step and so never sees the parameters or Adam's moments (allocated when the Trainer is built);
+    the prediction loses those bytes to match.
   resident growth: the process's VmHWM minus its VmRSS before the network was built; everything
     the process touched (allocator caches and fragmentation, oneDNN scratch and code, thread
     stacks) against the planner's whole CPU peak.
@@ -31,7 +32,7 @@ def planner_rows(rows):
     for cid, recs in configs.items():
         hook_m = statistics.median((x.get("peak_bytes") or {}).get("cpu", 0) for x in recs)
         pred = recs[0].get("predicted") or {}
-        hook_p = pred.get("peak", 0) - pred.get("parameter_bytes", 0)
+        hook_p = pred.get("peak", 0) - pred.get("parameter_bytes", 0) - pred.get("optimizer_bytes", 0)
         rss_m = statistics.median((x.get("resident") or {}).get("peak", 0) - (x.get("resident") or {}).get("before", 0)
                                   for x in recs)
         rss_p = pred.get("peak")
@@ -43,7 +44,8 @@ def planner_rows(rows):
     pct = lambda e: "n/a" if e is None else f"{e * 100:+.1f}%"  # noqa: E731
     lines = ["### Planner accuracy (CPU, training step)", "",
              "Predicted = the planner's CPU peak for the same network object and run description. Allocation hook: "
-             "the Trainer's c10 meter (parameters excluded on both sides: the meter starts at the first step). "
+             "the Trainer's c10 meter (parameters and Adam's moments excluded on both sides: they exist before the "
+             "meter starts at the first step). "
              "Resident growth: the process's peak RSS minus its RSS before the network was built. Error = "
              "(predicted - measured) / measured; a negative error is an under-prediction.", "",
              "| configuration | set | hook: measured / predicted MiB | error | resident growth: measured / predicted MiB "

@@ -13,6 +13,9 @@
 # BENCH_INFER_REPEATS (2), BENCH_QUICK=1 (tiny sizes: checks the pipeline, numbers meaningless),
 # BENCH_NO_DOCS=1 (print only; leave docs/ alone).
 set -uo pipefail
+# The whole script is one block, so bash has read all of it before it runs: editing run.sh while a
+# benchmark runs (it takes most of an hour) can no longer break the run halfway.
+{
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${SPLITSEG_BENCH_BUILD:-$ROOT/build}"
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
@@ -38,7 +41,9 @@ fi
 [ "${SPLITSEG_BENCH_NO_BUILD:-0}" = 1 ] || cmake --build "$BUILD" --target splitseg-bench-ui >/dev/null 2>&1 || true
 BENCH="$BUILD/bin/splitseg-bench"; CLI="$BUILD/bin/splitseg-cli"
 
-WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+WORK="$(mktemp -d)"
+# An interrupted run keeps what it measured (BENCH_KEEP.partial) for a look; the report needs a whole run.
+trap '[ -n "${BENCH_KEEP:-}" ] && [ -f "$OUTD/results.jsonl" ] && [ ! -f "$BENCH_KEEP" ] && cp "$OUTD/results.jsonl" "$BENCH_KEEP.partial"; rm -rf "$WORK"' EXIT
 OUTD="$WORK/results"; mkdir -p "$OUTD"
 # Same thread count on both sides; OpenMP must not spin up more than torch is told to use.
 # Idle OpenMP threads sleep instead of spinning, so process CPU time (reported beside wall time)
@@ -94,6 +99,8 @@ TRAIN=(--size "$SIZE" --base "$BASE" --state "$STATE" --threads "$THREADS" --war
 PEER=("$HERE/peer_train.py" --state "$STATE" --base "$BASE" --threads "$THREADS" --warmup "$WARMUP" --repeats "$REPEATS")
 t_splitseg() { record train_splitseg "$BENCH" train "${TRAIN[@]}"; }
 t_nocache() { record train_nocache env SPLITSEG_HOST_CACHE=off "$BENCH" train "${TRAIN[@]}"; }
+# SplitSeg trains NCDHW; the same step with channels-last weights (the tuned peer's switch) shows what it would buy.
+t_cl() { record train_splitseg_cl "$BENCH" train "${TRAIN[@]}" --channels-last; }
 t_eager() { record train_pytorch "$PY" "${PEER[@]}"; }
 t_tuned() { record train_pytorch_tuned env "${GLIBC_TUNED[@]}" "$PY" "${PEER[@]}"; }
 t_tuned_je() { [ -n "$JEMALLOC" ] || { no_jemalloc train_pytorch_tuned_je; return; }
@@ -106,7 +113,7 @@ t_plain() { record train_plain "$BENCH" train "${TRAIN[@]}" --plain; }
 t_meter() { record train_plain_meter "$BENCH" train "${TRAIN[@]}" --plain --plain-meter; }
 for ROUND in $(seq 1 "$ROUNDS"); do
   log "training round $ROUND/$ROUNDS"
-  in_order t_splitseg t_eager t_tuned t_tuned_je t_tuned_je_cl t_compile t_nocache t_plain t_meter
+  in_order t_splitseg t_eager t_tuned t_tuned_je t_tuned_je_cl t_compile t_nocache t_cl t_plain t_meter
 done
 
 # 2. Sliding-window inference vs MONAI: default, tuned (sw_batch_size = SplitSeg's window batch,
@@ -248,3 +255,4 @@ REPORT_ARGS=(--results "$OUTD/results.jsonl" --gpu "$ROOT/docs/bench/gpu.json" -
 "$PY" "$HERE/report.py" "${REPORT_ARGS[@]}"
 [ -n "${BENCH_KEEP:-}" ] && cp "$OUTD/results.jsonl" "$BENCH_KEEP" && cp "$OUTD/summary.json" "${BENCH_KEEP%.jsonl}.summary.json"
 exit 0
+}
