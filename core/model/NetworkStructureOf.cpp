@@ -106,6 +106,7 @@ NetworkStructure networkStructure(StagedNetwork& net, const std::map<std::string
       } else if (auto* n = m->as<torch::nn::InstanceNorm3dImpl>()) {
         l.kind = LayerKind::Norm;
         l.inChannels = l.outChannels = n->options.num_features();
+        l.outputIsView = true;  // at::instance_norm returns out.view(input.sizes())
       } else if (auto* b = m->as<torch::nn::BatchNorm3dImpl>()) {
         l.kind = LayerKind::Norm;
         l.inChannels = l.outChannels = b->options.num_features();

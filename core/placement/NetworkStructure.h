@@ -20,6 +20,10 @@ struct LayerSpec {
   int stride = 1;
   int padding = 0;
   bool inplace = false;      // ReLU
+  // Norm: its output is a view of the normalised tensor (LibTorch's instance_norm reshapes to a
+  // batch norm over N*C channels and views the result back). An in-place op on that view makes
+  // autograd rebase the base's history (CopySlices), whose backward copies the gradient.
+  bool outputIsView = false;
   double p = 0;              // dropout probability
   std::int64_t parameters = 0;
   std::int64_t largestParameter = 0;  // numel of its largest parameter tensor (Adam temporaries)

@@ -26,7 +26,10 @@ using Dims = std::array<std::int64_t, 3>;
 // saved output and the next conv's saved input is counted once) and values (a tensor version
 // that gradients flow to; an in-place ReLU makes a new value on the same storage).
 struct Storage { int device; std::int64_t bytes; int refs; int owner; bool transfer; };
-struct Value { int storage; std::int64_t channels; Dims dims; int dtype; int device; bool requiresGrad; };
+struct Value {
+  int storage; std::int64_t channels; Dims dims; int dtype; int device; bool requiresGrad;
+  bool view = false;  // a view produced by a layer (instance norm's output)
+};
 
 enum class OpKind { Conv, Norm, ReLU, Pool, Dropout, Concat, Cast, Copy, Checkpoint };
 
@@ -168,6 +171,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
     case LayerKind::Norm: {
       op.kind = OpKind::Norm;
       const int y = allocValue(dev, in.channels, in.dims, in.dtype, s);
+      vals_[y].view = l.outputIsView;
       op.output = y;
       if (save) {
         ref(in.storage);
@@ -183,6 +187,12 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       if (l.inplace) {  // same storage, new version; threshold_backward needs the result
         y = newValue(in.storage, in.channels, in.dims, in.dtype);
         ref(in.storage);
+        // In place on a view (after instance norm): autograd's CopySlices backward makes a
+        // base-sized copy of the gradient and a contiguous clone of the slice beside the ReLU's
+        // own gradient (torch/csrc/autograd/functions/tensor.cpp, CopySlices::apply). Two
+        // tensors: with them the seed network's instance-norm step at 64^3 and an unseen
+        // 48^3 x 2 one are predicted exactly by the allocation hook (tests/bench, issue 17).
+        if (in.view) op.backwardScratch = 2 * bytesOf(in);
       } else {
         y = allocValue(dev, in.channels, in.dims, in.dtype, s);
       }

@@ -21,7 +21,7 @@ def per_round(rows, kind, key="steps"):
     """{round: median of the values under `key` in that round's records of `kind`} (errors skipped)."""
     vals = {}
     for r in rows:
-        if r.get("kind") != kind or "error" in r:
+        if r.get("kind") != kind or r.get("error"):
             continue
         v = r.get(key)
         if isinstance(v, (int, float)):

@@ -78,7 +78,7 @@ def goal_text(op, threshold, unit="x"):
 
 
 def peer_label(rows, kind, default):
-    r = next((x for x in rows if x.get("kind") == kind and "error" not in x), None) or {}
+    r = next((x for x in rows if x.get("kind") == kind and not x.get("error")), None) or {}
     bits = [default]
     alloc = r.get("allocator") or "glibc"
     if alloc.startswith("jemalloc"):
@@ -142,7 +142,7 @@ def training(rep):
 
 def compile_row(rep, kind, key, label):
     """Compiling is reported apart: the cold first step (round 1, empty inductor cache) and the warm ones."""
-    recs = sorted((r for r in rep.rows if r.get("kind") == kind and "error" not in r and r.get(key) is not None),
+    recs = sorted((r for r in rep.rows if r.get("kind") == kind and not r.get("error") and r.get(key) is not None),
                   key=lambda r: int(r.get("round", 0)))
     if not recs:
         return
@@ -168,14 +168,14 @@ def split_and_ranks(rep):
         est = Estimate([4 * v for v in est.values])  # four steps of batch 1 against one of batch 4
         rep.add("  diagnostic: one process, 1 thread, 4 steps of batch 1 vs 1 step of batch 4", "", "",
                 est.text(suffix="x") + " time", "", "", "micro_cost", est)
-    moved = [r.get("bytes_per_step") for r in rows if r.get("kind") in ("ranks_m1", "ranks_m4") and "error" not in r]
+    moved = [r.get("bytes_per_step") for r in rows if r.get("kind") in ("ranks_m1", "ranks_m4") and not r.get("error")]
     if moved:
         rep.add("  bytes moved between the ranks per step", f"{max(moved) / 2**20:.1f} MiB", "", "", "", "",
                 "ranks_bytes", extra={"mib": f"{max(moved) / 2**20:.0f} MiB"})
     for kind in ("ranks_m1", "ranks_m4"):
         per = {}
         for r in rows:
-            if r.get("kind") == kind and "error" not in r:
+            if r.get("kind") == kind and not r.get("error"):
                 for x in r.get("per_rank") or []:
                     per.setdefault(x["rank"], []).append((x["compute_s"], x["wait_s"]))
         if per:
@@ -194,7 +194,7 @@ def sharding(rep):
                 "shard_two", "shard_none", "unsharded")
     rep.compare("shard_two_t2", "  diagnostic: the same with the unsharded run's 2 intra-op threads", "shard_two_t2",
                 "shard_none", "unsharded")
-    moved = [r.get("bytes_per_step") for r in rows if r.get("kind") == "shard_ranks" and "error" not in r]
+    moved = [r.get("bytes_per_step") for r in rows if r.get("kind") == "shard_ranks" and not r.get("error")]
     if moved:
         rep.add("  bytes rank 0 sent per step (input slab, gathered outputs' gradients, halos, gradient sum)",
                 f"{max(moved) / 2**20:.1f} MiB", "", "", "", "", "shard_bytes",
@@ -265,6 +265,9 @@ def volumes_and_ui(rep):
                 est, extra={"seconds": f"{est.median:.2f} s"})
         rep.compare(f"volume_{tag}_sitk", f"  vs {peer.get('peer', 'SimpleITK')}", f"volume_splitseg:{tag}",
                     f"volume_sitk:{tag}", peer.get("peer", "SimpleITK"), key="runs", throughput=True)
+        rep.compare(f"volume_{tag}_iso", "  SplitSeg's reader in a forked child (default) vs in process "
+                    "(SPLITSEG_READ_ISOLATION=off)", f"volume_splitseg:{tag}", f"volume_noiso:{tag}", "in process",
+                    key="runs")
     ui = per_round(rows, "ui_stall", "p99_ms")
     if ui:
         est = Estimate(list(ui.values()))

@@ -94,7 +94,7 @@ def gpu_section(path):
         for mode, v in g["largest"].items():
             tried = ", ".join(f"{t.get('size')}{' OOM' if t.get('oom') else ''}" for t in v.get("tried", []))
             lines.append(f"| {mode} | {v.get('measured')}^3 | {v.get('predicted')}^3 | {tried} |")
-    peer = {r.get("kind"): r for r in g.get("peer") or [] if "error" not in r}
+    peer = {r.get("kind"): r for r in g.get("peer") or [] if not r.get("error")}
     sizes = sorted({int(k.split(":")[1]) for k in peer})
     if sizes:
         lines += ["", "Training step against PyTorch eager on the same GPU (U-Net base 32, batch 1, the same exported "
@@ -109,7 +109,7 @@ def gpu_section(path):
             verdict = ("met" if ma / mb <= 0.9 else "missed") if ma and mb else ""
             lines.append(f"| {sz}^3 | {ma:.4f} s ({rng(a)}) | {mb:.4f} s ({rng(b)}) | {ratio} | <= 0.9x, {verdict} | "
                          f"{b.get('forward_max_abs_diff', float('nan')):.1e} |")
-    ranks = [r for r in g.get("ranks") or [] if "error" not in r]
+    ranks = [r for r in g.get("ranks") or [] if not r.get("error")]
     if ranks:
         lines += ["", "Ranks (two processes joined through c10d, tensors through host memory; U-Net base 8, 32^3, "
                   "batch 4, 5 steps, dropout off) against one process:", "",

@@ -25,9 +25,9 @@ def planner_rows(rows):
     configs = {}
     for r in rows:
         k = r.get("kind", "")
-        if k.startswith("plan:") and "error" not in r:
+        if k.startswith("plan:") and not r.get("error"):
             configs.setdefault(k[5:], []).append(r)
-    failed = [r for r in rows if r.get("kind", "").startswith("plan:") and "error" in r]
+    failed = [r for r in rows if r.get("kind", "").startswith("plan:") and r.get("error")]
     out, table = [], []
     for cid, recs in configs.items():
         hook_m = statistics.median((x.get("peak_bytes") or {}).get("cpu", 0) for x in recs)

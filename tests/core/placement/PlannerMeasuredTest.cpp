@@ -29,26 +29,35 @@ private Q_SLOTS:
     QTest::addColumn<int>("batch");
     QTest::addColumn<QString>("precision");
     QTest::addColumn<QString>("checkpoint");
-    QTest::newRow("b8 d3 32^3") << 8 << 3 << 32 << 1 << "fp32" << "";
-    QTest::newRow("b8 d3 48^3") << 8 << 3 << 48 << 1 << "fp32" << "";
-    QTest::newRow("b4 d4 48^3") << 4 << 4 << 48 << 1 << "fp32" << "";
-    QTest::newRow("b8 d3 32^3 batch 2") << 8 << 3 << 32 << 2 << "fp32" << "";
-    QTest::newRow("b8 d3 32^3 batch 4") << 8 << 3 << 32 << 4 << "fp32" << "";
-    QTest::newRow("b8 d3 48^3 ckpt dec0") << 8 << 3 << 48 << 1 << "fp32" << "dec0";
-    QTest::newRow("b8 d3 48^3 ckpt all") << 8 << 3 << 48 << 1 << "fp32" << "all";
-    QTest::newRow("b8 d3 32^3 bf16") << 8 << 3 << 32 << 1 << "bf16" << "";
-    QTest::newRow("b8 d3 48^3 bf16") << 8 << 3 << 48 << 1 << "bf16" << "";
-    QTest::newRow("b4 d4 48^3 bf16 ckpt all") << 4 << 4 << 48 << 1 << "bf16" << "all";
-    QTest::newRow("b8 d3 48^3 bf16 ckpt all") << 8 << 3 << 48 << 1 << "bf16" << "all";
-    QTest::newRow("b8 d3 48^3 bf16 ckpt dec0") << 8 << 3 << 48 << 1 << "bf16" << "dec0";
+    QTest::addColumn<QString>("norm");
+    QTest::addColumn<double>("tolerance");
+    QTest::newRow("b8 d3 32^3") << 8 << 3 << 32 << 1 << "fp32" << "" << "none" << 0.10;
+    QTest::newRow("b8 d3 48^3") << 8 << 3 << 48 << 1 << "fp32" << "" << "none" << 0.10;
+    QTest::newRow("b4 d4 48^3") << 4 << 4 << 48 << 1 << "fp32" << "" << "none" << 0.10;
+    QTest::newRow("b8 d3 32^3 batch 2") << 8 << 3 << 32 << 2 << "fp32" << "" << "none" << 0.10;
+    QTest::newRow("b8 d3 32^3 batch 4") << 8 << 3 << 32 << 4 << "fp32" << "" << "none" << 0.10;
+    QTest::newRow("b8 d3 48^3 ckpt dec0") << 8 << 3 << 48 << 1 << "fp32" << "dec0" << "none" << 0.10;
+    QTest::newRow("b8 d3 48^3 ckpt all") << 8 << 3 << 48 << 1 << "fp32" << "all" << "none" << 0.10;
+    QTest::newRow("b8 d3 32^3 bf16") << 8 << 3 << 32 << 1 << "bf16" << "" << "none" << 0.10;
+    QTest::newRow("b8 d3 48^3 bf16") << 8 << 3 << 48 << 1 << "bf16" << "" << "none" << 0.10;
+    QTest::newRow("b4 d4 48^3 bf16 ckpt all") << 4 << 4 << 48 << 1 << "bf16" << "all" << "none" << 0.10;
+    QTest::newRow("b8 d3 48^3 bf16 ckpt all") << 8 << 3 << 48 << 1 << "bf16" << "all" << "none" << 0.10;
+    QTest::newRow("b8 d3 48^3 bf16 ckpt dec0") << 8 << 3 << 48 << 1 << "bf16" << "dec0" << "none" << 0.10;
     // Base 16: channels fill oneDNN's 16-channel blocks (base 4 and 8 are padded up to them).
-    QTest::newRow("b16 d3 32^3 bf16") << 16 << 3 << 32 << 1 << "bf16" << "";
+    QTest::newRow("b16 d3 32^3 bf16") << 16 << 3 << 32 << 1 << "bf16" << "" << "none" << 0.10;
     // Depth 5 with the seed's dropout (0.5/0.5/0.3/0.3 after each pool).
-    QTest::newRow("b4 d5 48^3") << 4 << 5 << 48 << 1 << "fp32" << "";
-    QTest::newRow("b4 d5 32^3 bf16") << 4 << 5 << 32 << 1 << "bf16" << "";
+    QTest::newRow("b4 d5 48^3") << 4 << 5 << 48 << 1 << "fp32" << "" << "none" << 0.10;
+    QTest::newRow("b4 d5 32^3 bf16") << 4 << 5 << 32 << 1 << "bf16" << "" << "none" << 0.10;
     // Per-stage precision: fp32 stages cast their bf16 inputs up.
-    QTest::newRow("b8 d3 48^3 bf16:enc0,dec0") << 8 << 3 << 48 << 1 << "bf16:enc0,dec0" << "";
-    QTest::newRow("b8 d3 48^3 fp32:head ckpt dec0") << 8 << 3 << 48 << 1 << "fp32:head" << "dec0";
+    QTest::newRow("b8 d3 48^3 bf16:enc0,dec0") << 8 << 3 << 48 << 1 << "bf16:enc0,dec0" << "" << "none" << 0.10;
+    QTest::newRow("b8 d3 48^3 fp32:head ckpt dec0") << 8 << 3 << 48 << 1 << "fp32:head" << "dec0" << "none" << 0.10;
+    // Instance norm returns a view; the in-place ReLU on it makes autograd's CopySlices
+    // (planner: LayerSpec::outputIsView). The seed network at 64^3 with instance norm was
+    // under-predicted by 10.3% without that model; held to 5% here.
+    QTest::newRow("b16 d5 64^3 instance") << 16 << 5 << 64 << 1 << "fp32" << "" << "instance" << 0.05;
+    QTest::newRow("b8 d3 48^3 instance") << 8 << 3 << 48 << 1 << "fp32" << "" << "instance" << 0.05;
+    QTest::newRow("b8 d3 32^3 batch 2 instance") << 8 << 3 << 32 << 2 << "fp32" << "" << "instance" << 0.10;
+    QTest::newRow("b8 d3 48^3 batch norm") << 8 << 3 << 48 << 1 << "fp32" << "" << "batch" << 0.10;
   }
 
   void predictionMatchesMeasurement() {
@@ -58,8 +67,10 @@ private Q_SLOTS:
     QFETCH(int, batch);
     QFETCH(QString, precision);
     QFETCH(QString, checkpoint);
+    QFETCH(QString, norm);
+    QFETCH(double, tolerance);
     torch::manual_seed(0);
-    model::UNet3d net(model::UNet3dOptions().base_channels(base).depth(depth));
+    model::UNet3d net(model::UNet3dOptions().base_channels(base).depth(depth).norm(model::normFromString(norm.toStdString())));
     net->train();
     const auto names = net->stageNames();
     std::set<std::string> ckpt;
@@ -102,7 +113,7 @@ private Q_SLOTS:
     qInfo("%-30s predicted %9.2f MiB  measured %9.2f MiB  error %+5.1f%%  (peak at %s %s)",
           QTest::currentDataTag(), predicted / (1 << 20), measured / (1 << 20), 100 * error,
           plan.devices[0].peakStage.c_str(), plan.devices[0].peakPhase.c_str());
-    QVERIFY2(std::abs(error) <= 0.10, "prediction off by more than 10%");
+    QVERIFY2(std::abs(error) <= tolerance, qPrintable(QString("prediction off by more than %1%").arg(tolerance * 100)));
   }
 };
 
