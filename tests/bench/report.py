@@ -39,10 +39,14 @@ class Report:
     """Table rows plus the values the analysis may cite ({{id.field}})."""
 
     def __init__(self, rows):
-        self.rows, self.table, self.values, self.summary = rows, [], {}, []
+        self.rows, self.table, self.values, self.summary, self.parent, self.section = rows, [], {}, [], "", ""
 
     def add(self, label, ours="", peer="", ratio_text="", goal="", verdict_text="", rid=None, est=None, extra=None):
         self.table.append((label, ours, peer, ratio_text, goal, verdict_text))
+        if label.startswith("**"):
+            self.section = label.split("**")[1]
+        elif not label.startswith("    "):
+            self.parent = label.strip()
         if rid:
             v = {"ours": ours, "peer": peer, "verdict": verdict_text or "(no goal)", "goal": goal}
             if est is not None and est.median is not None:
@@ -50,7 +54,10 @@ class Report:
                          pct=f"{(est.median - 1) * 100:+.0f}%")
             v.update(extra or {})
             self.values[rid] = v
-            self.summary.append({"id": rid, "label": label, "goal": goal, "verdict": verdict_text,
+            full = f"{self.parent}; {label.strip()}" if label.startswith("    ") else label.strip()
+            if not label.startswith("**") and self.section:
+                full = f"{self.section}: {full}"
+            self.summary.append({"id": rid, "label": full, "goal": goal, "verdict": verdict_text, "ours": ours,
                                  "median": None if est is None else est.median,
                                  "lo": None if est is None else est.lo, "hi": None if est is None else est.hi,
                                  "rounds": 0 if est is None else est.n})
@@ -297,6 +304,22 @@ def render_table(table):
     return "\n".join(lines)
 
 
+def goals_table(summary):
+    """Every goal of issue 17 side by side: the figure, its interval and the verdict."""
+    lines = ["| goal | median [95% interval] | verdict |", "|---|---|---|"]
+    for g in summary:
+        if not g.get("goal"):
+            continue
+        if g["id"].startswith("planner_"):
+            fig = f"worst {g['median'] * 100:+.1f}%, most under {g['lo'] * 100:+.1f}% ({g['rounds']} held-out configurations)"
+        elif g.get("median") is None:
+            fig = g.get("ours") or "n/a"
+        else:
+            fig = f"{g['median']:.2f} [{g['lo']:.2f}, {g['hi']:.2f}] ({g['rounds']} rounds)"
+        lines.append(f"| {g['label'].replace('**', '').strip()}: {g['goal']} | {fig} | {g['verdict']} |")
+    return "\n".join(lines)
+
+
 def machine_line(rows, date, quick):
     m = first(rows, "machine") or {}
     torch_v = next((r.get("torch") for r in rows if r.get("torch")), "?")
@@ -338,7 +361,8 @@ def main():
     from report_plots import make_plots
     images = make_plots(rep, prow, docs / "bench")
     md = ["# Benchmarks", "", "Generated whole by tests/bench/report.py from docs/bench/results.jsonl; do not edit.", "",
-          machine_line(rows, a.date, a.quick), "", render_table(rep.table), "", planner_md, ""]
+          machine_line(rows, a.date, a.quick), "", "## Goals", "", goals_table(rep.summary), "",
+          "## All rows", "", render_table(rep.table), "", planner_md, ""]
     md += [f"![{Path(i).stem}]({i})" for i in images]
     md += ["", gpu_section(a.gpu) if a.gpu else "", analysis]
     (docs / "benchmarks.md").write_text("\n".join(md).rstrip() + "\n")

@@ -41,7 +41,7 @@ def planner_rows(rows):
                "rss_measured": rss_m, "rss_predicted": rss_p, "rss_error": _error(rss_p, rss_m), "runs": len(recs)}
         out.append(row)
     mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
-    pct = lambda e: "n/a" if e is None else f"{e * 100:+.1f}%"  # noqa: E731
+    pct = lambda e: "n/a" if e is None else ("0.0%" if abs(e) < 5e-4 else f"{e * 100:+.1f}%")  # noqa: E731
     lines = ["### Planner accuracy (CPU, training step)", "",
              "Predicted = the planner's CPU peak for the same network object and run description. Allocation hook: "
              "the Trainer's c10 meter (parameters and Adam's moments excluded on both sides: they exist before the "
@@ -57,6 +57,8 @@ def planner_rows(rows):
     for r in failed:
         lines.append(f"| {r['kind'][5:]} | | did not run: {r['error']} | | | |")
     values, summary = {}, []
+    for r in out:  # {{plan_<id>.hook}} / {{plan_<id>.rss}} for the analysis ('-' in ids becomes '_')
+        values["plan_" + r["id"].replace("-", "_")] = {"hook": pct(r["hook_error"]), "rss": pct(r["rss_error"])}
     held = [r for r in out if r["set"] != "fit"]
     for meter in ("hook", "rss"):
         errs = [(r[f"{meter}_error"], r) for r in held if r[f"{meter}_error"] is not None]

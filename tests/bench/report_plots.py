@@ -17,6 +17,8 @@ def make_plots(rep, planner, outdir):
             ("eager as written", "train_splitseg", "train_pytorch", "steps", False),
             ("eager tuned (glibc)", "train_splitseg", "train_pytorch_tuned", "steps", False),
             ("eager tuned (jemalloc)", "train_splitseg", "train_pytorch_tuned_je", "steps", False),
+            ("eager tuned (jemalloc, CL)", "train_splitseg", "train_pytorch_tuned_je_cl", "steps", False),
+            ("SplitSeg CL / eager tuned (jemalloc, CL)", "train_splitseg_cl", "train_pytorch_tuned_je_cl", "steps", False),
             ("torch.compile", "train_splitseg", "train_compile", "steps", False),
             ("SplitSeg cache off / eager", "train_nocache", "train_pytorch", "steps", False)]),
         "inference": ("sliding-window throughput, SplitSeg / peer (higher is better)", [1.0, 1.2], [
@@ -31,7 +33,7 @@ def make_plots(rep, planner, outdir):
         data = [(lab, e) for lab, e in data if e is not None]
         if not data:
             continue
-        fig, ax = plt.subplots(figsize=(6.5, 0.5 + 0.55 * len(data)))
+        fig, ax = plt.subplots(figsize=(7.5, 0.8 + 0.5 * len(data)))
         for i, (lab, e) in enumerate(data):
             ax.scatter(e.values, [i] * len(e.values), s=12, color="#999", zorder=2)
             ax.errorbar([e.median], [i], xerr=[[e.median - e.lo], [e.hi - e.median]], fmt="o", color="#2a7",
@@ -40,7 +42,7 @@ def make_plots(rep, planner, outdir):
             ax.axvline(g, color="k", lw=0.8, ls="--")
         ax.set_yticks(range(len(data)), [lab for lab, _ in data])
         ax.invert_yaxis()
-        ax.set_xlabel("ratio per round (grey), median and 95% interval (green); dashed: goals")
+        ax.set_xlabel("per round (grey); median, 95% interval (green); dashed: goals", fontsize=9)
         ax.set_title(title, fontsize=10)
         fig.tight_layout()
         fig.savefig(outdir / f"{name}.png", dpi=100)
