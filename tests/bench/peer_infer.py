@@ -11,7 +11,6 @@ Variants (run.sh labels each row): MONAI's defaults as above; tuned: `--sw-batch
 SplitSeg's window batch, `--channels-last`, `--inference-mode` (and jemalloc preloaded by run.sh);
 `--compile`: the predictor through torch.compile (inductor), its first call (compiling) timed apart.
 """
-import os
 import argparse
 import json
 import statistics
@@ -22,16 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_unet import build_from_state, load_state  # noqa: E402
-
-
-def allocator():
-    """Which malloc this process runs on: what LD_PRELOAD put in front, else glibc (and its settings)."""
-    pre = os.environ.get("LD_PRELOAD", "")
-    if "jemalloc" in pre:
-        return "jemalloc " + os.environ.get("MALLOC_CONF", "(defaults)")
-    tuned = [k for k in os.environ if k.startswith("MALLOC_") and k.endswith("_")]
-    return ("glibc, " + " ".join(f"{k}={os.environ[k]}" for k in sorted(tuned))) if tuned else "glibc"
+from peer_unet import allocator, build_from_state, load_state  # noqa: E402
 
 
 def main():

@@ -9,7 +9,6 @@ jemalloc, `--channels-last` where it helps); `--compile` (torch.compile, inducto
 step's time, which includes compiling (or loading the compiled graph from the inductor cache),
 is reported apart as `first_step_seconds` and never among the timed steps.
 """
-import os
 import argparse
 import json
 import statistics
@@ -20,16 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_unet import build_from_state, load_state, loss_and_dice  # noqa: E402
-
-
-def allocator():
-    """Which malloc this process runs on: what LD_PRELOAD put in front, else glibc."""
-    pre = os.environ.get("LD_PRELOAD", "")
-    if "jemalloc" in pre:
-        return "jemalloc " + os.environ.get("MALLOC_CONF", "(defaults)")
-    tuned = [k for k in os.environ if k.startswith("MALLOC_") and k.endswith("_")]
-    return ("glibc, " + " ".join(f"{k}={os.environ[k]}" for k in sorted(tuned))) if tuned else "glibc"
+from peer_unet import allocator, build_from_state, load_state, loss_and_dice  # noqa: E402
 
 
 def main():

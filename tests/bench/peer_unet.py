@@ -4,6 +4,8 @@ same as core/model/UNet3d (names included), so weights exported by splitseg-benc
 Shared by peer_train.py and peer_infer.py; also the reference loss (soft Dice + BCE) of
 core/engine/Loss.cpp, so both sides optimise the same objective.
 """
+import os
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -99,3 +101,12 @@ def loss_and_dice(logits, target):
         den = p.sum().item() + tt.sum().item()
         dice = 1.0 if den == 0 else 2.0 * (p & tt).sum().item() / den
     return loss, dice
+
+
+def allocator():
+    """Which malloc this process runs on: what LD_PRELOAD put in front, else glibc (and its settings)."""
+    pre = os.environ.get("LD_PRELOAD", "")
+    if "jemalloc" in pre:
+        return "jemalloc " + os.environ.get("MALLOC_CONF", "(defaults)")
+    tuned = [k for k in os.environ if k.startswith("MALLOC_") and k.endswith("_")]
+    return ("glibc, " + " ".join(f"{k}={os.environ[k]}" for k in sorted(tuned))) if tuned else "glibc"

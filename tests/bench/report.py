@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import Estimate, per_round, pooled_median, ratio, verdict, verdict_within  # noqa: E402
 from report_analysis import render_analysis  # noqa: E402
-from report_gpu import gpu_section  # noqa: E402
+from report_gpu import fmt_s, gpu_section  # noqa: E402
 from report_planner import planner_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -29,10 +29,6 @@ def load(path):
 
 def first(rows, kind):
     return next((r for r in rows if r.get("kind") == kind), None)
-
-
-def fmt_s(v):
-    return "n/a" if v is None else f"{v:.3f} s"
 
 
 class Report:
