@@ -41,6 +41,13 @@ nlohmann::json toJson(const engine::StepMetrics& m) {
                        {"bytes_received", r.bytesReceived}, {"peak_bytes", r.peakBytes}});
     j["ranks"] = ranks;
   }
+  if (!m.timeline.empty()) {
+    nlohmann::json spans = nlohmann::json::array();
+    for (const auto& s : m.timeline)
+      spans.push_back({{"lane", s.lane}, {"stage", s.stage}, {"kind", engine::toString(s.kind)}, {"micro", s.micro},
+                       {"start", s.start}, {"end", s.end}});
+    j["timeline"] = spans;
+  }
   return j;
 }
 

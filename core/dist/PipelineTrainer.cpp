@@ -26,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string microName(const std::string& what, int m) { return what + " of micro-batch " + std::to_string(m); }
+constexpr std::int64_t kFigures = 6;  // the step summary's numbers before the spans
 } // namespace
 
 std::vector<int> stageOwners(const placement::Placement& placement, int worldSize) {
@@ -90,6 +91,11 @@ PipelineTrainer::~PipelineTrainer() = default;
 
 torch::Device PipelineTrainer::deviceOf(int stage) const { return devices_.at(static_cast<std::size_t>(stage)); }
 
+std::string PipelineTrainer::laneOf(int stage) const {
+  const auto& name = schedule_.spec(stage).name;
+  return "r" + std::to_string(placement_.rankOf(name)) + ":" + placement::splitRank(placement_.deviceOf(name)).device;
+}
+
 void PipelineTrainer::moveOwnedToDevices() {
   for (int i : schedule_.stagesOf(comm_.rank())) network_->stageModule(i)->to(deviceOf(i));
 }
@@ -105,6 +111,14 @@ engine::StepMetrics PipelineTrainer::step() {
   const int head = schedule_.headStage();
   const auto sizes = PipelineSchedule::microSizes(spec_.batch, M);
   double compute = 0;
+  engine::TimelineRecorder* rec = spec_.timeline ? &timeline_ : nullptr;
+  if (rec) rec->begin();
+  const std::string myLane = laneOf(schedule_.stagesOf(me).front());
+  // A span ends when its device has finished (CUDA runs asynchronously).
+  auto spanEnd = [&](const torch::Device& d) {
+    if (d.is_cuda()) torch::cuda::synchronize(d.index());
+    return rec->now();
+  };
 
   // Rank 0 draws the batch as the Trainer does and sends each reader its micro-batches.
   std::vector<torch::Tensor> inputs(M), targets(M);
@@ -112,6 +126,7 @@ engine::StepMetrics PipelineTrainer::step() {
     torch::Tensor input, target;
     engine::drawBatch(*source_, spec_, rng_, input, target);
     engine::checkLabels(target, network_->outChannels());
+    if (rec) rec->add(myLane, "batch", engine::SpanKind::Wait, 0.0, rec->now());
     const std::vector<std::int64_t> split(sizes.begin(), sizes.end());
     auto ins = input.split_with_sizes(split), tgs = target.split_with_sizes(split);
     for (int m = 0; m < M; ++m) {
@@ -139,10 +154,13 @@ engine::StepMetrics PipelineTrainer::step() {
     if (p < 0 && me == 0) return inputs[m];
     if (p >= 0 && schedule_.owner(p) == me) return outputs[at(p, m)];
     auto& slot = received[{p, m}];
-    if (!slot.defined())
+    if (!slot.defined()) {
+      const double start = rec ? rec->now() : 0.0;
       slot = p < 0 ? comm_.recv(0, PipelineSchedule::tag(Message::Input, 0, m), microName("the input", m))
                    : comm_.recv(schedule_.owner(p), PipelineSchedule::tag(Message::Activation, p, m),
                                 microName(schedule_.spec(p).name + "'s output", m));
+      if (rec) rec->add(myLane, p < 0 ? "input" : schedule_.spec(p).name, engine::SpanKind::Wait, start, rec->now(), m);
+    }
     return slot;
   };
 
@@ -162,23 +180,34 @@ engine::StepMetrics PipelineTrainer::step() {
       in.push_back(t);
     }
     const auto tc = Clock::now();
+    const double forwardStart = rec ? rec->now() : 0.0;
     torch::Tensor out;
     {
       engine::AutocastScope autocast(bf16, device.type());
       if (spec_.recompute.count(spec.name)) {
-        auto fn = [this, c](const std::vector<torch::Tensor>& x) { return network_->runStage(c.stage, x); };
+        auto fn = [this, c, rec, &spanEnd](const std::vector<torch::Tensor>& x) {
+          // Called again with grad on during backward: that call is the recompute.
+          if (!rec || !torch::GradMode::is_enabled()) return network_->runStage(c.stage, x);
+          const double start = rec->now();
+          auto y = network_->runStage(c.stage, x);
+          rec->add(laneOf(c.stage), schedule_.spec(c.stage).name, engine::SpanKind::Recompute, start,
+                  spanEnd(deviceOf(c.stage)), c.micro);
+          return y;
+        };
         out = engine::runCheckpointed(fn, in, network_->stageModule(c.stage)->parameters());
       } else {
         out = network_->runStage(c.stage, in);
       }
     }
     compute += since(tc);
+    if (rec) rec->add(laneOf(c.stage), spec.name, engine::SpanKind::Forward, forwardStart, spanEnd(device), c.micro);
     leaves[at(c.stage, c.micro)] = std::move(in);
     if (c.stage == head) {
       torch::Tensor target = me == 0 ? targets[c.micro]
                                      : comm_.recv(0, PipelineSchedule::tag(Message::Target, 0, c.micro),
                                                   microName("the labels", c.micro));
       const auto tl = Clock::now();
+      const double lossStart = rec ? rec->now() : 0.0;
       target = target.to(out.device());
       auto r = engine::segmentationLoss(out, target);
       const double share = static_cast<double>(sizes[c.micro]) / spec_.batch;
@@ -192,6 +221,7 @@ engine::StepMetrics PipelineTrainer::step() {
       labels[c.micro] = engine::labelsFromLogits(out.detach().to(torch::kFloat)).cpu();
       headTargets[c.micro] = target.cpu();
       compute += since(tl);
+      if (rec) rec->add(laneOf(c.stage), "loss", engine::SpanKind::Forward, lossStart, rec->now(), c.micro);
     }
     outputs[at(c.stage, c.micro)] = out;
     for (int r : schedule_.remoteReaders(c.stage))
@@ -204,6 +234,7 @@ engine::StepMetrics PipelineTrainer::step() {
     const auto& spec = schedule_.spec(c.stage);
     auto& out = outputs[at(c.stage, c.micro)];
     torch::Tensor grad = gradients[at(c.stage, c.micro)];
+    const double waitStart = rec ? rec->now() : 0.0;
     if (c.stage != head) {
       for (int r : schedule_.remoteReaders(c.stage)) {
         auto g = comm_.recv(r, PipelineSchedule::tag(Message::Gradient, c.stage, c.micro),
@@ -212,7 +243,10 @@ engine::StepMetrics PipelineTrainer::step() {
         grad = grad.defined() ? grad + g : g;
       }
     }
+    if (rec && c.stage != head && !schedule_.remoteReaders(c.stage).empty())
+      rec->add(myLane, spec.name, engine::SpanKind::Wait, waitStart, rec->now(), c.micro);
     const auto tc = Clock::now();
+    const double backwardStart = rec ? rec->now() : 0.0;
     if (c.stage == head)
       torch::autograd::backward({losses[c.micro]});
     else if (grad.defined() && out.requires_grad())
@@ -241,14 +275,24 @@ engine::StepMetrics PipelineTrainer::step() {
       }
     }
     compute += since(tc);
+    if (rec)
+      rec->add(laneOf(c.stage), spec.name, engine::SpanKind::Backward, backwardStart, spanEnd(deviceOf(c.stage)), c.micro);
     // This cell's activations are no longer needed.
     out = torch::Tensor();
     in.clear();
     gradients[at(c.stage, c.micro)] = torch::Tensor();
   }
   const auto to = Clock::now();
+  const double optimizerStart = rec ? rec->now() : 0.0;
   engine::adamStep(*optimizer_);
   compute += since(to);
+  if (rec) {
+    std::vector<std::string> lanes;
+    for (int i : schedule_.stagesOf(me))
+      if (std::find(lanes.begin(), lanes.end(), laneOf(i)) == lanes.end()) lanes.push_back(laneOf(i));
+    const double end = spanEnd(deviceOf(schedule_.stagesOf(me).front()));
+    for (const auto& lane : lanes) rec->add(lane, "", engine::SpanKind::Optimizer, optimizerStart, end);
+  }
   ++step_;
 
   // The head's rank knows loss and Dice (over the whole batch, as one process computes them).
@@ -272,10 +316,10 @@ engine::StepMetrics PipelineTrainer::step() {
   if (me != 0) {
     if (me == schedule_.owner(head))
       comm_.send(torch::tensor(result, torch::kDouble), 0, PipelineSchedule::tag(Message::Result, 0, 0), "the loss");
-    comm_.send(torch::tensor(std::vector<double>{mine.computeSeconds, mine.waitSeconds, mine.idleSeconds,
-                                                 double(mine.bytesSent), double(mine.bytesReceived), double(peak)},
-                             torch::kDouble),
-               0, PipelineSchedule::tag(Message::Stats, 0, 0), "the step's figures");
+    std::vector<double> figures{mine.computeSeconds, mine.waitSeconds, mine.idleSeconds,
+                                double(mine.bytesSent), double(mine.bytesReceived), double(peak)};
+    if (rec) encodeSpans(rec->take(), figures);
+    comm_.send(torch::tensor(figures, torch::kDouble), 0, PipelineSchedule::tag(Message::Stats, 0, 0), "the step's figures");
     comm_.flush();
     m.step = step_;
     return m;
@@ -285,11 +329,14 @@ engine::StepMetrics PipelineTrainer::step() {
     result.assign(r.data_ptr<double>(), r.data_ptr<double>() + r.numel());
   }
   m.ranks.push_back(mine);
+  if (rec) m.timeline = rec->take();
   for (int r = 1; r < comm_.size(); ++r) {
     auto s = comm_.recv(r, PipelineSchedule::tag(Message::Stats, 0, 0), "the step's figures");
     const double* v = s.data_ptr<double>();
+    if (s.numel() < kFigures) throw RankError("rank " + std::to_string(r) + " sent a malformed step summary");
     m.ranks.push_back({r, "", v[0], v[1], v[2], static_cast<std::int64_t>(v[3]), static_cast<std::int64_t>(v[4]),
                        static_cast<std::int64_t>(v[5])});
+    decodeSpans(std::vector<double>(v + kFigures, v + s.numel()), m.timeline);
   }
   comm_.flush();
   for (auto& rs : m.ranks)
@@ -305,6 +352,45 @@ engine::StepMetrics PipelineTrainer::step() {
   m.memory = memory;
   m.hostRss = engine::processRssBytes();
   return m;
+}
+
+// A span travels as 6 numbers: the stage whose lane it is on, what it names (a stage index, or
+// one of the names below), kind, micro-batch, start, end.
+namespace {
+const std::vector<std::string> kSpanNames{"", "loss", "input", "batch"};
+constexpr std::size_t kSpanNumbers = 6;
+} // namespace
+
+void PipelineTrainer::encodeSpans(const std::vector<engine::TimelineSpan>& spans, std::vector<double>& out) const {
+  const auto mine = schedule_.stagesOf(comm_.rank());
+  const int S = schedule_.stageCount();
+  for (const auto& sp : spans) {
+    int laneStage = mine.front();
+    for (int i : mine)
+      if (laneOf(i) == sp.lane) laneStage = i;
+    int what = -1;
+    for (int i = 0; i < S && what < 0; ++i)
+      if (schedule_.spec(i).name == sp.stage) what = i;
+    for (std::size_t k = 0; k < kSpanNames.size() && what < 0; ++k)
+      if (kSpanNames[k] == sp.stage) what = S + static_cast<int>(k);
+    if (what < 0) what = S;  // unnamed
+    out.insert(out.end(), {double(laneStage), double(what), double(static_cast<int>(sp.kind)), double(sp.micro), sp.start, sp.end});
+  }
+}
+
+void PipelineTrainer::decodeSpans(const std::vector<double>& in, std::vector<engine::TimelineSpan>& out) const {
+  const int S = schedule_.stageCount();
+  const int names = static_cast<int>(kSpanNames.size());
+  for (std::size_t k = 0; k + kSpanNumbers <= in.size(); k += kSpanNumbers) {
+    const double* v = in.data() + k;
+    const int laneStage = static_cast<int>(v[0]), what = static_cast<int>(v[1]), kind = static_cast<int>(v[2]);
+    // Values another rank of this same build sent; anything else is dropped rather than trusted.
+    if (laneStage < 0 || laneStage >= S || what < 0 || what >= S + names || kind < 0 ||
+        kind > static_cast<int>(engine::SpanKind::Optimizer) || !std::isfinite(v[4]) || !std::isfinite(v[5]))
+      continue;
+    out.push_back({laneOf(laneStage), what < S ? schedule_.spec(what).name : kSpanNames[static_cast<std::size_t>(what - S)],
+                   static_cast<engine::SpanKind>(kind), static_cast<int>(v[3]), v[4], v[5]});
+  }
 }
 
 engine::ValidationMetrics PipelineTrainer::validate() {

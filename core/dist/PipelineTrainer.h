@@ -14,6 +14,7 @@
 #include "core/dist/PipelineSchedule.h"
 #include "core/engine/Metrics.h"
 #include "core/model/StagedNetwork.h"
+#include "core/engine/StepTimeline.h"
 #include "core/run/RunSpec.h"
 
 #include <memory>
@@ -60,7 +61,12 @@ public:
 
 private:
   torch::Device deviceOf(int stage) const;
+  // The timeline lane of a stage: its rank and device ("r1:cuda:0").
+  std::string laneOf(int stage) const;
   void moveOwnedToDevices();
+  // This rank's spans as numbers for rank 0's step summary, and back (PipelineTrainer.cpp).
+  void encodeSpans(const std::vector<engine::TimelineSpan>& spans, std::vector<double>& out) const;
+  void decodeSpans(const std::vector<double>& in, std::vector<engine::TimelineSpan>& out) const;
   // Rank 0 -> owners: weights (with `withState`, also Adam state, from rank 0's `full`) of the
   // stages on other ranks. (RankCheckpoint.cpp, with the two below.)
   void scatter(bool withState, torch::optim::Adam* full);
@@ -79,6 +85,7 @@ private:
   std::unique_ptr<engine::MemoryMeter> meter_;
   std::mt19937_64 rng_;
   std::int64_t step_ = 0;
+  engine::TimelineRecorder timeline_;  // run.timeline: this rank's spans; rank 0 gathers them
 };
 
 } // namespace splitseg::dist

@@ -1,6 +1,8 @@
 #pragma once
 // What the engine reports while it works. Front ends implement MetricsSink: the GUI turns
 // calls into queued Qt signals, the CLI prints JSON lines. Calls come from the worker thread.
+#include "core/engine/StepTimeline.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,6 +44,7 @@ struct StepMetrics {
   std::vector<DeviceMemory> memory;
   std::int64_t hostRss = 0;      // process resident set size
   std::vector<RankStepStats> ranks;  // runs over several ranks: one entry per rank
+  std::vector<TimelineSpan> timeline;  // when the trainer records one (setTimeline): every device's spans
 };
 
 struct ValidationMetrics {

@@ -11,6 +11,12 @@
 
 namespace splitseg::engine {
 
+// Hook times of one forward's backward, per stage (written from autograd's threads).
+struct SplitExecutor::BackwardMarks {
+  std::mutex mutex;
+  std::vector<double> start, end;  // -1: not reached
+};
+
 SplitExecutor::SplitExecutor(std::shared_ptr<model::StagedNetwork> network, placement::Placement placement,
                              placement::StagePrecisions precision, std::set<std::string> recompute)
     : network_(std::move(network)), precision_(std::move(precision)), recompute_(std::move(recompute)),
@@ -110,11 +116,39 @@ void SplitExecutor::setCpuChannelsLast(bool enabled) {
   }
 }
 
+void SplitExecutor::setTimeline(TimelineRecorder* recorder) {
+  timeline_ = recorder;
+  marks_.reset();
+}
+
+std::vector<std::string> SplitExecutor::lanesOf(std::size_t stage) const {
+  return placement_.shardsOf(specs_[stage].name);
+}
+
+void SplitExecutor::syncForTimeline(const std::vector<torch::Device>& devices) const {
+  for (const auto& d : devices)
+    if (d.is_cuda()) torch::cuda::synchronize(d.index());
+}
+
+void SplitExecutor::finishTimeline(double backwardEnd) {
+  if (!timeline_ || !marks_) return;
+  std::lock_guard<std::mutex> lock(marks_->mutex);
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    const double start = marks_->start[i];
+    if (start < 0) continue;
+    // A stage whose inputs need no gradient (the first one) ends when backward does.
+    const double end = marks_->end[i] >= start ? marks_->end[i] : backwardEnd;
+    for (const auto& lane : lanesOf(i)) timeline_->add(lane, specs_[i].name, SpanKind::Backward, start, end);
+  }
+  marks_.reset();
+}
+
 torch::Device SplitExecutor::inputDevice() const { return stageDevices_.front(); }
 torch::Device SplitExecutor::outputDevice() const { return stageDevices_.back(); }
 
 torch::Tensor SplitExecutor::moveTo(const torch::Tensor& t, const torch::Device& d) const {
   if (t.device() == d) return t;
+  ++moves_;
   if (t.device().is_cpu() && d.is_cuda()) {
     // Pinned host memory lets the copy run asynchronously on the stream.
     return t.pin_memory().to(d, /*non_blocking=*/true);
@@ -136,6 +170,13 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
   const auto layouts = placement_.anySharded() ? shardLayouts(input.size(dim)) : std::map<std::string, placement::ShardLayout>{};
   std::vector<torch::Tensor> outputs(specs_.size());
   std::vector<std::vector<torch::Tensor>> slabs(specs_.size());  // outputs of sharded stages, one per slab
+  std::shared_ptr<BackwardMarks> marks;
+  if (timeline_ && torch::GradMode::is_enabled()) {
+    marks = std::make_shared<BackwardMarks>();
+    marks->start.assign(specs_.size(), -1.0);
+    marks->end.assign(specs_.size(), -1.0);
+    marks_ = marks;
+  }
   torch::Tensor networkInput = input;
   // An output as one tensor on d (a sharded output's slabs gathered there).
   auto whole = [&](const std::string& name, const torch::Device& d) {
@@ -154,6 +195,8 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     // Outside autocast a bf16 activation would meet fp32 weights: cast it up.
     auto cast = [bf16](torch::Tensor in) { return !bf16 && in.scalar_type() == torch::kBFloat16 ? in.to(torch::kFloat) : in; };
     const auto& shards = stageShards_[i];
+    const double inputsStart = timeline_ ? timeline_->now() : 0.0;
+    const int movesBefore = moves_;
     std::vector<torch::Tensor> inputs;
     std::vector<std::vector<torch::Tensor>> slabInputs(shards.size());
     if (shards.size() == 1) {
@@ -179,6 +222,27 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
         }
       }
     }
+    if (timeline_ && moves_ != movesBefore) {
+      syncForTimeline(shards);
+      for (const auto& lane : lanesOf(i)) timeline_->add(lane, spec.name, SpanKind::Transfer, inputsStart, timeline_->now());
+    }
+    if (marks) {
+      // The gradient leaves this stage through its inputs. Each stage hooks a view of its own, so a
+      // skip tensor read by two stages marks each reader's end, not the later of the two.
+      TimelineRecorder* recorder = timeline_;
+      auto hookEnd = [&](torch::Tensor& in) {
+        if (!in.requires_grad()) return;
+        in = in.view_as(in);
+        in.register_hook([marks, recorder, i](torch::Tensor grad) {
+          std::lock_guard<std::mutex> lock(marks->mutex);
+          marks->end[i] = std::max(marks->end[i], recorder->now());
+          return grad;
+        });
+      };
+      for (auto& in : inputs) hookEnd(in);
+      for (auto& slab : slabInputs)
+        for (auto& in : slab) hookEnd(in);
+    }
     for (const auto& name : spec.inputs) {
       if (lastUse.at(name) != i) continue;
       if (name == model::kInput) {
@@ -188,6 +252,7 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
         slabs[index.at(name)].clear();
       }
     }
+    const double forwardStart = timeline_ ? timeline_->now() : 0.0;
     try {
       if (shards.size() > 1) {
         ShardedStageRun run{network_.get(), i, shards, dim, bf16, recompute_.count(spec.name) > 0};
@@ -195,7 +260,15 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
       } else {
         AutocastScope autocast(bf16, device.type());
         if (recompute_.count(spec.name) && torch::GradMode::is_enabled()) {
-          auto stage = [this, i](const std::vector<torch::Tensor>& in) { return network_->runStage(i, in); };
+          auto stage = [this, i](const std::vector<torch::Tensor>& in) {
+            // Called again with grad on during backward: that call is the recompute.
+            if (!timeline_ || !torch::GradMode::is_enabled()) return network_->runStage(i, in);
+            const double start = timeline_->now();
+            auto out = network_->runStage(i, in);
+            syncForTimeline(stageShards_[i]);
+            for (const auto& lane : lanesOf(i)) timeline_->add(lane, specs_[i].name, SpanKind::Recompute, start, timeline_->now());
+            return out;
+          };
           outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters());
         } else {
           outputs[i] = network_->runStage(i, inputs);
@@ -204,10 +277,23 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     } catch (const c10::OutOfMemoryError& e) {
       throw OutOfMemoryError(device.str(), spec.name, "CUDA allocator: " + std::string(e.what_without_backtrace()));
     }
+    if (timeline_) {
+      syncForTimeline(shards);
+      const double end = timeline_->now();
+      for (const auto& lane : lanesOf(i)) timeline_->add(lane, spec.name, SpanKind::Forward, forwardStart, end);
+    }
     if (afterStage_) afterStage_(spec.name, device);
     // Observers and hooks see the first slab of a sharded output.
     const torch::Tensor& produced = slabs[i].empty() ? outputs[i] : slabs[i].front();
     if (outputObserver_) outputObserver_(spec.name, produced);
+    if (marks && produced.requires_grad()) {
+      TimelineRecorder* recorder = timeline_;
+      produced.register_hook([marks, recorder, i](torch::Tensor grad) {
+        std::lock_guard<std::mutex> lock(marks->mutex);
+        if (marks->start[i] < 0) marks->start[i] = recorder->now();
+        return grad;
+      });
+    }
     if (backwardHook_ && produced.requires_grad()) {
       auto hook = backwardHook_;
       const std::string name = spec.name;

@@ -6,6 +6,7 @@
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
 #include "core/placement/ShardLayout.h"
+#include "core/engine/StepTimeline.h"
 
 #include <torch/types.h>
 
@@ -71,7 +72,19 @@ public:
   using OutputObserver = std::function<void(const std::string& stage, const torch::Tensor& output)>;
   void setOutputObserver(OutputObserver observer) { outputObserver_ = std::move(observer); }
 
+  // Records each stage's forward, transfer, recompute and backward spans into `recorder` (null:
+  // off). Lanes are the placement's device names. A CUDA span ends with a synchronize of its
+  // device, so its length is the device's and not the kernel launches' (that costs the overlap
+  // of host and device; not measured yet: no GPU run). Backward spans run from the moment the
+  // gradient reaches a stage's output to the moment it leaves the stage's inputs; call
+  // finishTimeline after backward to write them.
+  void setTimeline(TimelineRecorder* recorder);
+  void finishTimeline(double backwardEnd);
+
 private:
+  struct BackwardMarks;
+  void syncForTimeline(const std::vector<torch::Device>& devices) const;
+  std::vector<std::string> lanesOf(std::size_t stage) const;
   torch::Tensor moveTo(const torch::Tensor& t, const torch::Device& d) const;
 
   std::shared_ptr<model::StagedNetwork> network_;
@@ -88,6 +101,9 @@ private:
   BackwardCallback backwardHook_;
   OutputObserver outputObserver_;
   std::vector<torch::Tensor> channelsLast_;  // parameters converted by setCpuChannelsLast(true)
+  TimelineRecorder* timeline_ = nullptr;
+  std::shared_ptr<BackwardMarks> marks_;  // shared with the gradient hooks of the last forward
+  mutable int moves_ = 0;                 // tensors moveTo copied between devices
 };
 
 } // namespace splitseg::engine

@@ -109,6 +109,15 @@ StepMetrics Trainer::step() {
   meter_->resetPeaks();
   network_->root().train();
   const auto t0 = std::chrono::steady_clock::now();
+  TimelineRecorder* timeline = spec_.timeline ? timeline_.get() : nullptr;
+  if (timeline) timeline->begin();
+  executor_.setTimeline(timeline);
+  struct TimelineOff {
+    SplitExecutor& executor;
+    ~TimelineOff() { executor.setTimeline(nullptr); }
+  } timelineOff{executor_};
+  const std::string firstLane = placement().deviceOf(network_->stageSpecs().front().name);
+  const std::string headLane = placement().deviceOf(network_->stageSpecs().back().name);
 
   torch::Tensor input, target;
   try {
@@ -116,6 +125,8 @@ StepMetrics Trainer::step() {
   } catch (const c10::OutOfMemoryError& e) {
     throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
   }
+  // Drawing the batch holds the first device up: shown as a wait for data.
+  if (timeline) timeline->add(firstLane, "batch", SpanKind::Wait, 0.0, timeline->now());
   checkLabels(target, network_->outChannels());
   optimizer_->zero_grad(true);
 
@@ -138,6 +149,7 @@ StepMetrics Trainer::step() {
   bool inBackward = false;
   try {
     torch::Tensor logits = executor_.forward(input);
+    const double lossStart = timeline ? timeline->now() : 0.0;
     loss = segmentationLoss(logits, target.to(logits.device()));
     // A NaN or infinite loss would make Adam write NaN into every weight (and the next save
     // would replace the last good checkpoint): the step is abandoned instead.
@@ -149,8 +161,13 @@ StepMetrics Trainer::step() {
                           "; the step was not applied and the weights are as before it (lower the learning rate, "
                           "or check the data for NaN)");
     }
+    if (timeline) timeline->add(headLane, "loss", SpanKind::Forward, lossStart, timeline->now());
     inBackward = true;
     loss.loss.backward();
+    if (timeline) {
+      synchronize(placement());
+      executor_.finishTimeline(timeline->now());
+    }
   } catch (const OutOfMemoryError&) {
     abandon();
     throw;
@@ -170,6 +187,7 @@ StepMetrics Trainer::step() {
                            "allocation beyond the CPU budget of " + std::to_string(meter_->cpu().budget()) + " bytes");
   }
   if (beforeOptimizerStep_) beforeOptimizerStep_();
+  const double optimizerStart = timeline ? timeline->now() : 0.0;
   try {
     adamStep(*optimizer_);  // all-or-nothing: out of memory leaves weights and moments as they were
   } catch (const c10::OutOfMemoryError& e) {
@@ -179,6 +197,11 @@ StepMetrics Trainer::step() {
   }
   synchronize(placement());
   ++step_;
+  if (timeline) {
+    // One Adam over every parameter: the step's update shows on each device that holds some.
+    const double end = timeline->now();
+    for (const auto& d : placement().devices()) timeline->add(d, "", SpanKind::Optimizer, optimizerStart, end);
+  }
 
   StepMetrics m;
   m.step = step_;
@@ -190,6 +213,7 @@ StepMetrics Trainer::step() {
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.memory = meter_->read();
   m.hostRss = processRssBytes();
+  if (timeline) m.timeline = timeline->take();
   return m;
 }
 

@@ -73,6 +73,7 @@ public:
   void setRecompute(const std::set<std::string>& stages);
   // CPU memory budget in bytes (0: none); a step that allocates beyond it is abandoned.
   void setCpuBudget(std::int64_t bytes);
+
   const placement::Placement& placement() const { return executor_.placement(); }
 
   void saveCheckpoint(const std::string& path) const;
@@ -103,6 +104,8 @@ private:
   std::mt19937_64 rng_;
   std::int64_t step_ = 0;
   std::function<void()> beforeOptimizerStep_;
+  // run.timeline: every device's spans into StepMetrics::timeline (SplitExecutor::setTimeline).
+  std::unique_ptr<TimelineRecorder> timeline_ = std::make_unique<TimelineRecorder>();
 };
 
 } // namespace splitseg::engine

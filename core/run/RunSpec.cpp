@@ -238,6 +238,7 @@ nlohmann::ordered_json RunSpec::toJson() const {
   j["batch"] = batch;
   j["micro_batches"] = microBatches;
   j["rank_timeout"] = rankTimeoutSeconds;
+  j["timeline"] = timeline;
   j["schedule"] = {{"steps", steps},
                    {"epochs", epochs},
                    {"steps_per_epoch", stepsPerEpoch},
@@ -334,6 +335,7 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
   top.read("batch", r.batch);
   top.read("micro_batches", r.microBatches);
   top.read("rank_timeout", r.rankTimeoutSeconds);
+  top.read("timeline", r.timeline);
   {
     auto s = top.sub("schedule");
     s.read("steps", r.steps);

@@ -66,6 +66,9 @@ struct RunSpec {
   // Seconds a rank waits for another before it gives up (a rank that died, hangs or cannot be
   // reached); every rank then stops with a line naming the rank.
   int rankTimeoutSeconds = 120;
+  // Record where each device's time goes in every step (StepMetrics::timeline): the workstation's
+  // device timeline, `train --timeline`. On CUDA each span ends with a synchronize.
+  bool timeline = false;
   // Schedule.
   std::int64_t steps = 100;
   int epochs = 0;                                  // > 0: epochs * stepsPerEpoch steps
