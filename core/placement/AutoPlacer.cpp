@@ -37,8 +37,8 @@ namespace {
 
 class Search {
 public:
-  Search(const MemoryPlanner& planner, const PlanRequest& request)
-      : planner_(planner), req_(request), names_(planner.network().stageNames()) {
+  Search(const MemoryPlanner& planner, const PlanRequest& request, const CancelToken* cancel)
+      : planner_(planner), cancel_(cancel), req_(request), names_(planner.network().stageNames()) {
     const std::size_t nd = req_.devices.size();
     for (std::size_t d = 0; d < nd; ++d) {
       devices_.push_back(canonicalDevice(req_.devices[d].name));
@@ -73,7 +73,12 @@ public:
 
   double secondsOf(const MemoryPlan& p) const { return predictStepTime(p, req_.devices).seconds; }
 
+  void checkCancel() const {
+    if (cancel_ && cancel_->cancelled()) throw Cancelled();
+  }
+
   MemoryPlan evaluate(const std::vector<int>& assign) {
+    checkCancel();
     PlanRequest r = req_;
     r.placement = Placement::uniform(names_, devices_.front());
     for (std::size_t s = 0; s < assign.size(); ++s) r.placement.assign(names_[s], devices_[assign[s]]);
@@ -95,6 +100,7 @@ public:
 
   // A whole placement (sharded stages included) with its own checkpointing.
   void offerPlacement(const Placement& placement, const std::set<std::string>& checkpoint) {
+    checkCancel();
     PlanRequest r = req_;
     r.placement = placement;
     r.checkpoint = checkpoint;
@@ -262,6 +268,7 @@ private:
   }
 
   const MemoryPlanner& planner_;
+  const CancelToken* cancel_;
   PlanRequest req_;
   std::vector<std::string> names_;
   std::vector<std::string> devices_;
@@ -283,7 +290,7 @@ private:
 
 AutoPlaceResult AutoPlacer::place(const PlanRequest& request) const {
   if (request.devices.empty()) throw InvalidArgument("auto-placement: no devices");
-  Search search(planner_, request);
+  Search search(planner_, request, cancel_);
   search.contiguous();  // a good first incumbent makes the bounds bite
   const bool exact = static_cast<int>(request.devices.size()) <= exactMaxDevices_;
   if (exact) search.exact();

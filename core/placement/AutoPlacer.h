@@ -6,6 +6,7 @@
 // `exactMaxDevices`; beyond that a heuristic, reported as such. When no assignment of whole
 // stages fits, it tries sharded stages over every GPU (the full-resolution stages, then every
 // stage), each without and with activation checkpointing of all stages.
+#include "core/base/CancelToken.h"
 #include "core/placement/MemoryPlanner.h"
 #include "core/placement/StepTime.h"
 
@@ -26,10 +27,12 @@ struct AutoPlaceResult {
 
 class AutoPlacer {
 public:
-  explicit AutoPlacer(const MemoryPlanner& planner, int exactMaxDevices = 4)
-      : planner_(planner), exactMaxDevices_(exactMaxDevices) {}
+  // `cancel`: checked before every placement it simulates (the workstation's Cancel button).
+  explicit AutoPlacer(const MemoryPlanner& planner, int exactMaxDevices = 4, const CancelToken* cancel = nullptr)
+      : planner_(planner), exactMaxDevices_(exactMaxDevices), cancel_(cancel) {}
 
-  // request.placement is ignored; every device in request.devices may be used.
+  // request.placement is ignored; every device in request.devices may be used. Throws Cancelled
+  // when the token is cancelled.
   AutoPlaceResult place(const PlanRequest& request) const;
 
   // True when `a` is preferred to `b` under the order above (speeds from `devices`' kinds).
@@ -39,6 +42,7 @@ public:
 private:
   const MemoryPlanner& planner_;
   int exactMaxDevices_;
+  const CancelToken* cancel_;
 };
 
 // Worst margin over used devices (negative: over capacity by that much).

@@ -10,11 +10,12 @@ struct Trial {
   bool exact = true;
 };
 
-Trial tryEdge(const MemoryPlanner& planner, PlanRequest r, bool autoPlace, std::int64_t edge) {
+Trial tryEdge(const MemoryPlanner& planner, PlanRequest r, bool autoPlace, std::int64_t edge, const CancelToken* cancel) {
+  if (cancel && cancel->cancelled()) throw Cancelled();
   r.size = {edge, edge, edge};
   Trial t;
   if (autoPlace) {
-    AutoPlaceResult a = AutoPlacer(planner).place(r);
+    AutoPlaceResult a = AutoPlacer(planner, 4, cancel).place(r);
     t.plan = std::move(a.plan);
     t.placement = std::move(a.placement);
     t.exact = a.exact;
@@ -27,7 +28,7 @@ Trial tryEdge(const MemoryPlanner& planner, PlanRequest r, bool autoPlace, std::
 } // namespace
 
 LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& request, bool autoPlace,
-                          std::int64_t maxEdge) {
+                          std::int64_t maxEdge, const CancelToken* cancel) {
   LargestVolume out;
   const std::int64_t step = planner.network().sizeDivisor;
   out.step = step;
@@ -51,7 +52,7 @@ LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& reque
       hi = maxEdge / step + 1;
       break;
     }
-    Trial t = tryEdge(planner, request, autoPlace, k * step);
+    Trial t = tryEdge(planner, request, autoPlace, k * step, cancel);
     out.exact = out.exact && t.exact;
     if (!t.plan.fits) {
       hi = k;
@@ -64,7 +65,7 @@ LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& reque
   if (lo == 0) hi = 1;  // nothing fits, not even the first edge that cuts into slabs
   while (hi - lo > 1) {
     const std::int64_t mid = (lo + hi) / 2;
-    Trial t = tryEdge(planner, request, autoPlace, mid * step);
+    Trial t = tryEdge(planner, request, autoPlace, mid * step, cancel);
     out.exact = out.exact && t.exact;
     if (t.plan.fits) {
       lo = mid;

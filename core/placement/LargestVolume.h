@@ -1,6 +1,7 @@
 #pragma once
 // The largest cube (edge a multiple of the network's size divisor) whose training step fits,
 // for a given placement or with auto-placement at every size tried.
+#include "core/base/CancelToken.h"
 #include "core/placement/AutoPlacer.h"
 #include "core/placement/MemoryPlanner.h"
 
@@ -18,7 +19,8 @@ struct LargestVolume {
 };
 
 // request.size is ignored. With autoPlace, request.placement is ignored too.
+// `cancel`: checked before every size it tries (throws Cancelled).
 LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& request, bool autoPlace,
-                          std::int64_t maxEdge = 4096);
+                          std::int64_t maxEdge = 4096, const CancelToken* cancel = nullptr);
 
 } // namespace splitseg::placement

@@ -8,7 +8,14 @@
 #include "ui/placement/TransferOverlay.h"
 #include "ui/session/Session.h"
 
+#include "ui/training/StallMeter.h"
+
 #include <QComboBox>
+#include <QElapsedTimer>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
 #include <QLabel>
 #include <QToolButton>
 #include <QUndoStack>
@@ -62,11 +69,13 @@ private Q_SLOTS:
     QCOMPARE(session_->placement().deviceOf("enc1"), std::string("cpu"));
     QCOMPARE(card->parentWidget()->objectName(), QString("deviceColumn"));
     QCOMPARE(static_cast<DeviceColumn*>(card->parentWidget())->device(), gpu_.toStdString());
-    // enc0 -> enc1 and the enc0 -> dec0 skip now cross devices.
+    // enc0 -> enc1 and the enc0 -> dec0 skip now cross devices (once the planner has answered).
+    QTRY_VERIFY(!view_->planning());
     QVERIFY(view_->overlay()->transferCount() >= 2);
 
     session_->undoStack()->undo();
     QCOMPARE(session_->placement().deviceOf("enc0"), std::string("cpu"));
+    QTRY_VERIFY(!view_->planning());
     QCOMPARE(view_->overlay()->transferCount(), 0);
     session_->undoStack()->redo();
     QCOMPARE(session_->placement().deviceOf("enc0"), gpu_.toStdString());
@@ -96,6 +105,7 @@ private Q_SLOTS:
     QCOMPARE(session_->placement().entryOf("dec0"), "cpu+" + gpu_.toStdString());
     QCOMPARE(session_->placement().deviceOf("dec0"), std::string("cpu"));  // parameters stay on the first
     QCOMPARE(session_->undoStack()->count(), before + 1);
+    QTRY_VERIFY(!view_->planning());
     auto* label = card->findChild<QLabel*>("shards");
     QVERIFY(label && label->isVisible());
     QVERIFY2(label->text().contains("2 slabs") && label->text().contains("planes"), qPrintable(label->text()));
@@ -154,6 +164,7 @@ private Q_SLOTS:
         if (st.name == s) return st;
       return placement::StagePlan{};
     };
+    QTRY_VERIFY(!view_->planning());
     QVERIFY(view_->estimate().plan);
     const auto before = planned(name);
     const auto peakBefore = view_->estimate().plan->devices.front().peak;
@@ -163,6 +174,7 @@ private Q_SLOTS:
     QVERIFY(session_->run().precision.of(name) == placement::Precision::BF16);
     QVERIFY(session_->run().precision.of("bottleneck") == placement::Precision::FP32);
     QCOMPARE(session_->run().precision.toString(session_->stageNames()), "bf16:" + name);
+    QTRY_VERIFY(!view_->planning());
     const auto after = planned(name);
     QVERIFY(after.precision == placement::Precision::BF16);
     QVERIFY(after.activationBytes < before.activationBytes);
@@ -171,6 +183,7 @@ private Q_SLOTS:
 
     QTest::mouseClick(toggle, Qt::LeftButton);  // back: the plan is as before
     QCOMPARE(session_->run().precision.toString(), std::string("fp32"));
+    QTRY_VERIFY(!view_->planning());
     QCOMPARE(planned(name).activationBytes, before.activationBytes);
 
     QTest::mouseClick(toggle, Qt::LeftButton);
@@ -190,7 +203,77 @@ private Q_SLOTS:
     QTRY_VERIFY(tiny->isVisible() && tiny->width() > 100);  // laid out before the drag
     drag(view_->card("bottleneck"), tiny);
     QCOMPARE(session_->placement().deviceOf("bottleneck"), tinyName.toStdString());
-    QVERIFY(view_->column(tinyName)->overCapacity());
+    QTRY_VERIFY(view_->column(tinyName)->overCapacity());
+  }
+
+  // Alt+Left/Right moves the selected card to the neighbouring column (one undo step each),
+  // Alt+Shift+Right shards it onto the next column too, Alt+Up/Down walks the stages.
+  void keyboardMovesCards() {
+    view_->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(view_.get()));
+    view_->setFocus();
+    view_->setSelection({"enc1"});
+    QTest::keyClick(view_.get(), Qt::Key_Down, Qt::AltModifier);
+    QCOMPARE(view_->selectedStages(), QStringList({"enc2"}));
+    QTest::keyClick(view_.get(), Qt::Key_Up, Qt::AltModifier);
+    QTest::keyClick(view_.get(), Qt::Key_Up, Qt::AltModifier);
+    QCOMPARE(view_->selectedStages(), QStringList({"enc0"}));
+    const int before = session_->undoStack()->count();
+    QTest::keyClick(view_.get(), Qt::Key_Right, Qt::AltModifier);
+    QCOMPARE(session_->placement().deviceOf("enc0"), gpu_.toStdString());
+    QCOMPARE(session_->undoStack()->count(), before + 1);
+    QTest::keyClick(view_.get(), Qt::Key_Right, Qt::AltModifier);  // no column further right: nothing
+    QCOMPARE(session_->undoStack()->count(), before + 1);
+    QTest::keyClick(view_.get(), Qt::Key_Left, Qt::AltModifier);
+    QCOMPARE(session_->placement().deviceOf("enc0"), std::string("cpu"));
+    QTest::keyClick(view_.get(), Qt::Key_Right, Qt::AltModifier | Qt::ShiftModifier);
+    QCOMPARE(session_->placement().entryOf("enc0"), "cpu+" + gpu_.toStdString());
+    session_->undoStack()->undo();
+    session_->undoStack()->undo();
+    QCOMPARE(session_->placement().deviceOf("enc0"), gpu_.toStdString());
+  }
+
+  // Planning runs on a worker thread: the UI thread keeps beating while Auto-place searches
+  // every assignment over four devices, and Cancel stops a search with the placement untouched.
+  void plannerDoesNotBlockTheUiThread() {
+    session_->addPlanningDevice(std::int64_t(24) << 30);
+    session_->addPlanningDevice(std::int64_t(48) << 30);
+    view_->batchBox()->setValue(2);
+    QTRY_VERIFY(!view_->planning());
+    StallMeter heartbeat(nullptr, 5);
+    QSignalSpy done(view_.get(), &PlacementView::autoPlaceDone);
+    QElapsedTimer clock;
+    clock.start();
+    heartbeat.start();
+    view_->autoPlace();
+    QVERIFY(view_->planning());
+    QVERIFY(done.wait(120000));
+    heartbeat.stop();
+    const double searchMs = clock.elapsed();
+    qInfo("auto-place over 4 devices: %.0f ms; UI thread: %d beats, longest stall %.1f ms", searchMs, heartbeat.beats(),
+          heartbeat.longestStallMs());
+    // The search took long enough for a blocked UI thread to show (it ran through the event loop).
+    QVERIFY2(heartbeat.beats() > 10, qPrintable(QString("%1 beats in %2 ms").arg(heartbeat.beats()).arg(searchMs)));
+    QVERIFY2(heartbeat.longestStallMs() < std::max(100.0, searchMs / 4),
+             qPrintable(QString("longest UI stall %1 ms during a %2 ms search").arg(heartbeat.longestStallMs()).arg(searchMs)));
+
+    // Cancel right away: the search is stopped at its next placement, long before it could end.
+    view_->moveStages({"enc0", "enc1", "enc2", "enc3", "bottleneck", "dec3", "dec2", "dec1", "dec0", "head"}, "cpu");
+    const auto before = session_->placement();
+    done.clear();
+    QSignalSpy messages(session_.get(), &Session::message);
+    view_->autoPlace();
+    auto* cancel = view_->findChild<QPushButton*>("plannerCancel");
+    QVERIFY(cancel->isVisible());
+    QVERIFY(view_->findChild<QProgressBar*>("plannerBusy")->isVisible());
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    QVERIFY(done.wait(30000));
+    QCOMPARE(done.front().at(0).toBool(), false);
+    QVERIFY(session_->placement() == before);
+    QVERIFY(!messages.isEmpty());
+    QVERIFY2(messages.back().at(0).toString().contains("cancelled"), qPrintable(messages.back().at(0).toString()));
+    QTRY_VERIFY(!view_->planning());
+    QVERIFY(!view_->findChild<QProgressBar*>("plannerBusy")->isVisible());
   }
 };
 

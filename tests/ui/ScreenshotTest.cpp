@@ -91,6 +91,7 @@ private Q_SLOTS:
     run.recompute.insert("enc0");
     s->setRun(run);
     QTest::qWait(300);
+    QTRY_VERIFY(!window_->placementView()->planning());
     save(window_->placementView()->grab().toImage(), "placement.png");
     s->undoStack()->undo();
     s->setRun(before);
@@ -108,6 +109,7 @@ private Q_SLOTS:
     view->moveStages({"enc1", "enc2", "enc3", "bottleneck", "dec3", "dec2", "dec1"}, a);
     view->shardStages({"enc0", "dec0", "head"}, {a, b});
     QTest::qWait(300);
+    QTRY_VERIFY(!view->planning());
     QVERIFY(s->placement().isSharded("dec0"));
     save(view->grab().toImage(), "placement-sharded.png");
     while (s->undoStack()->index() > undoBefore) s->undoStack()->undo();

@@ -5,6 +5,7 @@
 
 #include "ui/session/Session.h"
 #include "ui/training/DecimatedSeries.h"
+#include "ui/training/DeviceTimeline.h"
 #include "ui/training/TrainingCharts.h"
 #include "ui/training/StallMeter.h"
 #include "ui/training/TrainingPanel.h"
@@ -17,6 +18,8 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QThread>
+#include <QToolTip>
+#include <QWheelEvent>
 
 using namespace splitseg;
 using namespace splitseg::ui;
@@ -162,6 +165,65 @@ private Q_SLOTS:
     QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
     QVERIFY(finished.wait(120000));
     QCOMPARE(finished.front().at(1).toString(), QString());
+  }
+
+  void timelineShowsEveryDevice() {
+    // The decoders on a second device: a stand-in for cuda:0 that runs on the CPU here, a GPU on a
+    // machine that has one. The timeline must show one lane per device, filled.
+    qputenv("SPLITSEG_STAND_INS", "cuda:0=cpu");
+    auto devices = session_->devices();
+    engine::DeviceInfo gpu;
+    gpu.name = "cuda:0";
+    gpu.description = "stand-in GPU";
+    gpu.totalBytes = gpu.freeBytes = std::int64_t{16} << 30;
+    devices.push_back(gpu);
+    session_->setDevices(devices);
+    auto p = session_->placement();
+    for (const auto& s : session_->stageNames())
+      if (s.rfind("enc", 0) != 0) p.assign(s, "cuda:0");
+    session_->setPlacement(p);
+    configure(3, 0);
+    auto* timeline = panel_->timeline();
+    QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
+    QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(120000));
+    QCOMPARE(finished.front().at(1).toString(), QString());
+    QTRY_COMPARE(timeline->stepsShown(), 3);  // this run's steps only: Start cleared the earlier runs' ones
+    QCOMPARE(timeline->lanes(), (std::vector<std::string>{"cpu", "cuda:0"}));
+    for (const auto& lane : timeline->lanes()) {
+      const double u = timeline->utilisation(lane);
+      QVERIFY2(u > 0 && u <= 1, lane.c_str());
+    }
+    // Hover: dec0's backward on the second lane, with its exact times.
+    const QRectF r = timeline->spanRect("cuda:0", "dec0", engine::SpanKind::Backward);
+    QVERIFY(!r.isEmpty());
+    const QPoint at = r.center().toPoint() + QPoint(0, int(r.height() / 4));  // lower half: under any recompute
+    QVERIFY2(timeline->describeAt(at).startsWith("dec0 backward on cuda:0"), qPrintable(timeline->describeAt(at)));
+    QHelpEvent help(QEvent::ToolTip, at, timeline->mapToGlobal(at));
+    QApplication::sendEvent(timeline, &help);
+    QTRY_VERIFY(QToolTip::isVisible());
+    QVERIFY(QToolTip::text().contains("step 3"));
+    QToolTip::hideText();
+    // Zoom in with the wheel around the pointer, back with the keyboard.
+    const double all = timeline->visibleSeconds();
+    QWheelEvent wheel(at, timeline->mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(timeline, &wheel);
+    QVERIFY(timeline->visibleSeconds() < all * 0.7);
+    QTest::keyClick(timeline, Qt::Key_0);
+    QCOMPARE(timeline->visibleSeconds(), all);
+    // Only the last steps are kept: a long run costs no more to draw than a short one.
+    for (int i = 0; i < 10; ++i)
+      timeline->addStep(100 + i, 0.1, {{"cpu", "enc0", engine::SpanKind::Forward, 0, 0.0, 0.05}});
+    QCOMPARE(timeline->stepsShown(), DeviceTimeline::kMaxSteps);
+    timeline->reset();
+    QCOMPARE(timeline->stepsShown(), 0);
+
+    for (const auto& s : session_->stageNames()) p.assign(s, "cpu");
+    session_->setPlacement(p);
+    devices.pop_back();
+    session_->setDevices(devices);
+    qunsetenv("SPLITSEG_STAND_INS");
   }
 
   void decimationKeepsChartsSmall() {

@@ -5,6 +5,7 @@
 #include "core/base/Units.h"
 #include "ui/placement/DeviceColumn.h"
 #include "ui/placement/MoveStagesCommand.h"
+#include "ui/placement/PlannerWorker.h"
 #include "ui/placement/StageCard.h"
 #include "ui/placement/TransferOverlay.h"
 #include "ui/session/Session.h"
@@ -20,8 +21,10 @@
 #include <QHBoxLayout>
 #include <QInputDialog>
 #include <QLabel>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QShortcut>
 #include <QSpinBox>
 #include <QToolButton>
 #include <QUndoStack>
@@ -34,9 +37,23 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   layout->setContentsMargins(4, 4, 4, 4);
 
   auto* bar = new QHBoxLayout;
-  auto* add = new QPushButton(tr("Add GPU…"), this);
-  add->setToolTip(tr("Add a what-if GPU of a chosen memory size; it is planned for but never run on"));
-  connect(add, &QPushButton::clicked, this, &PlacementView::askPlanningDevice);
+  auto* add = new QToolButton(this);
+  add->setObjectName("addGpu");
+  add->setText(tr("Add GPU…"));
+  add->setToolTip(tr("Add a what-if GPU of a common size or of any size; it is planned for but never run on"));
+  add->setPopupMode(QToolButton::InstantPopup);
+  auto* cards = new QMenu(add);
+  // Memory sizes of common cards (the vendors' data sheets).
+  const std::vector<std::pair<int, QString>> common{{24, tr("24 GiB — RTX 4090, RTX 3090, A5000, L4")},
+                                                    {40, tr("40 GiB — A100 40GB")},
+                                                    {48, tr("48 GiB — RTX 6000 Ada, A6000, L40S")},
+                                                    {80, tr("80 GiB — A100 80GB, H100")},
+                                                    {141, tr("141 GiB — H200")}};
+  for (const auto& [gib, label] : common)
+    cards->addAction(label, this, [this, gib = gib] { addPlanningDevice(std::int64_t(gib) << 30); });
+  cards->addSeparator();
+  cards->addAction(tr("Other size…"), this, &PlacementView::askPlanningDevice);
+  add->setMenu(cards);
   bar->addWidget(add);
   auto* undo = new QToolButton(this);
   undo->setDefaultAction(session_->undoStack()->createUndoAction(this, tr("Undo")));
@@ -53,8 +70,45 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   largest->setToolTip(tr("The largest cube whose training step fits with this placement"));
   connect(largest, &QPushButton::clicked, this, &PlacementView::findLargestVolume);
   bar->addWidget(largest);
+  busy_ = new QProgressBar(this);
+  busy_->setObjectName("plannerBusy");
+  busy_->setRange(0, 0);  // indeterminate: the planner cannot say how far it is
+  busy_->setMaximumWidth(90);
+  busy_->setTextVisible(false);
+  busy_->setToolTip(tr("The memory planner is working (on a worker thread: keep editing)"));
+  busy_->hide();
+  bar->addWidget(busy_);
+  cancel_ = new QPushButton(tr("Cancel"), this);
+  cancel_->setObjectName("plannerCancel");
+  cancel_->setToolTip(tr("Stop Auto-place or Largest cube (Esc)"));
+  cancel_->setShortcut(Qt::Key_Escape);
+  cancel_->hide();
+  connect(cancel_, &QPushButton::clicked, this, &PlacementView::cancelPlanning);
+  bar->addWidget(cancel_);
   bar->addStretch(1);
   layout->addLayout(bar);
+  planner_ = new PlannerWorker(this);
+  connect(planner_, &PlannerWorker::estimated, this, [this](const PlacementEstimate& e) {
+    estimate_ = e;
+    showNumbers();
+    Q_EMIT estimateShown();
+  });
+  connect(planner_, &PlannerWorker::busyChanged, this, [this](bool busy, bool searching) {
+    busy_->setVisible(busy);
+    cancel_->setVisible(searching);
+  });
+  // Keyboard: every drag has a key (the view or any card having focus).
+  auto key = [this](const QKeySequence& k, auto fn) {
+    auto* sc = new QShortcut(k, this);
+    sc->setContext(Qt::WidgetWithChildrenShortcut);
+    connect(sc, &QShortcut::activated, this, fn);
+  };
+  key(QKeySequence(Qt::ALT | Qt::Key_Left), [this] { moveSelectionBy(-1); });
+  key(QKeySequence(Qt::ALT | Qt::Key_Right), [this] { moveSelectionBy(1); });
+  key(QKeySequence(Qt::ALT | Qt::SHIFT | Qt::Key_Right), [this] { shardSelectionOntoNext(); });
+  key(QKeySequence(Qt::ALT | Qt::Key_Up), [this] { selectNeighbour(-1); });
+  key(QKeySequence(Qt::ALT | Qt::Key_Down), [this] { selectNeighbour(1); });
+  setFocusPolicy(Qt::StrongFocus);
 
   auto* settings = new QHBoxLayout;
   settings->addWidget(new QLabel(tr("Plan for patch"), this));
@@ -206,8 +260,15 @@ void PlacementView::placeCards() {
 }
 
 void PlacementView::refreshNumbers() {
+  if (!session_->placement().stages().empty())
+    planner_->estimate(session_->structure(), StageMemoryModel::request(*session_));
+  showNumbers();  // the placement line now; the planner's figures when it answers
+}
+
+bool PlacementView::planning() const { return planner_->busy(); }
+
+void PlacementView::showNumbers() {
   const auto& settings = session_->run();
-  estimate_ = StageMemoryModel::estimate(*session_);
   for (const auto& s : session_->stages()) {
     auto* card = cards_.value(QString::fromStdString(s.name));
     if (!card) continue;
@@ -401,48 +462,84 @@ void PlacementView::moveStages(const QStringList& stages, const std::string& dev
 
 void PlacementView::addPlanningDevice(std::int64_t bytes) { session_->addPlanningDevice(bytes); }
 
-bool PlacementView::autoPlace() {
+void PlacementView::autoPlace() {
   const auto structure = session_->structure();
-  if (!structure) return false;
-  QApplication::setOverrideCursor(Qt::WaitCursor);
-  bool changed = false;
-  try {
-    const placement::MemoryPlanner planner(*structure);
-    const placement::AutoPlacer placer(planner);
-    const auto result = placer.place(StageMemoryModel::request(*session_));
-    const auto before = session_->placement();
-    if (result.placement != before) {
-      session_->undoStack()->push(new MoveStagesCommand(session_, before, result.placement, tr("auto-place")));
-      changed = true;
+  if (!structure) return;
+  planner_->autoPlace(structure, StageMemoryModel::request(*session_),
+                      [this](std::optional<placement::AutoPlaceResult> result, const QString& error) {
+    bool changed = false;
+    if (!result) {
+      Q_EMIT session_->message(error == tr("cancelled") ? tr("Auto-place cancelled: the placement is unchanged")
+                                                        : tr("Auto-place failed: %1").arg(error));
+    } else {
+      const auto before = session_->placement();
+      if (result->placement != before) {
+        session_->undoStack()->push(new MoveStagesCommand(session_, before, result->placement, tr("auto-place")));
+        changed = true;
+      }
+      Q_EMIT session_->message(tr("Auto-place (%1, %2 placements evaluated): %3%4")
+                                   .arg(QString::fromStdString(result->method)).arg(result->evaluated)
+                                   .arg(QString::fromStdString(result->placement.describe()))
+                                   .arg(result->plan.fits ? QString() : tr(" — does not fit anywhere at this size")));
     }
-    Q_EMIT session_->message(tr("Auto-place (%1, %2 placements evaluated): %3%4")
-                                 .arg(QString::fromStdString(result.method)).arg(result.evaluated)
-                                 .arg(QString::fromStdString(result.placement.describe()))
-                                 .arg(result.plan.fits ? QString() : tr(" — does not fit anywhere at this size")));
-  } catch (const std::exception& e) {
-    Q_EMIT session_->message(tr("Auto-place failed: %1").arg(e.what()));
-  }
-  QApplication::restoreOverrideCursor();
-  if (changed) Q_EMIT placementEdited();
-  return changed;
+    if (changed) Q_EMIT placementEdited();
+    Q_EMIT autoPlaceDone(changed);
+  });
 }
 
 void PlacementView::findLargestVolume() {
   const auto structure = session_->structure();
   if (!structure) return;
-  QApplication::setOverrideCursor(Qt::WaitCursor);
-  try {
-    const placement::MemoryPlanner planner(*structure);
-    const auto r = placement::largestCube(planner, StageMemoryModel::request(*session_), false);
-    largest_ = r.edge > 0 ? tr("Largest cube for this placement: <b>%1<sup>3</sup></b> × %2 (next size runs out on %3 in %4)")
-                                .arg(r.edge).arg(session_->run().batch)
-                                .arg(QString::fromStdString(r.next.limitingDevice), QString::fromStdString(r.next.limitingStage))
-                          : tr("Not even the smallest cube fits with this placement");
-  } catch (const std::exception& e) {
-    largest_ = tr("Largest volume: %1").arg(e.what());
-  }
-  QApplication::restoreOverrideCursor();
-  refreshNumbers();
+  const auto batch = session_->run().batch;
+  planner_->largestCube(structure, StageMemoryModel::request(*session_),
+                        [this, batch](std::optional<placement::LargestVolume> r, const QString& error) {
+    if (!r)
+      largest_ = error == tr("cancelled") ? tr("Largest cube: cancelled") : tr("Largest volume: %1").arg(error);
+    else
+      largest_ = r->edge > 0 ? tr("Largest cube for this placement: <b>%1<sup>3</sup></b> × %2 (next size runs out on %3 in %4)")
+                                   .arg(r->edge).arg(batch)
+                                   .arg(QString::fromStdString(r->next.limitingDevice), QString::fromStdString(r->next.limitingStage))
+                             : tr("Not even the smallest cube fits with this placement");
+    showNumbers();
+    Q_EMIT largestDone();
+  });
+}
+
+void PlacementView::cancelPlanning() { planner_->cancelSearch(); }
+
+void PlacementView::moveSelectionBy(int delta) {
+  const auto stages = selectedStages();
+  if (stages.isEmpty()) return;
+  const auto first = session_->placement().deviceOf(stages.front().toStdString());
+  for (int i = 0; i < columns_.size(); ++i)
+    if (columns_[i]->device() == first) {
+      const int j = i + delta;
+      if (j >= 0 && j < columns_.size()) moveStages(stages, columns_[j]->device());
+      return;
+    }
+}
+
+void PlacementView::shardSelectionOntoNext() {
+  const auto stages = selectedStages();
+  if (stages.isEmpty()) return;
+  const auto shards = session_->placement().shardsOf(stages.front().toStdString());
+  for (int i = 0; i + 1 < columns_.size(); ++i)
+    if (columns_[i]->device() == shards.back()) {
+      shardOnto(stages, columns_[i + 1]->device());
+      return;
+    }
+}
+
+void PlacementView::selectNeighbour(int delta) {
+  const auto names = session_->stageNames();
+  if (names.empty()) return;
+  const auto sel = selectedStages();
+  int at = delta > 0 ? -1 : static_cast<int>(names.size());
+  if (!sel.isEmpty())
+    at = static_cast<int>(std::find(names.begin(), names.end(), (delta > 0 ? sel.back() : sel.front()).toStdString()) - names.begin());
+  const int next = std::clamp(at + delta, 0, static_cast<int>(names.size()) - 1);
+  setSelection({QString::fromStdString(names[static_cast<std::size_t>(next)])});
+  if (auto* c = cards_.value(QString::fromStdString(names[static_cast<std::size_t>(next)]))) scroll_->ensureWidgetVisible(c);
 }
 
 void PlacementView::askPlanningDevice() {

@@ -11,6 +11,7 @@
 
 class QComboBox;
 class QLabel;
+class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QScrollArea;
@@ -19,6 +20,7 @@ class QHBoxLayout;
 namespace splitseg::ui {
 
 class DeviceColumn;
+class PlannerWorker;
 class Session;
 class StageCard;
 class TransferOverlay;
@@ -45,14 +47,27 @@ public:
   void shardStages(const QStringList& stages, const std::vector<std::string>& devices);
   // Adds `device` to each stage's shards (Shift+drop onto a column), one undo step.
   void shardOnto(const QStringList& stages, const std::string& device);
-  // Planner-driven: choose a placement (one undo step; false when nothing changed) and the
-  // largest cube that fits with the current one (shown in the summary).
-  bool autoPlace();
+  // Planner-driven, on a worker thread (the UI never waits): choose a placement (one undo step;
+  // autoPlaceDone says whether it changed anything) and the largest cube that fits with the
+  // current one (shown in the summary; largestDone). cancelPlanning stops either.
+  void autoPlace();
   void findLargestVolume();
+  void cancelPlanning();
+  // True while the planner works on an edit or a search (the view shows a busy bar).
+  bool planning() const;
+  // Keyboard: the selection moves to the column `delta` places over (Alt+Left/Right), or is
+  // sharded onto the next column too (Alt+Shift+Right); Alt+Up/Down selects the stage before/after.
+  void moveSelectionBy(int delta);
+  void shardSelectionOntoNext();
+  void selectNeighbour(int delta);
   QSize minimumSizeHint() const override { return {380, 360}; }
 
 Q_SIGNALS:
   void placementEdited();
+  void autoPlaceDone(bool changed);
+  void largestDone();
+  // The planner's numbers for the current placement arrived (cards, columns, overlay, summary).
+  void estimateShown();
 
 protected:
   void resizeEvent(QResizeEvent* e) override;
@@ -62,7 +77,8 @@ private:
   void rebuildColumns();
   void rebuildCards();
   void placeCards();
-  void refreshNumbers();
+  void refreshNumbers();  // asks the planner; showNumbers() when it answers
+  void showNumbers();
   void syncControls();
   void onPressed(const QString& stage, Qt::KeyboardModifiers mods);
   void onClicked(const QString& stage, Qt::KeyboardModifiers mods);
@@ -79,6 +95,9 @@ private:
   TransferOverlay* overlay_;
   QLabel* ghost_;
   QLabel* summary_;
+  PlannerWorker* planner_;
+  QProgressBar* busy_;
+  QPushButton* cancel_;
   QComboBox* precision_;
   QSpinBox* patch_;
   QSpinBox* batch_;

@@ -18,16 +18,21 @@ placement::PlanRequest StageMemoryModel::request(const Session& session) {
 }
 
 PlacementEstimate StageMemoryModel::estimate(const Session& session) {
+  if (session.placement().stages().empty()) return {};
+  return estimate(session.structure(), request(session));
+}
+
+PlacementEstimate StageMemoryModel::estimate(const std::shared_ptr<const placement::NetworkStructure>& structure,
+                                             const placement::PlanRequest& request) {
   PlacementEstimate out;
-  if (session.placement().stages().empty()) return out;
-  const auto structure = session.structure();
+  if (request.placement.stages().empty()) return out;
   if (!structure) {
     out.error = "the memory planner cannot read this network's structure";
     return out;
   }
   try {
     const placement::MemoryPlanner planner(*structure);
-    out.plan = planner.plan(request(session));
+    out.plan = planner.plan(request);
   } catch (const std::exception& e) {
     out.error = e.what();
     return out;

@@ -31,6 +31,9 @@ struct PlacementEstimate {
 class StageMemoryModel {
 public:
   static PlacementEstimate estimate(const Session& session);
+  // The same for a snapshot (any thread: PlannerWorker).
+  static PlacementEstimate estimate(const std::shared_ptr<const placement::NetworkStructure>& structure,
+                                    const placement::PlanRequest& request);
   // The planner's request for the session's current state (devices, run, placement).
   static placement::PlanRequest request(const Session& session);
 };

@@ -3,6 +3,7 @@
 #include "core/data/SampleSource.h"
 #include "core/model/StagedNetwork.h"
 #include "ui/session/Session.h"
+#include "ui/training/DeviceTimeline.h"
 #include "ui/training/StallMeter.h"
 #include "ui/training/TrainingCharts.h"
 #include "ui/training/TrainingWorker.h"
@@ -199,6 +200,9 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   layout->addWidget(stallLabel_);
   charts_ = new TrainingCharts(this);
   layout->addWidget(charts_, 1);
+  timeline_ = new DeviceTimeline(this);
+  timeline_->setToolTip(tr("Where each device's time went in the last steps (wheel or +/- zooms, drag pans, 0 resets)"));
+  layout->addWidget(timeline_);
 
   connect(session_, &Session::networkChanged, this, &TrainingPanel::syncFromSession);
   connect(session_, &Session::runChanged, this, &TrainingPanel::syncFromSession);
@@ -319,7 +323,9 @@ void TrainingPanel::startRun() {
   lastRunPrecision_ = run.precision.toString(session_->stageNames());
   session_->setRun(run);  // the document shows what runs (data, rounded patch, checkpoint)
   c.run = session_->run();
+  c.run.timeline = true;  // the device timeline below the charts (the document's run keeps its own choice)
   charts_->reset();
+  timeline_->reset();
   recentSeconds_.clear();
   total_ = c.run.totalSteps();
   progress_->setRange(0, static_cast<int>(total_));
@@ -360,6 +366,7 @@ void TrainingPanel::onStarted(qint64 total) {
 
 void TrainingPanel::onStep(const engine::StepMetrics& m) {
   charts_->addStep(m);
+  timeline_->addStep(m.step, m.seconds, m.timeline);
   recentSeconds_.push_back(m.seconds);
   if (recentSeconds_.size() > 20) recentSeconds_.pop_front();
   const double mean = std::accumulate(recentSeconds_.begin(), recentSeconds_.end(), 0.0) / recentSeconds_.size();

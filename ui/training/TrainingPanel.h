@@ -22,6 +22,7 @@ namespace splitseg::ui {
 
 class Session;
 class StallMeter;
+class DeviceTimeline;
 class TrainingCharts;
 class TrainingWorker;
 
@@ -33,6 +34,7 @@ public:
 
   bool running() const { return running_; }
   TrainingCharts* charts() const { return charts_; }
+  DeviceTimeline* timeline() const { return timeline_; }
   double lastStallMs() const;
   double lastStallP99Ms() const;
   QString lastError() const { return lastError_; }
@@ -79,6 +81,7 @@ private:
   TrainingWorker* worker_;
   StallMeter* stall_;
   TrainingCharts* charts_;
+  DeviceTimeline* timeline_;
   QComboBox* data_;
   QSpinBox *base_, *depth_, *patch_, *batch_, *steps_, *epochs_, *validate_, *budget_;
   QDoubleSpinBox* lr_;

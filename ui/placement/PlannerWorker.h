@@ -1,0 +1,64 @@
+#pragma once
+// Runs the memory planner off the UI thread: the estimate behind every placement edit, and the
+// searches (Auto-place, Largest cube). Each job plans a snapshot taken on the UI thread (the
+// network's structure and the planner's request), so the document can change meanwhile.
+// Estimates coalesce: while one runs, only the newest request waits; a result that an edit has
+// made stale is dropped. A new search cancels the one running. Results arrive on the UI thread.
+#include "core/base/CancelToken.h"
+#include "core/placement/AutoPlacer.h"
+#include "core/placement/LargestVolume.h"
+#include "ui/placement/StageMemoryModel.h"
+
+#include <QObject>
+#include <QThreadPool>
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+namespace splitseg::ui {
+
+class PlannerWorker : public QObject {
+  Q_OBJECT
+public:
+  using Structure = std::shared_ptr<const placement::NetworkStructure>;
+  explicit PlannerWorker(QObject* parent = nullptr);
+  ~PlannerWorker() override;  // cancels the search and waits for the jobs
+
+  void estimate(Structure structure, placement::PlanRequest request);
+  // Auto-place / the largest cube for the request's placement; `done` runs on the UI thread with
+  // the result, or with the error text ("cancelled" when cancelSearch stopped it).
+  void autoPlace(Structure structure, placement::PlanRequest request,
+                 std::function<void(std::optional<placement::AutoPlaceResult>, QString)> done);
+  void largestCube(Structure structure, placement::PlanRequest request,
+                   std::function<void(std::optional<placement::LargestVolume>, QString)> done);
+  void cancelSearch();
+
+  bool estimating() const { return estimateRunning_ || pending_.has_value(); }
+  bool searching() const { return searchRunning_ > 0; }
+  bool busy() const { return estimating() || searching(); }
+
+Q_SIGNALS:
+  // The newest estimate (only results no later edit has superseded).
+  void estimated(const splitseg::ui::PlacementEstimate& estimate);
+  void busyChanged(bool busy, bool searching);
+
+private:
+  struct Snapshot {
+    Structure structure;
+    placement::PlanRequest request;
+  };
+  void startEstimate(Snapshot s);
+  template <class Result, class Work>
+  void runSearch(Snapshot s, Work work, std::function<void(std::optional<Result>, QString)> done);
+  void notifyBusy();
+
+  QThreadPool pool_;
+  bool estimateRunning_ = false;
+  std::optional<Snapshot> pending_;
+  int searchRunning_ = 0;
+  std::uint64_t searchGeneration_ = 0;
+  std::shared_ptr<CancelToken> searchCancel_;
+};
+
+} // namespace splitseg::ui
