@@ -10,6 +10,7 @@
 #include "ui/render/VolumeView3d.h"
 #include "ui/review/ReviewPanel.h"
 #include "ui/session/Session.h"
+#include "ui/training/DeviceTimeline.h"
 #include "ui/training/TrainingCharts.h"
 #include "ui/training/TrainingPanel.h"
 
@@ -139,6 +140,58 @@ private Q_SLOTS:
     save(panel->grab().toImage(), "training-charts.png");
     qInfo("longest UI-thread stall during the screenshot run: %.1f ms (3D frames rendered meanwhile: %d)",
           panel->lastStallMs(), window_->volumeView()->framesRendered() - frames);
+  }
+
+  // The device timeline of a run over three devices: encoders on the CPU, the bottleneck and dec1
+  // (recomputed) on one GPU, dec0 sharded over two, the head on the second. The GPUs are stand-ins
+  // running on the CPU here (SPLITSEG_STAND_INS); the lanes and spans are the engine's own record.
+  void deviceTimeline() {
+    auto* s = window_->session();
+    auto* panel = window_->trainingPanel();
+    window_->tabs()->setCurrentWidget(panel);
+    qputenv("SPLITSEG_STAND_INS", "cuda:0=cpu,cuda:1=cpu");
+    const auto devicesBefore = s->devices();
+    auto devices = devicesBefore;
+    for (const char* name : {"cuda:0", "cuda:1"}) {
+      engine::DeviceInfo gpu;
+      gpu.name = name;
+      gpu.description = "stand-in GPU";
+      gpu.totalBytes = gpu.freeBytes = std::int64_t{24} << 30;
+      devices.push_back(gpu);
+    }
+    s->setDevices(devices);
+    const auto placementBefore = s->placement();
+    auto p = placementBefore;
+    p.assign("bottleneck", "cuda:0");
+    p.assign("dec1", "cuda:0");
+    p.assign("dec0", "cuda:0+cuda:1");
+    p.assign("head", "cuda:1");
+    s->setPlacement(p);
+    const auto runBefore = s->run();
+    auto run = runBefore;
+    run.recompute = {"dec1"};
+    s->setRun(run);
+    panel->patchBox()->setValue(32);
+    panel->batchBox()->setValue(2);
+    panel->stepsBox()->setValue(6);
+    panel->validateBox()->setValue(0);
+    QSignalSpy finished(panel, &TrainingPanel::runFinished);
+    QTest::mouseClick(panel->startButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(300000));
+    QCOMPARE(finished.front().at(1).toString(), QString());
+    QTRY_COMPARE(panel->timeline()->stepsShown(), DeviceTimeline::kMaxSteps);
+    QCOMPARE(panel->timeline()->lanes().size(), std::size_t{3});
+    QTest::qWait(300);
+    auto* timeline = panel->timeline();
+    const QSize size = timeline->size();
+    timeline->resize(900, timeline->sizeHint().height());
+    save(timeline->grab().toImage(), "device-timeline.png");
+    timeline->resize(size);
+    save(panel->grab().toImage(), "training-timeline.png");
+    s->setPlacement(placementBefore);
+    s->setRun(runBefore);
+    s->setDevices(devicesBefore);
+    qunsetenv("SPLITSEG_STAND_INS");
   }
 
   void reviewOverlay() {

@@ -13,6 +13,7 @@
 namespace splitseg::ui {
 
 namespace {
+constexpr int kReservedLanes = 4;
 constexpr int kLabelWidth = 150, kLegendHeight = 20, kStepRowHeight = 16, kLaneHeight = 22, kLaneGap = 4,
               kAxisHeight = 22;
 
@@ -65,10 +66,11 @@ DeviceTimeline::DeviceTimeline(QWidget* parent) : QWidget(parent) {
 
 void DeviceTimeline::reset() {
   steps_.clear();
+  const bool grown = static_cast<int>(lanes_.size()) > kReservedLanes;
   lanes_.clear();
   viewStart_ = viewEnd_ = 0;
   followLatest_ = true;
-  updateGeometry();
+  if (grown) updateGeometry();
   update();
 }
 
@@ -90,7 +92,7 @@ void DeviceTimeline::addStep(std::int64_t step, double seconds, const std::vecto
   for (const auto& st : steps_)
     for (const auto& lane : engine::timelineLanes(st.spans))
       if (std::find(lanes_.begin(), lanes_.end(), lane) == lanes_.end()) lanes_.push_back(lane);
-  if (lanes_.size() != before) updateGeometry();
+  if (lanes_.size() != before && static_cast<int>(lanes_.size()) > kReservedLanes) updateGeometry();
   if (followLatest_) {
     viewStart_ = 0;
     viewEnd_ = offset;
@@ -116,7 +118,9 @@ double DeviceTimeline::utilisation(const std::string& lane) const {
 }
 
 QSize DeviceTimeline::sizeHint() const {
-  const int lanes = std::max<int>(2, static_cast<int>(lanes_.size()));
+  // Room for kReservedLanes from the start: a run's first step must not change the panel's size
+  // (a relayout re-renders the 3D view, slow in software GL, on the UI thread).
+  const int lanes = std::max<int>(kReservedLanes, static_cast<int>(lanes_.size()));
   return {600, kLegendHeight + kStepRowHeight + lanes * (kLaneHeight + kLaneGap) + kAxisHeight + 6};
 }
 
@@ -282,12 +286,19 @@ void DeviceTimeline::paintEvent(QPaintEvent*) {
     p.drawLine(QPointF(bx, plot.top() - kStepRowHeight + 2), QPointF(bx, plot.bottom()));
   }
   p.restore();
+  // Step labels where they fit: the long form, else the number only, never over each other.
+  double labelsEnd = -1e9;
   for (const auto& st : steps_) {
-    const double bx = xOf(st.offset);
-    if (bx + 4 < plot.left() || bx > plot.right()) continue;
+    const double bx = std::max(plot.left(), xOf(st.offset)) + 4;
+    const double room = std::min(plot.right(), xOf(st.offset + st.seconds)) - bx - 4;
+    if (bx < labelsEnd || room <= 0) continue;
+    QString text = tr("step %1 · %2").arg(st.number).arg(formatSeconds(st.seconds));
+    if (fm.horizontalAdvance(text) > room) text = tr("step %1").arg(st.number);
+    if (fm.horizontalAdvance(text) > room) text = QString::number(st.number);
+    if (fm.horizontalAdvance(text) > room) continue;
     p.setPen(QColor("#c9d1d9"));
-    p.drawText(QPointF(std::max(plot.left(), bx) + 4, plot.top() - 4),
-               tr("step %1 · %2").arg(st.number).arg(formatSeconds(st.seconds)));
+    p.drawText(QPointF(bx, plot.top() - 4), text);
+    labelsEnd = bx + fm.horizontalAdvance(text) + 6;
   }
 
   // Time axis at round values, in ms below a second.

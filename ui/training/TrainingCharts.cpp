@@ -1,5 +1,7 @@
 #include "ui/training/TrainingCharts.h"
 
+#include <cmath>
+
 #include <QChart>
 #include <QChartView>
 #include <QCheckBox>
@@ -34,6 +36,29 @@ QChartView* makeView(QChart* chart, QWidget* parent) {
   view->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
   view->setMinimumWidth(220);
   return view;
+}
+
+// Ticks at round values (1, 2 or 5 x 10^k, about five of them) from a multiple of the tick step,
+// labelled with as many decimals as the step needs: 0, 0.1, 0.2 rather than 0.101, 0.201.
+void setNiceRange(QValueAxis* a, double lo, double hi, bool integers = false) {
+  if (!(hi > lo)) hi = lo + 1;
+  const double raw = (hi - lo) / 5.0;
+  double p = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = p;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) {
+      step = m * p;
+      break;
+    }
+  if (integers) step = std::max(1.0, std::round(step));
+  lo = std::floor(lo / step) * step;
+  hi = std::ceil(hi / step) * step;
+  a->setTickType(QValueAxis::TicksDynamic);
+  a->setTickAnchor(0);
+  a->setTickInterval(step);
+  a->setRange(lo, hi);
+  const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+  a->setLabelFormat(QString("%.%1f").arg(decimals));
 }
 
 QValueAxis* axis(QChart* chart, Qt::Alignment where, const QString& title) {
@@ -93,7 +118,7 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
 
   auto* host = new QChart;
   host->setTitle(tr("Host memory, process RSS (MiB over seconds)"));
-  hostX_ = axis(host, Qt::AlignBottom, QString());
+  hostX_ = axis(host, Qt::AlignBottom, tr("s"));
   hostY_ = axis(host, Qt::AlignLeft, tr("MiB"));
   host_ = line(host, tr("RSS"), QColor(200, 130, 230), hostX_, hostY_);
   host->legend()->hide();
@@ -169,17 +194,17 @@ void TrainingCharts::flush() {
 
 void TrainingCharts::fitAxes() {
   const double steps = std::max({1.0, trainLoss_->maxX(), valLoss_->maxX()});
-  lossX_->setRange(0, steps);
+  setNiceRange(lossX_, 0, steps, true);
   double lossMax = std::max(trainLoss_->size() ? trainLoss_->maxY() : 1.0, valLoss_->size() ? valLoss_->maxY() : 0.0);
-  lossY_->setRange(0, std::max(1e-3, lossMax * 1.05));
-  double memMax = sum_->size() ? sum_->maxY() : 1.0, tMax = std::max(1e-3, seconds_);
+  setNiceRange(lossY_, 0, std::max(1e-3, lossMax * 1.05));
+  double memMax = sum_->size() ? sum_->maxY() : 1.0, tMax = std::max(1.0, seconds_);
   for (auto& s : memory_) memMax = std::max(memMax, s->maxY());
   if (showTotals_->isChecked())
     for (auto& t : totals_) memMax = std::max(memMax, t->maxY());
-  memX_->setRange(0, tMax);
-  memY_->setRange(0, memMax * 1.1);
-  hostX_->setRange(0, tMax);
-  hostY_->setRange(host_->size() ? host_->minY() * 0.9 : 0, host_->size() ? host_->maxY() * 1.05 : 1);
+  setNiceRange(memX_, 0, tMax);
+  setNiceRange(memY_, 0, memMax * 1.1);
+  setNiceRange(hostX_, 0, tMax);
+  setNiceRange(hostY_, host_->size() ? host_->minY() * 0.9 : 0, host_->size() ? host_->maxY() * 1.05 : 1);
 }
 
 } // namespace splitseg::ui
