@@ -5,6 +5,7 @@
 #include "core/dist/Comm.h"
 #include "core/dist/PipelineInferer.h"
 #include "core/dist/PipelineTrainer.h"
+#include "core/dist/RankRun.h"
 #include "core/dist/SpatialTrainer.h"
 #include "core/engine/Devices.h"
 #include "core/placement/Placement.h"
@@ -30,91 +31,23 @@
 namespace splitseg::cli {
 
 namespace {
-std::string identity() { return std::string("SplitSeg ") + SPLITSEG_VERSION + ", LibTorch " + TORCH_VERSION; }
-
-// What this rank can run: every device its stages are placed on must exist here.
-std::string rankProblem(const run::RunSpec& spec, const std::vector<std::string>& stages, int rank, int worldSize) {
-  try {
-    const auto p = spec.resolvePlacement(stages, "cpu");
-    const auto here = engine::runnableDeviceNames();
-    if (dist::SpatialTrainer::applies(p, worldSize)) {  // every stage on every rank: this rank's slab device
-      for (const auto& d : placement::splitShards(p.entryOf(stages.front()))) {
-        const auto rd = placement::splitRank(d);
-        if (rd.rank == rank && std::find(here.begin(), here.end(), rd.device) == here.end())
-          return "this rank's slabs are placed on " + rd.device + ", which its machine lacks";
-      }
-      return "";
-    }
-    const auto owners = dist::stageOwners(p, worldSize);
-    for (std::size_t i = 0; i < stages.size(); ++i) {
-      if (owners[i] != rank) continue;
-      const auto d = placement::splitRank(p.deviceOf(stages[i])).device;
-      if (std::find(here.begin(), here.end(), d) == here.end())
-        return "stage " + stages[i] + " is placed on " + d + ", which this rank's machine lacks (it has " +
-               [&] {
-                 std::string s;
-                 for (const auto& h : here) s += (s.empty() ? "" : ", ") + h;
-                 return s;
-               }() + ")";
-    }
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std::int64_t(s) * 1000); }
 } // namespace
 
-bool dropRanks(run::RunSpec& spec) {
-  bool changed = false;
-  for (auto& [stage, device] : spec.placement) {
-    // Each shard's device in this process; shards that land on the same device become one.
-    std::vector<std::string> local;
-    bool ranked = false;
-    for (const auto& shard : placement::splitShards(device)) {
-      const auto rd = placement::splitRank(shard);
-      ranked = ranked || rd.rank >= 0;
-      if (std::find(local.begin(), local.end(), rd.device) == local.end()) local.push_back(rd.device);
-    }
-    if (!ranked) continue;
-    std::string entry;
-    for (const auto& d : local) entry += (entry.empty() ? "" : "+") + d;
-    device = entry;
-    changed = true;
-  }
-  return changed;
-}
-
 void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
                      std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress) {
-  dist::Comm comm(env, identity(), seconds(spec.rankTimeoutSeconds));
-  comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "train"}, {"resume", !resume.empty()}}.dump());
-  comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
-  comm.startGroup(seconds(spec.rankTimeoutSeconds));
   CliMetrics metrics(progress);
-  if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize)) {
-    dist::SpatialTrainer trainer(comm, net, source, spec);
-    if (!resume.empty()) trainer.loadCheckpoint(resume);
-    if (progress == "bar")
-      std::cerr << net->architecture() << " (" << net->parameterCount() << " parameters), every stage sharded over "
-                << env.worldSize << " ranks\n";
-    trainer.run(&metrics);
-    return;
-  }
-  dist::PipelineTrainer trainer(comm, net, source, spec);
-  if (!resume.empty()) trainer.loadCheckpoint(resume);
-  if (progress == "bar")
-    std::cerr << net->architecture() << " " << net->optionsJson() << " (" << net->parameterCount() << " parameters) on "
-              << env.worldSize << " ranks, " << spec.microBatches << " micro-batches\n";
-  trainer.run(&metrics);
+  dist::trainAsRankZero(env, std::move(spec), std::move(net), std::move(source), resume, &metrics, nullptr,
+                        [&](const std::string& line) {
+                          if (progress == "bar") std::cerr << line << "\n";
+                        });
 }
 
 void inferAsRankZero(const dist::RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
                      const std::function<void(engine::Inferer&)>& use) {
-  dist::Comm comm(env, identity(), seconds(spec.rankTimeoutSeconds));
+  dist::Comm comm(env, dist::rankIdentity(), seconds(spec.rankTimeoutSeconds));
   comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "infer"}}.dump());
-  comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
+  comm.agree("ready", dist::rankProblem(spec, net->stageNames(), 0, env.worldSize));
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
   dist::PipelineInferer ranks(comm, net, spec);
   engine::Inferer inferer(ranks);
@@ -123,7 +56,7 @@ void inferAsRankZero(const dist::RankEnv& env, const run::RunSpec& spec, std::sh
 }
 
 void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
-  dist::Comm comm(env, identity(), seconds(timeoutSeconds));
+  dist::Comm comm(env, dist::rankIdentity(), seconds(timeoutSeconds));
   const auto message = nlohmann::json::parse(comm.fetch("run"), nullptr, false);
   std::string problem;
   run::RunSpec spec;
@@ -133,7 +66,7 @@ void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
     spec = run::RunSpec::fromJson(message.at("run"));
     torch::manual_seed(spec.seed);
     net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
-    problem = rankProblem(spec, net->stageNames(), env.rank, env.worldSize);
+    problem = dist::rankProblem(spec, net->stageNames(), env.rank, env.worldSize);
   } catch (const std::exception& e) {
     problem = e.what();
   }

@@ -5,6 +5,7 @@
 #include "core/data/SampleSource.h"
 #include "core/engine/Inferer.h"
 #include "core/dist/RankEnv.h"
+#include "core/dist/RankRun.h"
 #include "core/model/StagedNetwork.h"
 #include "core/run/RunSpec.h"
 
@@ -28,9 +29,7 @@ void runAsWorker(const dist::RankEnv& env, int timeoutSeconds);
 // The rank timeout: the flag when given, else SPLITSEG_RANK_TIMEOUT (what launch passes every
 // rank), else `value` (the run's, or 120 s for a worker that has no run yet).
 int rankTimeout(int value, bool flagGiven);
-// One process: a placement that names ranks runs each stage on its device here (a run saved over
-// ranks resumes or infers in one process). Returns whether it changed anything.
-bool dropRanks(run::RunSpec& spec);
+using dist::dropRanks;  // core/dist/RankRun.h
 
 void addDistCommands(CLI::App& app);  // launch, worker
 

@@ -421,6 +421,6 @@ engine::ValidationMetrics PipelineTrainer::validate() {
   return v;
 }
 
-void PipelineTrainer::run(engine::MetricsSink* sink) { runOverRanks(*this, comm_, spec_, sink); }
+void PipelineTrainer::run(engine::MetricsSink* sink, CancelToken* cancel) { runOverRanks(*this, comm_, spec_, sink, cancel); }
 
 } // namespace splitseg::dist

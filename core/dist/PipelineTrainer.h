@@ -10,6 +10,7 @@
 // class, cross-entropy per voxel, all batches' patches the same size), so micro-batch m's loss
 // weighted by its share of the batch sums to the batch's loss and the gradients add up to the
 // batch's; Adam is elementwise, so one Adam per rank equals one over all parameters.
+#include "core/base/CancelToken.h"
 #include "core/dist/Comm.h"
 #include "core/dist/PipelineSchedule.h"
 #include "core/engine/Metrics.h"
@@ -47,13 +48,15 @@ public:
   ~PipelineTrainer();
 
   // Collective calls: every rank makes them in the same order.
-  void run(engine::MetricsSink* sink = nullptr);  // steps, checkpoints, the final checkpoint
+  // `cancel` (rank 0): Stop and Pause between steps, the same step on every rank.
+  void run(engine::MetricsSink* sink = nullptr, CancelToken* cancel = nullptr);  // steps, checkpoints, the final checkpoint
   engine::StepMetrics step();                     // complete on rank 0 (loss, Dice, ranks)
   // Rank 0's validation samples through the ranks, one forward pass each; loss and Dice as the
   // Trainer computes them (complete on rank 0).
   engine::ValidationMetrics validate();
   void saveCheckpoint(const std::string& path);   // rank 0 gathers and writes
   void loadCheckpoint(const std::string& path);   // rank 0 reads and sends each rank its part
+  void gatherWeights();                           // every stage's trained weights into rank 0's network
 
   std::int64_t stepsDone() const { return step_; }
   const run::RunSpec& spec() const { return spec_; }
@@ -71,7 +74,7 @@ private:
   // stages on other ranks. (RankCheckpoint.cpp, with the two below.)
   void scatter(bool withState, torch::optim::Adam* full);
   // Owners -> rank 0: into rank 0's copy of the network and into `full` (rank 0 only).
-  void gather(torch::optim::Adam* full);
+  void gather(torch::optim::Adam* full);  // full: null gathers weights and buffers only
 
   Comm& comm_;
   std::shared_ptr<model::StagedNetwork> network_;

@@ -112,7 +112,7 @@ void PipelineTrainer::gather(torch::optim::Adam* full) {
     int k = 0;
     auto tag = [&]() { return PipelineSchedule::tag(Message::State, i, k++); };
     if (owner == 0) {
-      if (me == 0)
+      if (me == 0 && full)
         for (auto& p : module->parameters()) {
           auto& st = stateOf(*optimizer_, p);
           setState(*full, p, st.step(), st.exp_avg(), st.exp_avg_sq());
@@ -135,13 +135,15 @@ void PipelineTrainer::gather(torch::optim::Adam* full) {
         auto avg = comm_.recv(owner, tag(), from + " optimizer state");
         auto avgSq = comm_.recv(owner, tag(), from + " optimizer state");
         auto step = comm_.recv(owner, tag(), from + " optimizer state");
-        setState(*full, p, step.item<std::int64_t>(), avg, avgSq);
+        if (full) setState(*full, p, step.item<std::int64_t>(), avg, avgSq);
       }
       for (auto& b : module->buffers()) b.copy_(comm_.recv(owner, tag(), from + " buffers"));
     }
   }
   comm_.flush();
 }
+
+void PipelineTrainer::gatherWeights() { gather(nullptr); }
 
 void PipelineTrainer::saveCheckpoint(const std::string& path) {
   std::unique_ptr<torch::optim::Adam> full;

@@ -2,6 +2,7 @@
 // What every trainer over ranks does around its steps (PipelineTrainer, SpatialTrainer): the steps
 // of the run, validation and checkpoints at their cadence, the final checkpoint, and a barrier so
 // rank 0 serves the rendezvous until every rank is done. Metrics go to the sink on rank 0 only.
+#include "core/base/CancelToken.h"
 #include "core/dist/Comm.h"
 #include "core/engine/Metrics.h"
 #include "core/run/RunSpec.h"
@@ -10,8 +11,16 @@
 
 namespace splitseg::dist {
 
+// Before every step rank 0 tells the others whether to go on: Stop (rank 0's cancel token) ends
+// the run on every rank after the same step; while paused, rank 0 keeps the others waiting with a
+// message every second, so a pause is not taken for a dead rank.
+int stepControlTag();
+enum class StepControl : std::int64_t { Stop = 0, Step = 1, Paused = 2 };
+bool nextStep(Comm& comm, CancelToken* cancel);
+
 template <class Trainer>
-void runOverRanks(Trainer& trainer, Comm& comm, const run::RunSpec& spec, engine::MetricsSink* sink) {
+void runOverRanks(Trainer& trainer, Comm& comm, const run::RunSpec& spec, engine::MetricsSink* sink,
+                  CancelToken* cancel = nullptr) {
   const bool report = sink && comm.rank() == 0;
   const auto total = spec.totalSteps();
   auto checkpoint = [&] {
@@ -19,6 +28,7 @@ void runOverRanks(Trainer& trainer, Comm& comm, const run::RunSpec& spec, engine
     if (report) sink->onCheckpoint(spec.checkpoint, trainer.stepsDone());
   };
   while (trainer.stepsDone() < total) {
+    if (!nextStep(comm, cancel)) break;
     auto m = trainer.step();
     if (report) sink->onStep(m);
     const auto done = trainer.stepsDone();
@@ -29,7 +39,10 @@ void runOverRanks(Trainer& trainer, Comm& comm, const run::RunSpec& spec, engine
     if (spec.checkpointEvery > 0 && done % spec.checkpointEvery == 0 && done < total && !spec.checkpoint.empty())
       checkpoint();
   }
-  if (!spec.checkpoint.empty()) checkpoint();
+  if (!spec.checkpoint.empty())
+    checkpoint();
+  else
+    trainer.gatherWeights();  // rank 0's network ends trained without a file (the workstation)
   comm.barrier("the end of the run");
 }
 

@@ -330,6 +330,6 @@ void SpatialTrainer::saveCheckpoint(const std::string& path) {
   engine::writeCheckpoint(path, *network_, *optimizer_, spec_, step_, rng.str());
 }
 
-void SpatialTrainer::run(engine::MetricsSink* sink) { runOverRanks(*this, comm_, spec_, sink); }
+void SpatialTrainer::run(engine::MetricsSink* sink, CancelToken* cancel) { runOverRanks(*this, comm_, spec_, sink, cancel); }
 
 } // namespace splitseg::dist

@@ -8,6 +8,7 @@
 // rank steps the same Adam, so the replicas stay equal, and equal to training in one process.
 // Validation runs through the ranks the same way, without gradients. Not yet: micro-batches
 // (refused with one line).
+#include "core/base/CancelToken.h"
 #include "core/dist/Comm.h"
 #include "core/engine/Metrics.h"
 #include "core/model/StagedNetwork.h"
@@ -34,7 +35,8 @@ public:
   ~SpatialTrainer();
 
   // Collective: every rank calls them in the same order.
-  void run(engine::MetricsSink* sink = nullptr);
+  // `cancel` (rank 0): Stop and Pause between steps, the same step on every rank.
+  void run(engine::MetricsSink* sink = nullptr, CancelToken* cancel = nullptr);
   engine::StepMetrics step();  // loss and Dice complete on rank 0
   // Rank 0's validation samples through the ranks (complete on rank 0).
   engine::ValidationMetrics validate();
@@ -42,6 +44,7 @@ public:
   // Rank 0 reads `path` (the one-process format, from any run of this network) and sends every rank
   // the weights and the Adam state; the others pass "".
   void loadCheckpoint(const std::string& path);
+  void gatherWeights() {}  // every rank holds the whole network, the same after every step
 
   std::int64_t stepsDone() const { return step_; }
   const placement::ShardLayout& layout() const { return layout_; }

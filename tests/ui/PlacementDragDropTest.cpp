@@ -17,6 +17,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QLabel>
+#include <QMenu>
 #include <QToolButton>
 #include <QUndoStack>
 
@@ -79,6 +80,40 @@ private Q_SLOTS:
     QCOMPARE(view_->overlay()->transferCount(), 0);
     session_->undoStack()->redo();
     QCOMPARE(session_->placement().deviceOf("enc0"), gpu_.toStdString());
+  }
+
+  // Add host > Rank process on this machine: a column "r1:cpu" with this machine's CPU memory;
+  // a card dragged there is placed on rank 1 (undoable); × removes the rank, its stages come back.
+  void addHostAddsARankColumn() {
+    auto* add = view_->findChild<QToolButton*>("addHost");
+    QVERIFY(add && add->menu());
+    Q_EMIT add->menu()->aboutToShow();
+    QAction* local = add->menu()->findChild<QAction*>("localRank:cpu");
+    QVERIFY(local);
+    local->trigger();
+    auto* rank = view_->column("r1:cpu");
+    QVERIFY(rank);
+    QCOMPARE(rank->info().totalBytes, session_->device("cpu")->totalBytes);
+    QVERIFY(QString::fromStdString(rank->info().description).startsWith("rank 1 · this machine"));
+    QTRY_VERIFY(rank->isVisible() && rank->x() > view_->column("cpu")->x());  // laid out
+    drag(view_->card("dec0"), rank);
+    QCOMPARE(session_->placement().deviceOf("dec0"), std::string("r1:cpu"));
+    QCOMPARE(session_->placement().rankCount(), 2);
+    QTRY_VERIFY(!view_->planning());
+    QVERIFY(view_->overlay()->transferCount() >= 2);  // dec1 -> dec0 and the enc0 skip cross ranks
+    session_->undoStack()->undo();
+    QCOMPARE(session_->placement().deviceOf("dec0"), std::string("cpu"));
+    session_->undoStack()->redo();
+    // A second local rank takes the next number.
+    local->trigger();
+    QVERIFY(view_->column("r2:cpu"));
+    auto* remove = view_->column("r1:cpu")->findChild<QToolButton*>("removeDevice");
+    QVERIFY(remove);
+    QTest::mouseClick(remove, Qt::LeftButton);
+    QTRY_VERIFY(!view_->column("r1:cpu"));
+    QCOMPARE(session_->placement().deviceOf("dec0"), std::string("cpu"));
+    QCOMPARE(session_->hosts().size(), std::size_t(1));
+    QTRY_VERIFY(!view_->planning());
   }
 
   void dragSeveralSelectedCards() {

@@ -194,6 +194,55 @@ private Q_SLOTS:
     qunsetenv("SPLITSEG_STAND_INS");
   }
 
+  // Ranks: a rank process on this machine (r1:cpu) and a declared worker on another machine
+  // (r2:cuda:0); then a real run over two ranks with 2 micro-batches, whose timeline shows the
+  // GPipe schedule (rank 1 waits for rank 0's first micro-batch: the bubble).
+  void ranksAndPipelineTimeline() {
+    auto* s = window_->session();
+    auto* view = window_->placementView();
+    window_->tabs()->setCurrentWidget(view);
+    const auto placementBefore = s->placement();
+    const auto runBefore = s->run();
+    QCOMPARE(s->addRank(RankHost{}), std::string("r1:cpu"));
+    RankHost remote;
+    remote.host = "gpu-node-2";
+    remote.device = "cuda:0";
+    remote.totalBytes = std::int64_t{80} << 30;
+    QCOMPARE(s->addRank(remote), std::string("r2:cuda:0"));
+    view->moveStages({"dec1", "dec0", "head"}, "r1:cpu");
+    view->moveStages({"bottleneck"}, "r2:cuda:0");
+    QTest::qWait(300);
+    QTRY_VERIFY(!view->planning());
+    save(view->grab().toImage(), "placement-ranks.png");
+
+    view->moveStages({"bottleneck"}, "cpu");
+    auto* panel = window_->trainingPanel();
+    window_->tabs()->setCurrentWidget(panel);
+    auto run = s->run();
+    run.microBatches = 2;
+    s->setRun(run);
+    panel->patchBox()->setValue(32);
+    panel->batchBox()->setValue(2);
+    panel->stepsBox()->setValue(5);
+    panel->validateBox()->setValue(0);
+    QSignalSpy finished(panel, &TrainingPanel::runFinished);
+    QTest::mouseClick(panel->startButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(300000));
+    QCOMPARE(finished.front().at(1).toString(), QString());
+    QTRY_COMPARE(panel->timeline()->stepsShown(), DeviceTimeline::kMaxSteps);
+    QCOMPARE(panel->timeline()->lanes(), (std::vector<std::string>{"r0:cpu", "r1:cpu"}));
+    QTest::qWait(300);
+    auto* timeline = panel->timeline();
+    const QSize size = timeline->size();
+    timeline->resize(900, timeline->sizeHint().height());
+    save(timeline->grab().toImage(), "timeline-ranks.png");
+    timeline->resize(size);
+    s->removeRank(2);
+    s->removeRank(1);
+    s->setPlacement(placementBefore);
+    s->setRun(runBefore);
+  }
+
   void reviewOverlay() {
     auto* s = window_->session();
     window_->tabs()->setCurrentWidget(window_->reviewPanel());

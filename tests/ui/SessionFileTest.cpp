@@ -111,6 +111,81 @@ private Q_SLOTS:
     QCOMPARE(run.recompute, (std::set<std::string>{"enc0", "dec0"}));
   }
 
+  // Hosts come back with the placement on their ranks: a local rank and a remote worker.
+  void hostsRoundTrip() {
+    const QString path = dir_.path() + "/ranks.splitseg";
+    std::string placement;
+    {
+      MainWindow a;
+      a.session()->createUNet(4, 3);
+      QCOMPARE(a.session()->addRank(RankHost{}), std::string("r1:cpu"));
+      RankHost remote;
+      remote.host = "gpu-node-2";
+      remote.device = "cuda:1";
+      remote.totalBytes = std::int64_t{80} << 30;
+      QCOMPARE(a.session()->addRank(remote), std::string("r2:cuda:1"));
+      a.session()->setRendezvousPort(29611);
+      auto p = a.session()->placement();
+      p.assign("dec0", "r1:cpu");
+      p.assign("bottleneck", "r2:cuda:1");
+      a.session()->setPlacement(p);
+      placement = a.session()->placement().toJson();
+      QVERIFY(a.saveSessionFile(path));
+    }
+    MainWindow b;
+    const QStringList warnings = b.openSessionFile(path);
+    QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
+    QCOMPARE(b.session()->placement().toJson(), placement);
+    QCOMPARE(b.session()->hosts().size(), std::size_t(2));
+    QCOMPARE(b.session()->hosts()[1].host, std::string("gpu-node-2"));
+    QCOMPARE(b.session()->hosts()[1].totalBytes, std::int64_t{80} << 30);
+    QCOMPARE(b.session()->rendezvousPort(), 29611);
+    QVERIFY(b.session()->device("r2:cuda:1"));
+    QCOMPARE(b.session()->device("r2:cuda:1")->totalBytes, std::int64_t{80} << 30);
+  }
+
+  // A shared session's hosts are checked field by field; a bad entry is one warning, the rest opens.
+  void hostileHostsAreRefused_data() {
+    QTest::addColumn<QString>("hosts");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("not a list") << R"({"rank":1})" << "expected a list";
+    QTest::newRow("rank 0") << R"([{"rank":0,"device":"cpu"}])" << "not in 1..64";
+    QTest::newRow("huge rank") << R"([{"rank":1e12,"device":"cpu"}])" << "rank: expected an integer";
+    QTest::newRow("rank twice") << R"([{"rank":1,"device":"cpu"},{"rank":1,"device":"cpu"}])" << "twice";
+    QTest::newRow("shell in host") << R"([{"rank":1,"host":"a;rm -rf ~","device":"cpu"}])" << "not a host name";
+    QTest::newRow("bad device") << R"([{"rank":1,"device":"tpu:0"}])" << "device";
+    QTest::newRow("device with rank") << R"([{"rank":1,"device":"r2:cpu"}])" << "names a rank";
+    QTest::newRow("negative memory") << R"([{"rank":1,"host":"h","device":"cuda:0","total_bytes":-5}])" << "0..16 TiB";
+    QTest::newRow("unknown key") << R"([{"rank":1,"device":"cpu","command":"x"}])" << "command: unknown key";
+  }
+  void hostileHostsAreRefused() {
+    QFETCH(QString, hosts);
+    QFETCH(QString, expected);
+    const QString path = dir_.path() + "/hostile.splitseg";
+    {
+      MainWindow a;
+      auto run = a.session()->run();
+      run.batch = 3;
+      a.session()->setRun(run);
+      QVERIFY(a.saveSessionFile(path));
+    }
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto j = nlohmann::json::parse(f.readAll().toStdString());
+    f.close();
+    j["view"]["hosts"] = nlohmann::json::parse(hosts.toStdString());
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write(QByteArray::fromStdString(j.dump()));
+    f.close();
+    MainWindow b;
+    const QStringList warnings = b.openSessionFile(path);
+    QVERIFY2(warnings.join(" ").contains("hosts not restored") && warnings.join(" ").contains(expected),
+             qPrintable(warnings.join("; ")));
+    QVERIFY(b.session()->hosts().empty());
+    QCOMPARE(b.session()->run().batch, 3);  // the rest of the session still opened
+    test::warnings().clear();  // the status bar reported it on purpose
+  }
+
   void missingFileIsAWarning() {
     QTemporaryDir other;
     const QString moved = other.path() + "/image.nii.gz";

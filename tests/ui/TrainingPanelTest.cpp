@@ -3,7 +3,11 @@
 // the stage and device and the panel can train again.
 #include "tests/ui/UiTestSupport.h"
 
+#include "ui/placement/DeviceColumn.h"
+#include "ui/placement/PlacementView.h"
 #include "ui/session/Session.h"
+#include "ui/training/NetworkOptionsDialog.h"
+#include "ui/training/RankProcesses.h"
 #include "ui/training/DecimatedSeries.h"
 #include "ui/training/DeviceTimeline.h"
 #include "ui/training/TrainingCharts.h"
@@ -20,6 +24,12 @@
 #include <QThread>
 #include <QToolTip>
 #include <QWheelEvent>
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QLineEdit>
+#include <QTimer>
+
+#include <signal.h>
 
 using namespace splitseg;
 using namespace splitseg::ui;
@@ -224,6 +234,115 @@ private Q_SLOTS:
     devices.pop_back();
     session_->setDevices(devices);
     qunsetenv("SPLITSEG_STAND_INS");
+  }
+
+  // Start with the decoders on a second rank: the panel starts rank 1 (splitseg-cli worker), this
+  // process is rank 0; the run trains, the timeline has one lane per rank, the worker exits.
+  void trainsOverTwoLocalRanks() {
+    QCOMPARE(session_->addRank(RankHost{}), std::string("r1:cpu"));
+    auto p = session_->placement();
+    for (const auto& s : session_->stageNames())
+      if (s.rfind("enc", 0) != 0) p.assign(s, "r1:cpu");
+    session_->setPlacement(p);
+    configure(3, 0);
+    QSignalSpy steps(panel_.get(), &TrainingPanel::stepDone);
+    QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
+    QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
+    QCOMPARE(panel_->rankProcesses()->running(), 1);
+    QVERIFY(finished.wait(180000));
+    QCOMPARE(finished.front().at(1).toString(), QString());
+    QCOMPARE(steps.size(), 3);
+    auto* timeline = panel_->timeline();
+    QTRY_COMPARE(timeline->stepsShown(), 3);
+    QCOMPARE(timeline->lanes(), (std::vector<std::string>{"r0:cpu", "r1:cpu"}));
+    for (const auto& lane : timeline->lanes()) {
+      const double u = timeline->utilisation(lane);
+      QVERIFY2(u > 0 && u <= 1, lane.c_str());
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(panel_->rankProcesses()->running(), 0, 10000);  // rank 1 ended by itself
+    QVERIFY(session_->rankProblem(1).isEmpty());
+  }
+
+  // Rank 1 killed mid-run: the run stops with a line naming it, and its column says so.
+  void lostRankIsShownOnItsColumn() {
+    QVERIFY(session_->device("r1:cpu"));  // from the test before
+    PlacementView view(session_.get());
+    configure(100000, 0);
+    auto run = session_->run();
+    run.rankTimeoutSeconds = 5;
+    session_->setRun(run);
+    QSignalSpy steps(panel_.get(), &TrainingPanel::stepDone);
+    QSignalSpy finished(panel_.get(), &TrainingPanel::runFinished);
+    QTest::mouseClick(panel_->startButton(), Qt::LeftButton);
+    QVERIFY(steps.wait(120000));
+    const qint64 pid = panel_->rankProcesses()->pidOf(1);
+    QVERIFY(pid > 0);
+    QElapsedTimer clock;
+    clock.start();
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    QVERIFY(finished.wait(60000));
+    const QString error = finished.front().at(1).toString();
+    QVERIFY2(error.contains("rank 1"), qPrintable(error));
+    qInfo("run stopped %.1f s after rank 1 was killed: %s", clock.elapsed() / 1000.0, qPrintable(error));
+    QVERIFY2(clock.elapsed() < 30000, qPrintable(QString::number(clock.elapsed())));
+    QVERIFY(session_->rankProblem(1).contains("rank 1"));
+    DeviceColumn* column = nullptr;
+    for (auto* c : view.findChildren<DeviceColumn*>())
+      if (c->device() == "r1:cpu") column = c;
+    QVERIFY(column);
+    QVERIFY2(column->problem().contains("rank 1"), qPrintable(column->problem()));
+    test::warnings().clear();
+    // Removing the rank puts its stages back in this process.
+    session_->removeRank(1);
+    QVERIFY(!session_->device("r1:cpu"));
+    QCOMPARE(session_->placement().rankCount(), 0);
+    run = session_->run();
+    run.rankTimeoutSeconds = 120;
+    session_->setRun(run);
+  }
+
+  // Network > Options…: a form from the registry's defaults; options the factory refuses keep the
+  // dialog open with the reason; accepted ones rebuild the session's network.
+  void architecturePickerAndOptions() {
+    auto* arch = panel_->architectureBox();
+    QVERIFY(arch->findData("unet3d") >= 0);
+    arch->setCurrentIndex(arch->findData("unet3d"));
+    QString refusal;
+    bool stayedOpen = false;
+    QTimer::singleShot(0, this, [&] {
+      auto* d = qobject_cast<NetworkOptionsDialog*>(panel_->optionsDialog());
+      QVERIFY(d);
+      auto* depth = qobject_cast<QSpinBox*>(d->field("depth"));
+      auto* base = qobject_cast<QSpinBox*>(d->field("base_channels"));
+      QVERIFY(depth && base);
+      depth->setValue(40);  // beyond what the U-Net accepts
+      d->accept();
+      stayedOpen = d->isVisible();
+      refusal = d->findChild<QLabel*>("problem")->text();
+      depth->setValue(2);
+      base->setValue(6);
+      if (auto* dropout = qobject_cast<QLineEdit*>(d->field("dropout"))) dropout->setText("[0.0, 0.0]");
+      d->accept();
+    });
+    QTest::mouseClick(panel_->optionsButton(), Qt::LeftButton);
+    QVERIFY(stayedOpen);
+    QVERIFY2(refusal.contains("depth"), qPrintable(refusal));
+    QCOMPARE(session_->run().architecture, std::string("unet3d"));
+    QCOMPARE(session_->run().networkOptions.value("base_channels", 0), 6);
+    QCOMPARE(session_->run().networkOptions.value("depth", 0), 2);
+    QCOMPARE(session_->stages().front().outChannels, std::int64_t{6});
+    // Another architecture of the registry (the residual plugin, when built) through Apply.
+    if (const int i = arch->findData("resunet3d"); i >= 0) {
+      arch->setCurrentIndex(i);
+      panel_->baseBox()->setValue(4);
+      panel_->depthBox()->setValue(3);
+      QTest::mouseClick(panel_->findChild<QPushButton*>("applyNetwork"), Qt::LeftButton);
+      QCOMPARE(session_->run().architecture, std::string("resunet3d"));
+      QCOMPARE(session_->run().networkOptions.value("depth", 0), 3);
+    }
+    arch->setCurrentIndex(arch->findData("unet3d"));
+    session_->createUNet(4, 3);
+    test::warnings().clear();
   }
 
   void decimationKeepsChartsSmall() {

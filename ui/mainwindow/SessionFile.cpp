@@ -1,4 +1,5 @@
 #include "ui/mainwindow/SessionFile.h"
+#include "core/base/Error.h"
 #include "core/engine/NetworkFactory.h"
 #include "core/model/StagedNetwork.h"
 #include "ui/mainwindow/MainWindow.h"
@@ -23,6 +24,11 @@ session::Session captureSession(const MainWindow& window) {
   // The document's run is the session's run, as it is: network, placement, every setting.
   out.run = s.run();
   if (!s.datasetFolder().isEmpty() && out.run.data.dataset.empty()) out.run.data.dataset = s.datasetFolder().toStdString();
+  // The ranks the placement's "r<k>:" columns come from, and where remote workers join.
+  if (!s.hosts().empty()) {
+    out.view["hosts"] = hostsToJson(s.hosts());
+    out.view["rendezvous_port"] = s.rendezvousPort();
+  }
   return out;
 }
 
@@ -39,6 +45,29 @@ QStringList applySession(MainWindow& window, const session::LoadResult& loaded) 
     const QString labelPath = label && !label->missing ? QString::fromStdString(label->path) : QString();
     if (!window.openVolume(QString::fromStdString(image->path), labelPath))
       warnings << QObject::tr("could not open %1").arg(QString::fromStdString(image->path));
+  }
+
+  // Hosts before the placement, so stages on their ranks stay there.
+  std::vector<RankHost> hosts;
+  try {
+    if (in.view.contains("hosts")) hosts = hostsFromJson(in.view.at("hosts"));
+    if (in.view.contains("rendezvous_port")) {
+      const auto& port = in.view.at("rendezvous_port");
+      if (!port.is_number_integer() || port.get<std::int64_t>() < 1 || port.get<std::int64_t>() > 65535)
+        throw InvalidArgument("rendezvous_port: expected a port 1..65535");
+      s.setRendezvousPort(port.get<int>());
+    }
+  } catch (const std::exception& e) {
+    warnings << QObject::tr("hosts not restored: %1").arg(e.what());
+    hosts.clear();
+  }
+  s.setHosts({});
+  for (const auto& h : hosts) {
+    try {
+      s.addRank(h);
+    } catch (const std::exception& e) {
+      warnings << QObject::tr("rank %1 not restored: %2").arg(h.rank).arg(e.what());
+    }
   }
 
   run::RunSpec run = in.run;

@@ -1,6 +1,7 @@
 #include "ui/placement/DeviceColumn.h"
 
 #include "core/base/Units.h"
+#include "core/placement/Placement.h"
 #include "ui/placement/StageCard.h"
 
 #include <QLabel>
@@ -19,14 +20,17 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
   layout->setSpacing(6);
   auto* head = new QHBoxLayout;
   title_ = new QLabel(this);
+  rank_ = placement::splitRank(info_.name).rank;
   QString title = QString("<b>%1</b>").arg(QString::fromStdString(info_.name));
   if (info_.planningOnly) title += tr(" <span style='color:#e8c15a'>planning only</span>");
   title_->setText(title);
   head->addWidget(title_, 1);
-  if (info_.planningOnly) {
+  if (info_.planningOnly || rank_ >= 0) {
     auto* remove = new QToolButton(this);
+    remove->setObjectName("removeDevice");
     remove->setText("×");
-    remove->setToolTip(tr("Remove this planning-only GPU"));
+    remove->setToolTip(rank_ >= 0 ? tr("Remove rank %1 (its stages go back to this process)").arg(rank_)
+                                  : tr("Remove this planning-only GPU"));
     remove->setAutoRaise(true);
     connect(remove, &QToolButton::clicked, this, [this] { Q_EMIT removeRequested(QString::fromStdString(info_.name)); });
     head->addWidget(remove);
@@ -36,6 +40,12 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
   desc->setStyleSheet("color: #9aa4b2; font-size: 11px;");
   desc->setWordWrap(true);
   layout->addWidget(desc);
+  problem_ = new QLabel(this);
+  problem_->setObjectName("rankProblem");
+  problem_->setStyleSheet("color: #ff6b6b; font-size: 11px;");
+  problem_->setWordWrap(true);
+  problem_->hide();
+  layout->addWidget(problem_);
   memory_ = new QLabel(this);
   memory_->setStyleSheet("font-size: 11px;");
   layout->addWidget(memory_);
@@ -64,6 +74,15 @@ void DeviceColumn::setPredicted(std::int64_t bytes, bool fromPlanner) {
   update();
 }
 
+void DeviceColumn::setProblem(const QString& text) {
+  problem_->setText(text);
+  problem_->setToolTip(text);
+  problem_->setVisible(!text.isEmpty());
+  refreshStyle();
+}
+
+QString DeviceColumn::problem() const { return problem_->text(); }
+
 void DeviceColumn::setDropHighlight(bool on) {
   if (on == highlight_) return;
   highlight_ = on;
@@ -71,7 +90,8 @@ void DeviceColumn::setDropHighlight(bool on) {
 }
 
 void DeviceColumn::refreshStyle() {
-  const QString border = highlight_ ? "#e8c15a" : over_ ? "#e05050" : info_.planningOnly ? "#8a7a3a" : "#3a424e";
+  const bool lost = !problem_->text().isEmpty();
+  const QString border = highlight_ ? "#e8c15a" : (over_ || lost) ? "#e05050" : info_.planningOnly ? "#8a7a3a" : "#3a424e";
   const QString style = info_.planningOnly ? "dashed" : "solid";
   setStyleSheet(QString("#deviceColumn { background: #1b1f26; border: 2px %1 %2; border-radius: 8px; }").arg(style, border));
 }

@@ -25,6 +25,10 @@ public:
   void setPredicted(std::int64_t bytes, bool fromPlanner);
   bool overCapacity() const { return over_; }
   void setDropHighlight(bool on);
+  // Why this rank stopped or cannot join ("" clears it): a red line under the title.
+  void setProblem(const QString& text);
+  QString problem() const;
+  int rank() const { return rank_; }  // -1: a device of this process
   QSize sizeHint() const override { return {200, 420}; }
 
 Q_SIGNALS:
@@ -39,6 +43,8 @@ private:
   engine::DeviceInfo info_;
   QLabel* title_;
   QLabel* memory_;
+  QLabel* problem_;
+  int rank_ = -1;
   QVBoxLayout* cards_;
   std::int64_t predicted_ = 0;
   bool over_ = false;

@@ -3,6 +3,7 @@
 #include <QMenu>
 
 #include "core/base/Units.h"
+#include "ui/placement/AddHostButton.h"
 #include "ui/placement/DeviceColumn.h"
 #include "ui/placement/MoveStagesCommand.h"
 #include "ui/placement/PlannerWorker.h"
@@ -55,6 +56,7 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   cards->addAction(tr("Other size…"), this, &PlacementView::askPlanningDevice);
   add->setMenu(cards);
   bar->addWidget(add);
+  bar->addWidget(new AddHostButton(session_, this));
   auto* undo = new QToolButton(this);
   undo->setDefaultAction(session_->undoStack()->createUndoAction(this, tr("Undo")));
   auto* redo = new QToolButton(this);
@@ -166,6 +168,10 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   ghost_->hide();
 
   connect(session_, &Session::devicesChanged, this, [this] { rebuildColumns(); placeCards(); refreshNumbers(); });
+  connect(session_, &Session::rankProblemsChanged, this, [this] {
+    for (auto* c : columns_)
+      if (c->rank() >= 0) c->setProblem(session_->rankProblem(c->rank()));
+  });
   connect(session_, &Session::networkChanged, this, [this] { rebuildCards(); placeCards(); refreshNumbers(); });
   connect(session_, &Session::placementChanged, this, [this] { largest_.clear(); placeCards(); refreshNumbers(); });
   connect(session_, &Session::runChanged, this, [this] { largest_.clear(); syncControls(); refreshNumbers(); });
@@ -206,8 +212,14 @@ void PlacementView::rebuildColumns() {
   columns_.clear();
   for (const auto& d : session_->devices()) {
     auto* col = new DeviceColumn(d, board_);
-    connect(col, &DeviceColumn::removeRequested, this,
-            [this](const QString& name) { session_->removePlanningDevice(name.toStdString()); });
+    connect(col, &DeviceColumn::removeRequested, this, [this](const QString& name) {
+      const int rank = placement::splitRank(name.toStdString()).rank;
+      if (rank >= 0)
+        session_->removeRank(rank);
+      else
+        session_->removePlanningDevice(name.toStdString());
+    });
+    if (col->rank() >= 0) col->setProblem(session_->rankProblem(col->rank()));
     columnsLayout_->addWidget(col);
     columns_.push_back(col);
   }

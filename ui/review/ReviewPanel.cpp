@@ -1,5 +1,7 @@
 #include "ui/review/ReviewPanel.h"
 
+#include "core/dist/RankRun.h"
+
 #include "ui/session/Session.h"
 
 #include <QCheckBox>
@@ -163,6 +165,8 @@ void ReviewPanel::runInference() {
   run.overlap = overlap_->value();
   session_->setRun(run);
   job.run = session_->run();
+  // Review runs in this process: a stage placed on a rank runs on that device here.
+  if (dist::dropRanks(job.run)) summary_->setText(tr("Stages placed on ranks run on their devices in this process"));
   job.image = session_->image();
   job.truth = session_->groundTruth();
   running_ = true;

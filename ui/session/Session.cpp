@@ -1,5 +1,6 @@
 #include "ui/session/Session.h"
 #include "core/placement/MemoryPlanner.h"
+#include "core/base/Error.h"
 
 #include "core/engine/NetworkFactory.h"
 #include "core/model/StagedNetwork.h"
@@ -117,8 +118,70 @@ const engine::DeviceInfo* Session::device(const std::string& name) const {
 }
 
 void Session::setDevices(const QVector<engine::DeviceInfo>& devices) {
+  // The ranks' columns stay: they are not this process's devices.
+  QVector<engine::DeviceInfo> ranks;
+  for (const auto& d : devices_)
+    if (placement::splitRank(d.name).rank >= 0) ranks.push_back(d);
   devices_ = devices;
+  devices_ += ranks;
   Q_EMIT devicesChanged();
+}
+
+std::string Session::addRank(RankHost host) {
+  if (host.rank < 1 || std::any_of(hosts_.begin(), hosts_.end(), [&](const auto& h) { return h.rank == host.rank; })) {
+    host.rank = 1;
+    for (const auto& h : hosts_) host.rank = std::max(host.rank, h.rank + 1);
+  }
+  if (host.rank > kMaxRanks) throw InvalidArgument("at most " + std::to_string(kMaxRanks) + " ranks");
+  host.device = placement::canonicalDevice(host.device);
+  engine::DeviceInfo d;
+  if (host.local()) {
+    const auto* here = device(host.device);
+    if (!here || here->planningOnly)
+      throw InvalidArgument("this machine has no " + host.device + " for a local rank to run on");
+    d = *here;
+    host.totalBytes = here->totalBytes;
+    d.description = "rank " + std::to_string(host.rank) + " · this machine · " + here->description;
+  } else {
+    d.description = "rank " + std::to_string(host.rank) + " · " + host.host + " (declared)";
+    d.totalBytes = d.freeBytes = host.totalBytes;
+  }
+  d.name = host.deviceName();
+  hosts_.push_back(host);
+  devices_.push_back(d);
+  Q_EMIT devicesChanged();
+  return d.name;
+}
+
+void Session::removeRank(int rank) {
+  const auto it = std::find_if(hosts_.begin(), hosts_.end(), [&](const auto& h) { return h.rank == rank; });
+  if (it == hosts_.end()) return;
+  const std::string name = it->deviceName();
+  hosts_.erase(it);
+  rankProblems_.remove(rank);
+  devices_.erase(std::remove_if(devices_.begin(), devices_.end(), [&](const auto& d) { return d.name == name; }),
+                 devices_.end());
+  releaseDevice(name);
+}
+
+void Session::setHosts(const std::vector<RankHost>& hosts) {
+  while (!hosts_.empty()) removeRank(hosts_.back().rank);
+  for (const auto& h : hosts) addRank(h);
+}
+
+void Session::setRankProblem(int rank, const QString& problem) {
+  if (rankProblems_.value(rank) == problem) return;
+  if (problem.isEmpty())
+    rankProblems_.remove(rank);
+  else
+    rankProblems_[rank] = problem;
+  Q_EMIT rankProblemsChanged();
+}
+
+void Session::clearRankProblems() {
+  if (rankProblems_.isEmpty()) return;
+  rankProblems_.clear();
+  Q_EMIT rankProblemsChanged();
 }
 
 std::string Session::addPlanningDevice(std::int64_t totalBytes) {
@@ -143,6 +206,10 @@ void Session::removePlanningDevice(const std::string& name) {
                                [&](const auto& d) { return d.name == name && d.planningOnly; });
   if (it == devices_.end()) return;
   devices_.erase(it);
+  releaseDevice(name);
+}
+
+void Session::releaseDevice(const std::string& name) {
   // Stages left on the removed device go back to the first runnable one.
   auto p = placement_;
   for (const auto& s : p.stages()) {
@@ -163,10 +230,14 @@ void Session::removePlanningDevice(const std::string& name) {
 std::vector<std::string> Session::runnableDevices() const {
   std::vector<std::string> out;
   // GPUs first: the default placement should use an accelerator when there is one.
+  // Ranks' devices last: stages stay in this process unless placed on a rank.
+  auto ranked = [](const engine::DeviceInfo& d) { return placement::splitRank(d.name).rank >= 0; };
   for (const auto& d : devices_)
-    if (!d.planningOnly && d.name != "cpu") out.push_back(d.name);
+    if (!d.planningOnly && d.name != "cpu" && !ranked(d)) out.push_back(d.name);
   for (const auto& d : devices_)
     if (!d.planningOnly && d.name == "cpu") out.push_back(d.name);
+  for (const auto& d : devices_)
+    if (!d.planningOnly && ranked(d)) out.push_back(d.name);
   return out;
 }
 

@@ -7,8 +7,10 @@
 #include "core/placement/Placement.h"
 #include "core/run/RunSpec.h"
 #include "core/volume/Volume.h"
+#include "ui/session/RankHost.h"
 #include "ui/session/StageInfo.h"
 
+#include <QMap>
 #include <QObject>
 #include <QString>
 #include <QVector>
@@ -64,6 +66,23 @@ public:
   std::string addPlanningDevice(std::int64_t totalBytes);
   void removePlanningDevice(const std::string& name);
   std::vector<std::string> runnableDevices() const;
+
+  // Ranks (other processes, here or on other machines): each adds its device as a column
+  // "r<rank>:<device>". The next free rank is taken; returns the column's device name. A local
+  // rank's device is one of this machine's (its memory as detected); a remote one's as declared.
+  const std::vector<RankHost>& hosts() const { return hosts_; }
+  std::string addRank(RankHost host);
+  // Stages on the removed rank go back to the default device (as for a planning-only GPU).
+  void removeRank(int rank);
+  void setHosts(const std::vector<RankHost>& hosts);
+  // The port rank 0 (the workstation) serves the rendezvous on when a remote worker takes part
+  // (runs with local ranks only take a free one).
+  int rendezvousPort() const { return rendezvousPort_; }
+  void setRendezvousPort(int port) { rendezvousPort_ = port; }
+  // Why a rank stopped or cannot join ("" when none): shown on its column until the next run.
+  QString rankProblem(int rank) const { return rankProblems_.value(rank); }
+  void setRankProblem(int rank, const QString& problem);
+  void clearRankProblems();
   // Where stages go unless placed: the first runnable device (a GPU when there is one).
   std::string defaultDevice() const;
 
@@ -95,9 +114,12 @@ Q_SIGNALS:
   void placementChanged();
   void runChanged();
   void busyChanged(bool busy);
+  void rankProblemsChanged();
   void message(const QString& text);
 
 private:
+  void releaseDevice(const std::string& name);  // its stages to the default device
+
   std::shared_ptr<const Volume> image_, groundTruth_, prediction_;
   QString imageSource_, groundTruthSource_, datasetFolder_;
   std::shared_ptr<model::StagedNetwork> network_;
@@ -108,6 +130,9 @@ private:
   run::RunSpec run_;
   QUndoStack* undo_;
   int planningCount_ = 0;
+  std::vector<RankHost> hosts_;
+  int rendezvousPort_ = 29500;  // torchrun's default
+  QMap<int, QString> rankProblems_;
   bool busy_ = false;
 };
 

@@ -4,6 +4,10 @@
 #include "core/model/StagedNetwork.h"
 #include "ui/session/Session.h"
 #include "ui/training/DeviceTimeline.h"
+#include "ui/training/NetworkOptionsDialog.h"
+#include "core/engine/NetworkFactory.h"
+#include "core/plugin/PluginRegistry.h"
+#include "ui/training/RankProcesses.h"
 #include "ui/training/StallMeter.h"
 #include "ui/training/TrainingCharts.h"
 #include "ui/training/TrainingWorker.h"
@@ -24,6 +28,8 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
+#include <QRegularExpression>
+#include <QSysInfo>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QThread>
@@ -62,6 +68,11 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   qRegisterMetaType<engine::StepMetrics>();
   qRegisterMetaType<engine::ValidationMetrics>();
   worker_->moveToThread(thread_);
+  ranks_ = new RankProcesses(this);
+  connect(ranks_, &RankProcesses::rankFailed, this, [this](int rank, const QString& why) {
+    session_->setRankProblem(rank, why);
+    if (running_) status_->setText(tr("%1 — the run stops within the rank timeout").arg(why));
+  });
   thread_->setObjectName("training");
   connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
   thread_->start();
@@ -81,9 +92,21 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
 #ifdef SPLITSEG_HAVE_DATASET
   data_->addItem(tr("Open dataset (all cases)"), "dataset");
 #endif
+  arch_ = new QComboBox(this);
+  arch_->setObjectName("architecture");
+  for (const auto& a : plugin::PluginRegistry::instance().architectures()) {
+    arch_->addItem(QString::fromStdString(a.name), QString::fromStdString(a.name));
+    arch_->setItemData(arch_->count() - 1,
+                       QString::fromStdString(a.description + " (" + a.source + ")"), Qt::ToolTipRole);
+  }
+  options_ = new QPushButton(tr("Options…"), this);
+  options_->setObjectName("networkOptions");
+  options_->setToolTip(tr("Every option of this architecture (the registry's defaults, the network's current values)"));
+  connect(options_, &QPushButton::clicked, this, &TrainingPanel::editNetworkOptions);
   base_ = spin(this, 2, 64, 32, 2);
   depth_ = spin(this, 2, 6, 5);
   applyNet_ = new QPushButton(tr("Apply"), this);
+  applyNet_->setObjectName("applyNetwork");
   applyNet_->setToolTip(tr("Rebuild the network with these sizes (new weights; placement kept where stages still exist)"));
   connect(applyNet_, &QPushButton::clicked, this, &TrainingPanel::applyNetwork);
   patch_ = spin(this, 8, 512, 64, 8);
@@ -154,6 +177,11 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   };
   grid->addWidget(new QLabel(tr("Data"), this), r, 0);
   grid->addWidget(data_, r++, 1, 1, 3);
+  auto* arch = new QHBoxLayout;
+  arch->addWidget(arch_, 1);
+  arch->addWidget(options_);
+  grid->addWidget(new QLabel(tr("Network"), this), r, 0);
+  grid->addLayout(arch, r++, 1, 1, 3);
   auto* net = new QHBoxLayout;
   net->addWidget(base_);
   net->addWidget(new QLabel(tr("depth"), this));
@@ -239,7 +267,8 @@ void TrainingPanel::syncFromSession() {
                      : r.data.kind == run::DataKind::Synthetic ? "phantom" : "volume";
   if (const int i = data_->findData(kind); i >= 0) data_->setCurrentIndex(i);
   if (auto net = session_->network()) {
-    const QSignalBlocker c1(base_), c2(depth_);
+    const QSignalBlocker c1(base_), c2(depth_), c3(arch_);
+    if (const int i = arch_->findData(QString::fromStdString(r.architecture)); i >= 0) arch_->setCurrentIndex(i);
     int depth = 0;
     for (const auto& st : session_->stages()) depth = std::max(depth, st.level + 1);
     depth_->setValue(depth);
@@ -247,10 +276,50 @@ void TrainingPanel::syncFromSession() {
   }
 }
 
+nlohmann::json TrainingPanel::chosenOptions() const {
+  // The network's own options when it is of the chosen architecture, else that one's defaults;
+  // base channels and depth from their boxes where the architecture has them.
+  const std::string arch = arch_->currentData().toString().toStdString();
+  nlohmann::json options = session_->run().architecture == arch && session_->network()
+                               ? session_->run().networkOptions
+                               : nlohmann::json::parse(plugin::PluginRegistry::instance().info(arch).defaultOptionsJson);
+  if (options.contains("base_channels")) options["base_channels"] = base_->value();
+  if (options.contains("depth")) options["depth"] = depth_->value();
+  return options;
+}
+
+void TrainingPanel::rebuildNetwork(const nlohmann::json& options) {
+  const std::string arch = arch_->currentData().toString().toStdString();
+  try {
+    session_->createNetwork(arch, options);
+    showError({});
+    status_->setText(tr("Network rebuilt: %1 %2").arg(QString::fromStdString(arch), QString::fromStdString(options.dump())));
+  } catch (const std::exception& e) {
+    showError(tr("Network not rebuilt: %1").arg(e.what()));
+  }
+}
+
 void TrainingPanel::applyNetwork() {
   if (running_) return;
-  session_->createUNet(base_->value(), depth_->value());
-  status_->setText(tr("Network rebuilt: base %1, depth %2").arg(base_->value()).arg(depth_->value()));
+  rebuildNetwork(chosenOptions());
+}
+
+void TrainingPanel::editNetworkOptions() {
+  if (running_) return;
+  const std::string arch = arch_->currentData().toString().toStdString();
+  const auto defaults = nlohmann::json::parse(plugin::PluginRegistry::instance().info(arch).defaultOptionsJson);
+  NetworkOptionsDialog dialog(arch, defaults, chosenOptions(), [arch](const nlohmann::json& o) -> std::string {
+    try {
+      engine::createNetwork(arch, o.dump());
+      return {};
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }, this);
+  optionsDialog_ = &dialog;
+  const bool ok = dialog.exec() == QDialog::Accepted;
+  optionsDialog_ = nullptr;
+  if (ok) rebuildNetwork(dialog.options());
 }
 
 void TrainingPanel::setRunning(bool running) {
@@ -259,6 +328,8 @@ void TrainingPanel::setRunning(bool running) {
   pause_->setEnabled(running);
   stop_->setEnabled(running);
   applyNet_->setEnabled(!running);
+  options_->setEnabled(!running);
+  arch_->setEnabled(!running);
   pause_->setText(tr("Pause"));
 }
 
@@ -324,6 +395,7 @@ void TrainingPanel::startRun() {
   session_->setRun(run);  // the document shows what runs (data, rounded patch, checkpoint)
   c.run = session_->run();
   c.run.timeline = true;  // the device timeline below the charts (the document's run keeps its own choice)
+  if (!prepareRanks(c)) return;
   charts_->reset();
   timeline_->reset();
   recentSeconds_.clear();
@@ -337,6 +409,50 @@ void TrainingPanel::startRun() {
   Q_EMIT runStarted();
   worker_->prepare();
   QMetaObject::invokeMethod(worker_, [w = worker_, c] { w->run(c); }, Qt::QueuedConnection);
+}
+
+bool TrainingPanel::prepareRanks(TrainingJob& c) {
+  session_->clearRankProblems();
+  const int world = session_->placement().rankCount();
+  if (world <= 1) return true;
+  QList<int> local;
+  QStringList remote;
+  for (int r = 1; r < world; ++r) {
+    const auto& hosts = session_->hosts();
+    const auto h = std::find_if(hosts.begin(), hosts.end(), [&](const RankHost& x) { return x.rank == r; });
+    if (h == hosts.end()) {
+      showError(tr("The placement names rank %1, which no host provides: add it with Add host… or move its stages").arg(r));
+      return false;
+    }
+    if (h->local())
+      local << r;
+    else
+      remote << QString::fromStdString(h->host);
+  }
+  // Remote workers connect to the port they were told; a run on this machine alone takes a free one.
+  const int port = remote.isEmpty() ? RankProcesses::freePort() : session_->rendezvousPort();
+  if (port <= 0) {
+    showError(tr("No free port on 127.0.0.1 for the ranks' rendezvous"));
+    return false;
+  }
+  c.ranks.masterAddr = "127.0.0.1";
+  c.ranks.masterPort = port;
+  c.ranks.rank = 0;
+  c.ranks.worldSize = world;
+  const QString why = ranks_->start(local, port, world, c.run.rankTimeoutSeconds);
+  if (!why.isEmpty()) {
+    showError(why);
+    return false;
+  }
+  QStringList lines;
+  for (const auto& h : session_->hosts())
+    if (!h.local() && h.rank < world)
+      lines << tr("on %1: %2").arg(QString::fromStdString(h.host),
+                                   QString::fromStdString(workerCommand(QSysInfo::machineHostName().toStdString(), port,
+                                                                        h.rank, world)));
+  if (!lines.isEmpty())
+    c.joinHint = tr("start the remote ranks within %1 s —\n%2").arg(c.run.rankTimeoutSeconds).arg(lines.join("\n")).toStdString();
+  return true;
 }
 
 void TrainingPanel::togglePause() {
@@ -389,6 +505,15 @@ void TrainingPanel::onValidation(const engine::ValidationMetrics& m) {
 
 void TrainingPanel::onFinished(bool stopped, const QString& error) {
   stall_->stop();
+  // Workers end right after rank 0; whatever still runs after a grace period is stopped.
+  ranks_->finish(5000);
+  // "rank 0: rank 2 closed the connection ..." from the ranks' runtime: shown on rank 2's column.
+  for (auto it = QRegularExpression("\\brank (\\d+)\\b").globalMatch(error); it.hasNext();) {
+    const int rank = it.next().captured(1).toInt();
+    if (rank <= 0) continue;
+    if (session_->rankProblem(rank).isEmpty()) session_->setRankProblem(rank, error);
+    break;
+  }
   charts_->flush();
   setRunning(false);
   session_->setBusy(false);

@@ -8,6 +8,8 @@
 #include <QElapsedTimer>
 #include <QWidget>
 
+#include <nlohmann/json.hpp>
+
 #include <deque>
 
 class QComboBox;
@@ -17,6 +19,9 @@ class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QThread;
+class QDialog;
+
+namespace splitseg::ui { class RankProcesses; struct TrainingJob; }
 
 namespace splitseg::ui {
 
@@ -45,7 +50,11 @@ public:
   const std::string& lastRunPrecision() const { return lastRunPrecision_; }
   QPushButton* pauseButton() const { return pause_; }
   QPushButton* stopButton() const { return stop_; }
-  QThread* workerThread() const { return thread_; }  // tests hold it to order Start and Stop
+  QThread* workerThread() const { return thread_; }
+  RankProcesses* rankProcesses() const { return ranks_; }
+  QComboBox* architectureBox() const { return arch_; }
+  QPushButton* optionsButton() const { return options_; }
+  QDialog* optionsDialog() const { return optionsDialog_; }  // the local ranks of a run over ranks  // tests hold it to order Start and Stop
   QComboBox* dataBox() const { return data_; }
   QSpinBox* baseBox() const { return base_; }
   QSpinBox* depthBox() const { return depth_; }
@@ -72,13 +81,20 @@ private:
   void onValidation(const engine::ValidationMetrics& m);
   void onFinished(bool stopped, const QString& error);
   void applyNetwork();
+  void editNetworkOptions();
+  nlohmann::json chosenOptions() const;
+  void rebuildNetwork(const nlohmann::json& options);
   void syncFromSession();
   void setRunning(bool running);
   void showError(const QString& text);
+  // A placement that names ranks: starts the local ones, says how to start the remote ones, and
+  // fills the job's rank environment. False (error shown) when the run cannot go over ranks.
+  bool prepareRanks(TrainingJob& job);
 
   Session* session_;
   QThread* thread_;
   TrainingWorker* worker_;
+  RankProcesses* ranks_;
   StallMeter* stall_;
   TrainingCharts* charts_;
   DeviceTimeline* timeline_;
@@ -87,7 +103,9 @@ private:
   QDoubleSpinBox* lr_;
   QComboBox* precision_;
   QComboBox* intensity_;
-  QPushButton *start_, *pause_, *stop_, *applyNet_;
+  QPushButton *start_, *pause_, *stop_, *applyNet_, *options_;
+  QComboBox* arch_;
+  QDialog* optionsDialog_ = nullptr;  // while Options… is open (tests)
   std::string lastRunPrecision_;
   QProgressBar* progress_;
   QLabel *status_, *error_, *stallLabel_;

@@ -3,6 +3,7 @@
 #include "core/base/Error.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Trainer.h"
+#include "core/dist/RankRun.h"
 
 namespace splitseg::ui {
 
@@ -27,9 +28,18 @@ void TrainingWorker::run(const TrainingJob& c) {
   try {
     auto source = c.makeSource ? c.makeSource() : c.source;
     Q_EMIT message(tr("Training on %1").arg(QString::fromStdString(source->describe())));
-    engine::Trainer trainer(c.network, source, c.run);
-    Q_EMIT started(c.run.totalSteps());
-    trainer.run(&sink, &token_);
+    if (c.ranks.distributed()) {
+      QString wait = tr("Waiting for %1 rank(s) to join (%2)").arg(c.ranks.worldSize - 1).arg(QString::fromStdString(c.ranks.describe()));
+      if (!c.joinHint.empty()) wait += ": " + QString::fromStdString(c.joinHint);
+      Q_EMIT message(wait);
+      Q_EMIT started(c.run.totalSteps());
+      dist::trainAsRankZero(c.ranks, c.run, c.network, source, "", &sink, &token_,
+                            [this](const std::string& line) { Q_EMIT message(QString::fromStdString(line)); });
+    } else {
+      engine::Trainer trainer(c.network, source, c.run);
+      Q_EMIT started(c.run.totalSteps());
+      trainer.run(&sink, &token_);
+    }
     c.network->root().eval();
     Q_EMIT finished(token_.cancelled(), {});
   } catch (const Cancelled&) {

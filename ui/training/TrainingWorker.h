@@ -4,6 +4,7 @@
 // receivers in the UI thread. Pause/resume/stop are thread-safe calls on the token.
 #include "core/base/CancelToken.h"
 #include "core/data/SampleSource.h"
+#include "core/dist/RankEnv.h"
 #include "core/engine/Metrics.h"
 #include "core/run/RunSpec.h"
 
@@ -26,6 +27,10 @@ struct TrainingJob {
   std::shared_ptr<data::SampleSource> source;
   // Built on the worker thread when set (reading a dataset takes a while): replaces `source`.
   std::function<std::shared_ptr<data::SampleSource>()> makeSource;
+  // A run over ranks (worldSize > 1): this process is rank 0 and serves the rendezvous; the
+  // other ranks join it (RankProcesses, or workers on other machines).
+  dist::RankEnv ranks;
+  std::string joinHint;  // how to start the remote ranks, shown while waiting for them
 };
 
 class TrainingWorker : public QObject {

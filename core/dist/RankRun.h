@@ -1,0 +1,37 @@
+#pragma once
+// A training run over ranks as rank 0 starts it, for every front end (splitseg-cli train and the
+// workstation): the run goes to the other ranks, each checks it can run its part, then rank 0
+// trains and reports. The other ranks' side is splitseg-cli worker (app/cli).
+#include "core/base/CancelToken.h"
+#include "core/data/SampleSource.h"
+#include "core/dist/RankEnv.h"
+#include "core/engine/Metrics.h"
+#include "core/model/StagedNetwork.h"
+#include "core/run/RunSpec.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace splitseg::dist {
+
+// What every rank compares at the rendezvous: SplitSeg's and LibTorch's versions.
+std::string rankIdentity();
+// Why `rank` cannot run its part of `spec` here ("" when it can): a device its stages are placed
+// on that this machine lacks, or a placement the ranks cannot run.
+std::string rankProblem(const run::RunSpec& spec, const std::vector<std::string>& stages, int rank, int worldSize);
+
+// One process: a placement that names ranks runs each stage on its device here (a run saved over
+// ranks resumes or infers in one process; the workstation's review). Returns whether it changed
+// anything.
+bool dropRanks(run::RunSpec& spec);
+
+// Rank 0: publishes the run, waits until every rank is ready, trains (pipeline or every stage
+// sharded), writes the checkpoint. `describe` (may be empty) is called once the ranks agreed, with
+// a line saying how the run is split. Stop and pause come from `cancel` between steps: every rank
+// stops after the same step and the final checkpoint is written.
+void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
+                     std::shared_ptr<data::SampleSource> source, const std::string& resume, engine::MetricsSink* sink,
+                     CancelToken* cancel = nullptr, const std::function<void(const std::string&)>& describe = {});
+
+} // namespace splitseg::dist

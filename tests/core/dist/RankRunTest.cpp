@@ -1,0 +1,193 @@
+// A run over ranks as the workstation starts it: rank 0 in this process (dist::trainAsRankZero on
+// a thread, as the GUI's worker thread does), rank 1 a `splitseg-cli worker` process. Stop ends
+// every rank after the same step; a pause longer than the rank timeout is not taken for a dead
+// rank; without a checkpoint path rank 0's network ends with every rank's trained weights, the
+// same as training in one process.
+#include "core/data/SampleSource.h"
+#include "core/dist/RankRun.h"
+#include "core/engine/Trainer.h"
+#include "core/plugin/PluginRegistry.h"
+#include "tests/support/FreePort.h"
+
+#include <QProcess>
+#include <QtTest>
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+using namespace splitseg;
+
+namespace {
+const char* kPlacement = "enc0=cpu,enc1=cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=cpu";
+
+run::RunSpec tinyRun(int steps, int timeoutSeconds) {
+  run::RunSpec spec;
+  spec.architecture = "unet3d";
+  spec.networkOptions = {{"base_channels", 4}, {"depth", 3}, {"dropout", {0.0, 0.0, 0.0}}};
+  spec.patch = {16, 16, 16};
+  spec.batch = 2;
+  spec.steps = steps;
+  spec.seed = 3;
+  spec.learningRate = 0.01;
+  spec.rankTimeoutSeconds = timeoutSeconds;
+  return spec;
+}
+
+std::shared_ptr<model::StagedNetwork> build(run::RunSpec& spec) {
+  torch::manual_seed(spec.seed);
+  auto net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
+  spec.setPlacement(placement::Placement::parse(kPlacement, net->stageNames(), "cpu"));
+  return net;
+}
+
+// Counts steps; calls `onStep` (on rank 0's thread) after each.
+class Steps final : public engine::MetricsSink {
+public:
+  std::function<void(int)> onStepDone;
+  std::atomic<int> count{0};
+  void onStep(const engine::StepMetrics&) override {
+    const int n = ++count;
+    if (onStepDone) onStepDone(n);
+  }
+};
+
+struct Worker {
+  QProcess process;
+  explicit Worker(int port) {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("MASTER_ADDR", "127.0.0.1");
+    env.insert("MASTER_PORT", QString::number(port));
+    env.insert("RANK", "1");
+    env.insert("LOCAL_RANK", "1");
+    env.insert("WORLD_SIZE", "2");
+    env.insert("OMP_NUM_THREADS", "1");
+    env.insert("TORCH_CPP_LOG_LEVEL", "ERROR");
+    process.setProcessEnvironment(env);
+    process.start(SPLITSEG_CLI, {"worker"});
+  }
+  // Exit status, or -1 when it is still running after `ms`.
+  int finish(int ms) {
+    if (!process.waitForFinished(ms)) {
+      process.kill();
+      process.waitForFinished();
+      return -1;
+    }
+    return process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -2;
+  }
+  QByteArray err() { return process.readAllStandardError(); }
+};
+
+dist::RankEnv rankZero(int port) {
+  dist::RankEnv env;
+  env.masterPort = port;
+  env.worldSize = 2;
+  return env;
+}
+} // namespace
+
+class RankRunTest : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() { torch::set_num_threads(1); }
+
+  void stopEndsEveryRank_data() {
+    QTest::addColumn<int>("stopAfter");
+    QTest::newRow("after step 1") << 1;
+    QTest::newRow("after step 2") << 2;
+  }
+  void stopEndsEveryRank() {
+    QFETCH(int, stopAfter);
+    auto spec = tinyRun(8, 20);
+    auto net = build(spec);
+    const int port = test::freePort();
+    Worker worker(port);
+    CancelToken cancel;
+    Steps sink;
+    sink.onStepDone = [&](int n) {
+      if (n == stopAfter) cancel.cancel();
+    };
+    std::string error;
+    std::thread zero([&] {
+      try {
+        dist::trainAsRankZero(rankZero(port), spec, net, std::make_shared<data::PhantomSource>(), "", &sink, &cancel);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    zero.join();
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(sink.count.load(), stopAfter);
+    const int code = worker.finish(30000);
+    QVERIFY2(code == 0, worker.err().constData());
+  }
+
+  // Paused for twice the rank timeout: rank 0 keeps rank 1 waiting with a message every second.
+  void pauseOutlastsTheRankTimeout() {
+    auto spec = tinyRun(3, 2);
+    auto net = build(spec);
+    const int port = test::freePort();
+    Worker worker(port);
+    CancelToken cancel;
+    Steps sink;
+    std::chrono::steady_clock::time_point paused;
+    sink.onStepDone = [&](int n) {
+      if (n != 1) return;
+      cancel.pause();
+      paused = std::chrono::steady_clock::now();
+    };
+    std::thread resumer([&] {
+      while (!cancel.paused()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+      cancel.resume();
+    });
+    std::string error;
+    try {
+      dist::trainAsRankZero(rankZero(port), spec, net, std::make_shared<data::PhantomSource>(), "", &sink, &cancel);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    resumer.join();
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(sink.count.load(), 3);
+    const double pausedFor =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - paused).count();
+    QVERIFY2(pausedFor >= 4.0, qPrintable(QString::number(pausedFor)));
+    const int code = worker.finish(30000);
+    QVERIFY2(code == 0, worker.err().constData());
+  }
+
+  // No checkpoint path: rank 1's stages come back into rank 0's network, trained as in one process.
+  void rankZeroEndsWithEveryStageTrained() {
+    auto spec = tinyRun(3, 20);
+    auto net = build(spec);
+    const auto initial = net->root().named_parameters();
+    std::map<std::string, torch::Tensor> before;
+    for (const auto& p : initial) before[p.key()] = p.value().detach().clone();
+    const int port = test::freePort();
+    Worker worker(port);
+    dist::trainAsRankZero(rankZero(port), spec, net, std::make_shared<data::PhantomSource>(), "", nullptr);
+    QCOMPARE(worker.finish(30000), 0);
+
+    auto single = tinyRun(3, 20);
+    auto reference = build(single);
+    single.setPlacement(placement::Placement::uniform(reference->stageNames(), "cpu"));
+    engine::Trainer(reference, std::make_shared<data::PhantomSource>(), single).run();
+
+    auto trained = reference->root().named_parameters();
+    double worst = 0, moved = 0;
+    for (const auto& p : net->root().named_parameters()) {
+      const auto here = p.value().detach().cpu();
+      worst = std::max(worst, (here - trained[p.key()].detach().cpu()).abs().max().item<double>());
+      if (p.key().rfind("dec0", 0) == 0 || p.key().rfind("bottleneck", 0) == 0)
+        moved = std::max(moved, (here - before[p.key()]).abs().max().item<double>());
+    }
+    QVERIFY2(moved > 1e-4, qPrintable(QString("rank 1's stages did not change in rank 0's network (%1)").arg(moved)));
+    QVERIFY2(worst < 1e-5, qPrintable(QString("largest weight difference to one process: %1").arg(worst)));
+  }
+};
+
+QTEST_GUILESS_MAIN(RankRunTest)
+#include "RankRunTest.moc"

@@ -1,0 +1,121 @@
+#include "ui/training/RankProcesses.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QProcess>
+#include <QStandardPaths>
+#include <QThread>
+#include <QTimer>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace splitseg::ui {
+
+RankProcesses::RankProcesses(QObject* parent) : QObject(parent) {}
+
+RankProcesses::~RankProcesses() { stopAll(); }
+
+QString RankProcesses::workerProgram() {
+  const QString env = qEnvironmentVariable("SPLITSEG_CLI");
+  if (!env.isEmpty()) return env;
+  const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath("splitseg-cli");
+  if (QFileInfo(beside).isExecutable()) return beside;
+  return QStandardPaths::findExecutable("splitseg-cli");
+}
+
+int RankProcesses::freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+QString RankProcesses::start(const QList<int>& ranks, int port, int worldSize, int timeoutSeconds) {
+  stopAll();
+  ++generation_;
+  const QString program = workerProgram();
+  if (program.isEmpty()) return tr("splitseg-cli was not found beside the workstation or on PATH: it runs the ranks");
+  // Ranks on one machine share its cores (as torchrun does): the workstation's rank and each worker.
+  const int threads = std::max(1, QThread::idealThreadCount() / static_cast<int>(ranks.size() + 1));
+  for (const int rank : ranks) {
+    auto* p = new QProcess(this);
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("MASTER_ADDR", "127.0.0.1");
+    env.insert("MASTER_PORT", QString::number(port));
+    env.insert("RANK", QString::number(rank));
+    env.insert("LOCAL_RANK", QString::number(rank));
+    env.insert("WORLD_SIZE", QString::number(worldSize));
+    env.insert("SPLITSEG_RANK_TIMEOUT", QString::number(timeoutSeconds));
+    if (!env.contains("OMP_NUM_THREADS")) env.insert("OMP_NUM_THREADS", QString::number(threads));
+    // c10d logs each lost connection with a stack trace; the ranks' one-line messages say it.
+    if (!env.contains("TORCH_CPP_LOG_LEVEL")) env.insert("TORCH_CPP_LOG_LEVEL", "ERROR");
+    p->setProcessEnvironment(env);
+    p->setChildProcessModifier([] { prctl(PR_SET_PDEATHSIG, SIGKILL); });
+    connect(p, &QProcess::readyReadStandardError, this, [this, p, rank] {
+      const auto lines = QString::fromUtf8(p->readAllStandardError()).split('\n', Qt::SkipEmptyParts);
+      if (!lines.isEmpty()) lastLines_[rank] = lines.back().trimmed();
+    });
+    connect(p, &QProcess::finished, this, [this, p, rank](int code, QProcess::ExitStatus status) {
+      if (processes_.value(rank) != p) return;
+      processes_.remove(rank);
+      const auto rest = QString::fromUtf8(p->readAllStandardError()).split('\n', Qt::SkipEmptyParts);
+      if (!rest.isEmpty()) lastLines_[rank] = rest.back().trimmed();
+      p->deleteLater();
+      if (status == QProcess::NormalExit && code == 0) return;
+      const QString how = status == QProcess::CrashExit ? tr("rank %1 was killed").arg(rank)
+                                                         : tr("rank %1 exited with status %2").arg(rank).arg(code);
+      const QString last = lastLines_.value(rank);
+      Q_EMIT rankFailed(rank, last.isEmpty() ? how : how + ": " + last);
+    });
+    processes_[rank] = p;
+    p->start(program, {"worker"});
+    if (!p->waitForStarted(10000)) {
+      const QString why = tr("rank %1 did not start (%2): %3").arg(rank).arg(program, p->errorString());
+      stopAll();
+      return why;
+    }
+  }
+  return {};
+}
+
+void RankProcesses::finish(int graceMs) {
+  // Only this run's workers: a run started within the grace period keeps its own.
+  QTimer::singleShot(graceMs, this, [this, generation = generation_] {
+    if (generation == generation_) stopAll();
+  });
+}
+
+int RankProcesses::running() const { return static_cast<int>(processes_.size()); }
+
+qint64 RankProcesses::pidOf(int rank) const {
+  const auto* p = processes_.value(rank);
+  return p ? p->processId() : 0;
+}
+
+void RankProcesses::stopAll() {
+  const auto all = processes_;
+  processes_.clear();  // their finished signals are no failures now
+  for (auto* p : all) {
+    p->kill();
+    p->waitForFinished(2000);
+    p->deleteLater();
+  }
+}
+
+} // namespace splitseg::ui

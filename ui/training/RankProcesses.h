@@ -1,0 +1,47 @@
+#pragma once
+// The rank processes a run over ranks starts on this machine: `splitseg-cli worker` with torchrun's
+// environment (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK), joining the rendezvous the
+// workstation (rank 0) serves. A rank that exits with an error is reported with its last line; the
+// processes die with the workstation (no orphan keeps training).
+#include <QList>
+#include <QMap>
+#include <QObject>
+#include <QString>
+
+class QProcess;
+
+namespace splitseg::ui {
+
+class RankProcesses : public QObject {
+  Q_OBJECT
+public:
+  explicit RankProcesses(QObject* parent = nullptr);
+  ~RankProcesses() override;
+
+  // Starts one worker per rank in `ranks` (each > 0); "" or why one could not start (the others
+  // are then stopped).
+  QString start(const QList<int>& ranks, int port, int worldSize, int timeoutSeconds);
+  // The run ended: workers normally exit by themselves right after; those still running after
+  // `graceMs` are killed. Does not block.
+  void finish(int graceMs);
+  int running() const;
+  qint64 pidOf(int rank) const;  // 0 when not running
+
+  // SPLITSEG_CLI when set, else splitseg-cli beside this program, else the one on PATH.
+  static QString workerProgram();
+  // A free TCP port on 127.0.0.1 (bound and released) for a run whose ranks are all local.
+  static int freePort();
+
+Q_SIGNALS:
+  // A worker ended with a non-zero status or a signal; `lastLine` is its last line on stderr.
+  void rankFailed(int rank, const QString& why);
+
+private:
+  void stopAll();
+
+  QMap<int, QProcess*> processes_;
+  QMap<int, QString> lastLines_;
+  int generation_ = 0;  // one per start()
+};
+
+} // namespace splitseg::ui
