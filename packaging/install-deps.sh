@@ -10,6 +10,7 @@ set -euo pipefail
 TORCH_VERSION="${SPLITSEG_TORCH_VERSION:-2.11.0}"
 MONAI_VERSION="${SPLITSEG_MONAI_VERSION:-1.6.1}"
 SIMPLEITK_VERSION="${SPLITSEG_SIMPLEITK_VERSION:-2.5.7}"
+MATPLOTLIB_VERSION="${SPLITSEG_MATPLOTLIB_VERSION:-3.10.8}"
 SPLITSEG_HOME="${SPLITSEG_HOME:-$HOME/.local/share/splitseg}"
 VENV="${SPLITSEG_VENV:-$SPLITSEG_HOME/venv}"
 
@@ -70,10 +71,15 @@ if [ "$have" != "$TORCH_VERSION" ]; then
 else
   log "torch $have present"
 fi
+# The report test (test_bench_report) regenerates docs/benchmarks.md with its plots.
+"$VENV/bin/python" -c 'import matplotlib' 2>/dev/null || {
+  log "installing matplotlib==$MATPLOTLIB_VERSION (benchmark report plots)"
+  "$VENV/bin/python" -m pip install -q "matplotlib==$MATPLOTLIB_VERSION"
+}
 if [ "$bench" = 1 ]; then
   "$VENV/bin/python" -c 'import monai' 2>/dev/null || {
     log "installing monai==$MONAI_VERSION for benchmarks"
-    "$VENV/bin/python" -m pip install -q "monai==$MONAI_VERSION" matplotlib
+    "$VENV/bin/python" -m pip install -q "monai==$MONAI_VERSION"
   }
   # The volume-loading peer (what MONAI's LoadImage and most scripts read NIfTI with).
   "$VENV/bin/python" -c 'import SimpleITK' 2>/dev/null || {

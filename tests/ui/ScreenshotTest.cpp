@@ -7,6 +7,8 @@
 #include "ui/mainwindow/MainWindow.h"
 #include "ui/mainwindow/VolumeLoader.h"
 #include "ui/placement/PlacementView.h"
+#include "ui/placement/StageCard.h"
+#include "ui/placement/DeviceColumn.h"
 #include "ui/render/VolumeView3d.h"
 #include "ui/review/ReviewPanel.h"
 #include "ui/session/Session.h"
@@ -14,6 +16,13 @@
 #include "ui/training/TrainingCharts.h"
 #include "ui/training/TrainingPanel.h"
 
+#include <QDockWidget>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QLabel>
+#include <QAbstractButton>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QDir>
@@ -56,6 +65,9 @@ private Q_SLOTS:
   void initTestCase() {
     test::installWarningTrap();
     QDir().mkpath(dir_);
+    // Settings of their own: the recent-files list other tests filled does not show in the docs.
+    QStandardPaths::setTestModeEnabled(true);
+    QSettings().clear();
     window_ = std::make_unique<MainWindow>();
     window_->resize(1440, 900);
     window_->show();
@@ -97,6 +109,68 @@ private Q_SLOTS:
     s->undoStack()->undo();
     s->setRun(before);
     s->removePlanningDevice(gpu);
+  }
+
+  // Room for the devices at the default size (1440x900): the CPU and four GPUs show side by side
+  // without scrolling, nothing clipped (toolbar buttons, card texts); the other tabs get the
+  // window back.
+  void placementHasRoomForFiveDevices() {
+    auto* s = window_->session();
+    auto* view = window_->placementView();
+    window_->tabs()->setCurrentWidget(window_->trainingPanel());
+    QTest::qWait(100);
+    auto* dock = window_->findChild<QDockWidget*>("tabDock");
+    auto* dataDock = window_->findChild<QDockWidget*>("dataDock");
+    QVERIFY(dock && dataDock);
+    const int trainingWidth = dock->width();
+    QVERIFY(dataDock->isVisible());
+    std::vector<std::string> gpus;
+    for (int gib : {24, 48, 80, 141}) gpus.push_back(s->addPlanningDevice(std::int64_t(gib) << 30));
+    view->moveStages({"enc2", "enc3"}, gpus[0]);
+    view->moveStages({"bottleneck"}, gpus[1]);
+    view->moveStages({"dec3", "dec2"}, gpus[2]);
+    view->moveStages({"dec1", "dec0", "head"}, gpus[3]);
+    window_->tabs()->setCurrentWidget(view);
+    QTest::qWait(300);
+    QTRY_VERIFY(!view->planning());
+    auto* scroll = view->findChild<QScrollArea*>();
+    QVERIFY(scroll);
+    QTRY_VERIFY(!scroll->horizontalScrollBar()->isVisible());
+    const auto columns = view->findChildren<DeviceColumn*>();
+    QCOMPARE(columns.size(), qsizetype(5));
+    for (auto* c : columns) {
+      const QRect inViewport(c->mapTo(scroll->viewport(), QPoint(0, 0)), c->size());
+      QVERIFY2(scroll->viewport()->rect().contains(inViewport), c->device().c_str());
+    }
+    for (auto* b : view->findChildren<QAbstractButton*>()) {
+      if (!b->isVisible() || qobject_cast<StageCard*>(b->parentWidget())) continue;
+      QVERIFY2(b->width() >= b->sizeHint().width(), qPrintable(b->text()));
+    }
+    // Column heads: one-line labels wide enough, wrapped ones tall enough for their text.
+    for (auto* c : columns)
+      for (auto* l : c->findChildren<QLabel*>()) {
+        if (!l->isVisible() || qobject_cast<StageCard*>(l->parentWidget())) continue;
+        if (l->wordWrap())
+          QTRY_VERIFY2(l->height() >= l->heightForWidth(l->width()),
+                       qPrintable(QString("%1: %2 px high of %3").arg(l->text()).arg(l->height()).arg(l->heightForWidth(l->width()))));
+        else
+          QVERIFY2(l->width() >= l->sizeHint().width(), qPrintable(QString("%1: %2 px of %3").arg(l->text()).arg(l->width()).arg(l->sizeHint().width())));
+      }
+    for (auto* card : view->findChildren<StageCard*>())
+      for (auto* l : card->findChildren<QLabel*>())
+        if (l->isVisible())
+          QVERIFY2(l->width() >= l->sizeHint().width(), qPrintable(QString("%1: %2 px of %3 in a %4 px card")
+                                                                        .arg(l->text()).arg(l->width())
+                                                                        .arg(l->sizeHint().width()).arg(card->width())));
+    qInfo("five device columns at %dx%d: Model dock %d px (Data dock %s)", window_->width(), window_->height(),
+          dock->width(), dataDock->isVisible() ? "shown" : "hidden while placing");
+    save(window_->grab().toImage(), "placement-five-devices.png");
+    window_->tabs()->setCurrentWidget(window_->trainingPanel());
+    QTRY_VERIFY(dataDock->isVisible());
+    QTRY_COMPARE(dock->width(), trainingWidth);
+    window_->tabs()->setCurrentWidget(view);
+    for (auto it = gpus.rbegin(); it != gpus.rend(); ++it) s->removePlanningDevice(*it);
+    QTRY_VERIFY(!view->planning());
   }
 
   // Sharded stages: the full-resolution stages cut across two planning GPUs, the rest on the first.

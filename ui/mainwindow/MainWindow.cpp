@@ -57,7 +57,7 @@ MainWindow::MainWindow(QWidget* parent)
   for (auto* s : slices_) connect(s, &SliceView::hovered, this, [this](const QString& t) { hoverLabel_->setText(t); });
 
   data_ = new DataPanel(session_, viewState_, this);
-  auto* dataDock = new QDockWidget(tr("Data"), this);
+  auto* dataDock = dataDock_ = new QDockWidget(tr("Data"), this);
   dataDock->setObjectName("dataDock");
   dataDock->setWidget(data_);
   dataDock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
@@ -81,12 +81,14 @@ MainWindow::MainWindow(QWidget* parent)
     else view3d_->clearLabelSurfaces();
   });
   connect(review_, &ReviewPanel::saveRequested, this, &MainWindow::saveSegmentation);
-  auto* tabDock = new QDockWidget(tr("Model"), this);
+  auto* tabDock = tabDock_ = new QDockWidget(tr("Model"), this);
   tabDock->setObjectName("tabDock");
   tabDock->setWidget(tabs_);
   tabDock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
   addDockWidget(Qt::RightDockWidgetArea, tabDock);
   setCentralWidget(centre);
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] { fitPlacementRoom(); });
+  connect(session_, &Session::devicesChanged, this, [this] { fitPlacementRoom(); });
 
   devicesLabel_ = new QLabel(this);
   hoverLabel_ = new QLabel(this);
@@ -439,6 +441,39 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   // Only CT presets are remembered: a relative one (phantom, MR) would not suit the next CT.
   if (!view3d_->preset().relative) settings.setValue("volumePreset", view3d_->preset().name);
   QMainWindow::closeEvent(e);
+}
+
+void MainWindow::showEvent(QShowEvent* e) {
+  QMainWindow::showEvent(e);
+  fitPlacementRoom();
+}
+
+void MainWindow::resizeEvent(QResizeEvent* e) {
+  QMainWindow::resizeEvent(e);
+  if (isVisible()) fitPlacementRoom();
+}
+
+void MainWindow::fitPlacementRoom() {
+  constexpr int kMinCentre = 320;  // two slice views side by side stay readable
+  if (!tabDock_ || !isVisible() || tabDock_->isFloating()) return;
+  const bool placing = tabs_->currentWidget() == placement_;
+  if (!placing) {
+    if (dockWidthBeforePlacing_ >= 0) resizeDocks({tabDock_}, {dockWidthBeforePlacing_}, Qt::Horizontal);
+    dockWidthBeforePlacing_ = -1;
+    if (dataDockHiddenForPlacing_) dataDock_->show();
+    dataDockHiddenForPlacing_ = false;
+    return;
+  }
+  const int columns = static_cast<int>(session_->devices().size());
+  const int want = placement_->widthForColumns(columns) + (tabDock_->width() - placement_->width());
+  const int dataWidth = dataDock_->isVisible() && !dataDock_->isFloating() ? dataDock_->width() : 0;
+  if (dockWidthBeforePlacing_ < 0) dockWidthBeforePlacing_ = tabDock_->width();
+  if (dataWidth > 0 && want + dataWidth + kMinCentre > width()) {
+    dataDock_->hide();
+    dataDockHiddenForPlacing_ = true;
+  }
+  const int room = std::max(tabDock_->width(), std::min(want, width() - kMinCentre));
+  if (room != tabDock_->width()) resizeDocks({tabDock_}, {room}, Qt::Horizontal);
 }
 
 } // namespace splitseg::ui

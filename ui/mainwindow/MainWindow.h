@@ -7,6 +7,7 @@
 
 #include <memory>
 
+class QDockWidget;
 class QLabel;
 class QProgressBar;
 class QTabWidget;
@@ -78,6 +79,8 @@ Q_SIGNALS:
 
 protected:
   void closeEvent(QCloseEvent* e) override;
+  void showEvent(QShowEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
 
 private:
   void buildMenus();
@@ -95,6 +98,10 @@ private:
                   const QString& labelPath, const VolumeLoader::Result& label);
   bool applyLabel(const QString& path, const VolumeLoader::Result& label);
   void setLoadingIndicator(bool busy);
+  // While the Placement tab is shown the Model dock takes the width of every device column
+  // (leaving the slices at least kMinCentre pixels), hiding the Data dock when both do not fit;
+  // leaving the tab gives both back as they were.
+  void fitPlacementRoom();
 
   Session* session_;
   ViewState* viewState_;
@@ -111,6 +118,9 @@ private:
   AsyncVolumeLoader* loader_;
   QStringList recent_;
   QStringList datasetCases_, datasetLabels_;
+  QDockWidget *dataDock_ = nullptr, *tabDock_ = nullptr;
+  int dockWidthBeforePlacing_ = -1;  // -1: not widened
+  bool dataDockHiddenForPlacing_ = false;
 };
 
 } // namespace splitseg::ui

@@ -13,7 +13,7 @@ namespace splitseg::ui {
 
 DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : QFrame(parent), info_(device) {
   setObjectName("deviceColumn");
-  setMinimumWidth(165);
+  setMinimumWidth(175);  // a card fits "bottleneck", CP and fp32 side by side
   setMaximumWidth(230);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(8, 8, 8, 8);
@@ -22,7 +22,7 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
   title_ = new QLabel(this);
   rank_ = placement::splitRank(info_.name).rank;
   QString title = QString("<b>%1</b>").arg(QString::fromStdString(info_.name));
-  if (info_.planningOnly) title += tr(" <span style='color:#e8c15a'>planning only</span>");
+  // A planning-only GPU says so in its description and with a dashed border: the title stays short.
   title_->setText(title);
   head->addWidget(title_, 1);
   if (info_.planningOnly || rank_ >= 0) {
@@ -37,7 +37,7 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
   }
   layout->addLayout(head);
   auto* desc = new QLabel(QString::fromStdString(info_.description), this);
-  desc->setStyleSheet("color: #9aa4b2; font-size: 11px;");
+  desc->setStyleSheet(info_.planningOnly ? "color: #e8c15a; font-size: 11px;" : "color: #9aa4b2; font-size: 11px;");
   desc->setWordWrap(true);
   layout->addWidget(desc);
   problem_ = new QLabel(this);
@@ -48,6 +48,7 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
   layout->addWidget(problem_);
   memory_ = new QLabel(this);
   memory_->setStyleSheet("font-size: 11px;");
+  memory_->setWordWrap(true);  // "predicted 844.6 MiB of 24.0 GiB" takes two lines in a narrow column
   layout->addWidget(memory_);
   // Room for the capacity bar painted below the memory text.
   layout->addSpacing(16);

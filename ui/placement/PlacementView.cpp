@@ -15,6 +15,7 @@
 #include "core/placement/LargestVolume.h"
 #include "core/placement/StepTime.h"
 
+#include <QAction>
 #include <QApplication>
 
 #include <QComboBox>
@@ -25,6 +26,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QShortcut>
 #include <QSpinBox>
 #include <QToolButton>
@@ -57,10 +59,22 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   add->setMenu(cards);
   bar->addWidget(add);
   bar->addWidget(new AddHostButton(session_, this));
-  auto* undo = new QToolButton(this);
-  undo->setDefaultAction(session_->undoStack()->createUndoAction(this, tr("Undo")));
-  auto* redo = new QToolButton(this);
-  redo->setDefaultAction(session_->undoStack()->createRedoAction(this, tr("Redo")));
+  // "Undo"/"Redo" with the command in the tooltip: the command's text ("Undo move 3 stages to
+  // cuda:3") would widen the toolbar past a narrow dock and get clipped.
+  auto* stack = session_->undoStack();
+  auto button = [this, stack](const QString& text, bool isUndo) {
+    auto* action = new QAction(text, this);
+    action->setEnabled(isUndo ? stack->canUndo() : stack->canRedo());
+    connect(action, &QAction::triggered, stack, isUndo ? &QUndoStack::undo : &QUndoStack::redo);
+    connect(stack, isUndo ? &QUndoStack::canUndoChanged : &QUndoStack::canRedoChanged, action, &QAction::setEnabled);
+    connect(stack, isUndo ? &QUndoStack::undoTextChanged : &QUndoStack::redoTextChanged, action,
+            [action, text](const QString& command) { action->setToolTip(command.isEmpty() ? text : text + " " + command); });
+    auto* b = new QToolButton(this);
+    b->setDefaultAction(action);
+    return b;
+  };
+  auto* undo = button(tr("Undo"), true);
+  auto* redo = button(tr("Redo"), false);
   bar->addWidget(undo);
   bar->addWidget(redo);
   auto* autoPlace = new QPushButton(tr("Auto-place"), this);
@@ -150,7 +164,7 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   board_ = new QWidget(scroll_);
   board_->installEventFilter(this);
   columnsLayout_ = new QHBoxLayout(board_);
-  columnsLayout_->setSpacing(56);  // room for the transfer curves between columns
+  columnsLayout_->setSpacing(44);  // room for the transfer curves between columns
   columnsLayout_->setContentsMargins(6, 6, 6, 6);
   columnsLayout_->setAlignment(Qt::AlignLeft);
   scroll_->setWidget(board_);
@@ -285,7 +299,12 @@ void PlacementView::showNumbers() {
     auto* card = cards_.value(QString::fromStdString(s.name));
     if (!card) continue;
     const auto bytes = estimate_.stageBytes[s.name];
-    card->setDetails(tr("%1 M params").arg(double(s.parameters) / 1e6, 0, 'f', s.parameters < 1e6 ? 3 : 2),
+    // Short enough for a card in a 165-pixel column ("29k params · 130.4 MiB"); exact in the tooltip.
+    const double n = double(s.parameters);
+    const QString count = n < 1e3   ? QString::number(s.parameters)
+                          : n < 1e6 ? QString("%1k").arg(n / 1e3, 0, 'f', n < 1e4 ? 1 : 0)
+                                    : QString("%1M").arg(n / 1e6, 0, 'f', n < 1e7 ? 2 : 1);
+    card->setDetails(tr("%1 params").arg(count),
                      QString::fromStdString(formatBytes(double(bytes))),
                      tr("%1: %2 → %3 channels at 1/%4 resolution\n%5 parameters\n%6 memory at %7^3 × %8 (%9)")
                          .arg(QString::fromStdString(s.name)).arg(s.inChannels).arg(s.outChannels).arg(1 << s.level)
@@ -552,6 +571,14 @@ void PlacementView::selectNeighbour(int delta) {
   const int next = std::clamp(at + delta, 0, static_cast<int>(names.size()) - 1);
   setSelection({QString::fromStdString(names[static_cast<std::size_t>(next)])});
   if (auto* c = cards_.value(QString::fromStdString(names[static_cast<std::size_t>(next)]))) scroll_->ensureWidgetVisible(c);
+}
+
+int PlacementView::widthForColumns(int columns) const {
+  const auto board = columnsLayout_->contentsMargins();
+  const auto own = layout()->contentsMargins();
+  const int column = columns_.isEmpty() ? 175 : columns_.front()->minimumWidth();
+  return columns * column + std::max(0, columns - 1) * columnsLayout_->spacing() + board.left() + board.right() +
+         own.left() + own.right() + scroll_->verticalScrollBar()->sizeHint().width() + 2 * scroll_->frameWidth();
 }
 
 void PlacementView::askPlanningDevice() {

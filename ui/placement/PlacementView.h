@@ -35,6 +35,8 @@ public:
 
   StageCard* card(const QString& stage) const { return cards_.value(stage); }
   DeviceColumn* column(const QString& device) const;
+  // The width this view needs to show `columns` device columns side by side without scrolling.
+  int widthForColumns(int columns) const;
   QStringList selectedStages() const;
   void setSelection(const QStringList& stages);
   const PlacementEstimate& estimate() const { return estimate_; }

@@ -5,6 +5,8 @@
 #include <QApplication>
 #include <QHBoxLayout>
 #include <QLabel>
+
+#include <algorithm>
 #include <QMouseEvent>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -18,15 +20,17 @@ StageCard::StageCard(const QString& stage, QWidget* parent) : QFrame(parent), st
   setMinimumSize(140, 50);
   setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(8, 4, 6, 4);
+  layout->setContentsMargins(7, 4, 4, 4);
   layout->setSpacing(1);
   auto* top = new QHBoxLayout;
+  top->setSpacing(2);  // compact: five device columns fit at 1440 pixels
   title_ = new QLabel(QString("<b>%1</b>").arg(stage), this);
   top->addWidget(title_, 1);
   checkpoint_ = new QToolButton(this);
   checkpoint_->setText("CP");
   checkpoint_->setCheckable(true);
   checkpoint_->setAutoRaise(true);
+  checkpoint_->setFixedWidth(checkpoint_->fontMetrics().horizontalAdvance("CP") + 8);
   checkpoint_->setToolTip(tr("Activation checkpointing: keep only the stage's input and recompute in backward"));
   connect(checkpoint_, &QToolButton::toggled, this, [this](bool on) { Q_EMIT checkpointToggled(stage_, on); });
   top->addWidget(checkpoint_);
@@ -37,6 +41,8 @@ StageCard::StageCard(const QString& stage, QWidget* parent) : QFrame(parent), st
   precision_->setToolTip(tr("Precision of this stage: bf16 autocast (checked) or fp32; weights and optimizer stay fp32"));
   precision_->setStyleSheet("QToolButton { color: #9aa4b2; } QToolButton:checked { color: #1b1f24; background: #e8c15a; border-radius: 3px; }");
   precision_->setText("fp32");
+  precision_->setFixedWidth(std::max(precision_->fontMetrics().horizontalAdvance("fp32"),
+                                     precision_->fontMetrics().horizontalAdvance("bf16")) + 8);
   connect(precision_, &QToolButton::toggled, this, [this](bool on) {
     precision_->setText(on ? "bf16" : "fp32");
     Q_EMIT precisionToggled(stage_, on);

@@ -32,6 +32,12 @@ std::string everyStage(const std::string& entry, const std::vector<std::string>&
 class SpatialTrainingTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
+  // One intra-op thread: the ranks are threads of this process sharing one pool, and with two
+  // threads the reductions' order (and with it the rounding noise Adam amplifies in weights that
+  // feed a norm) depended on the machine: bottleneck.convs.3.weight 1.8e-3 off with instance norm
+  // on this CI machine (2026-12-01), 9.2e-5 with one thread.
+  void initTestCase() { torch::set_num_threads(1); }
+
   void equalsOneProcess_data() {
     QTest::addColumn<int>("ranks");
     QTest::addColumn<int>("depth");  // patch planes along the cut (z)
@@ -127,6 +133,7 @@ private Q_SLOTS:
     QCOMPARE(int(losses.size()), spec.steps);
 
     double worst = 0, replicaGap = 0;
+    std::string worstName;
     const auto want = ref->named_parameters();
     for (int r = 0; r < ranks; ++r) {
       const auto got = replicas[r]->named_parameters();
@@ -136,14 +143,17 @@ private Q_SLOTS:
         const bool feedsNorm = norm != "none" && (p.key().find("convs.0.bias") != std::string::npos ||
                                                   p.key().find("convs.3.bias") != std::string::npos);
         const auto d = (got[p.key()] - p.value()).abs().max().item<double>();
-        if (r == 0 && !feedsNorm) worst = std::max(worst, d);
+        if (r == 0 && !feedsNorm && d > worst) {
+          worst = d;
+          worstName = p.key();
+        }
         else replicaGap = std::max(replicaGap, (got[p.key()] - replicas[0]->named_parameters()[p.key()]).abs().max().item<double>());
       }
     }
     qInfo("%d ranks: weights after %lld steps within %.3g of one process; replicas within %.3g of each other; "
           "rank 0 sent %lld bytes", ranks, static_cast<long long>(spec.steps), worst, replicaGap,
           static_cast<long long>(sent[0]));
-    QVERIFY2(worst <= tolerance, qPrintable(QString("weights differ by %1").arg(worst)));
+    QVERIFY2(worst <= tolerance, qPrintable(QString("weights differ by %1 (%2)").arg(worst).arg(worstName.c_str())));
     QCOMPARE(replicaGap, 0.0);  // every rank stepped the same Adam on the same summed gradients
     QVERIFY(sent[0] > 0);
     // Validation through the ranks: the one-process Trainer's loss and Dice on the same samples.
