@@ -4,6 +4,7 @@
 
 #include "ui/placement/DeviceColumn.h"
 #include "ui/placement/PlacementView.h"
+#include "ui/placement/SlabCard.h"
 #include "ui/placement/StageCard.h"
 #include "ui/placement/TransferOverlay.h"
 #include "ui/session/Session.h"
@@ -145,6 +146,14 @@ private Q_SLOTS:
     QVERIFY(label && label->isVisible());
     QVERIFY2(label->text().contains("2 slabs") && label->text().contains("planes"), qPrintable(label->text()));
     QVERIFY(view_->estimate().plan && view_->estimate().plan->haloBytes > 0);
+    // The card spans both columns: its second slab shows in the GPU's column with its planes.
+    QCOMPARE(view_->slabs("dec0").size(), qsizetype(1));
+    auto* slab = view_->slabs("dec0").front();
+    QCOMPARE(slab->parentWidget(), static_cast<QWidget*>(view_->column(gpu_)));
+    QVERIFY(slab->isVisible());
+    QVERIFY2(slab->text().contains("slab 2/2") && slab->text().contains("planes"), qPrintable(slab->text()));
+    QTest::mouseClick(slab, Qt::LeftButton);
+    QVERIFY(card->isSelected());
     auto* summary = view_->findChild<QLabel*>("placementSummary");
     QVERIFY(summary);
     QVERIFY2(summary->text().contains("halos exchanged per step") && summary->text().contains("Predicted step"),
@@ -152,8 +161,10 @@ private Q_SLOTS:
     session_->undoStack()->undo();
     QCOMPARE(session_->placement().entryOf("dec0"), std::string("cpu"));
     QVERIFY(!label->isVisible());
+    QVERIFY(view_->slabs("dec0").isEmpty());
     session_->undoStack()->redo();
     QVERIFY(session_->placement().isSharded("dec0"));
+    QCOMPARE(view_->slabs("dec0").size(), qsizetype(1));
   }
 
   // The context menu's actions: shard over consecutive columns, then back onto the first device.

@@ -2,6 +2,7 @@
 
 #include "core/base/Units.h"
 #include "core/placement/Placement.h"
+#include "ui/placement/SlabCard.h"
 #include "ui/placement/StageCard.h"
 
 #include <QLabel>
@@ -62,6 +63,7 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
 }
 
 void DeviceColumn::addCard(StageCard* card) { cards_->addWidget(card); }
+void DeviceColumn::addSlab(SlabCard* slab) { cards_->addWidget(slab); }
 
 void DeviceColumn::setPredicted(std::int64_t bytes, bool fromPlanner) {
   predicted_ = bytes;

@@ -11,6 +11,7 @@ class QVBoxLayout;
 
 namespace splitseg::ui {
 
+class SlabCard;
 class StageCard;
 
 class DeviceColumn : public QFrame {
@@ -21,6 +22,7 @@ public:
   const std::string& device() const { return info_.name; }
   const engine::DeviceInfo& info() const { return info_; }
   void addCard(StageCard* card);
+  void addSlab(SlabCard* slab);  // a slab of a stage sharded onto this device (after its card's turn)
   // Predicted bytes on this device; above its total the column is marked over capacity.
   void setPredicted(std::int64_t bytes, bool fromPlanner);
   bool overCapacity() const { return over_; }

@@ -7,6 +7,7 @@
 #include "ui/placement/DeviceColumn.h"
 #include "ui/placement/MoveStagesCommand.h"
 #include "ui/placement/PlannerWorker.h"
+#include "ui/placement/SlabCard.h"
 #include "ui/placement/StageCard.h"
 #include "ui/placement/TransferOverlay.h"
 #include "ui/session/Session.h"
@@ -217,6 +218,8 @@ void PlacementView::setSelection(const QStringList& stages) {
 void PlacementView::rebuildColumns() {
   // Cards survive column rebuilds: park them on the board first.
   for (auto* c : cards_) c->setParent(board_);
+  for (const auto& list : slabs_)
+    for (auto* slab : list) slab->setParent(board_);
   for (auto* c : columns_) {
     // Out of the layout now, not when deleteLater runs, so the new columns start at the left.
     columnsLayout_->removeWidget(c);
@@ -243,6 +246,9 @@ void PlacementView::rebuildColumns() {
 void PlacementView::rebuildCards() {
   for (auto* c : cards_) c->deleteLater();
   cards_.clear();
+  for (const auto& list : slabs_)
+    for (auto* slab : list) slab->deleteLater();
+  slabs_.clear();
   selected_.clear();
   for (const auto& s : session_->stages()) {
     const QString name = QString::fromStdString(s.name);
@@ -273,7 +279,8 @@ void PlacementView::placeCards() {
   const auto& p = session_->placement();
   if (p.stages().empty()) return;
   for (const auto& s : session_->stageNames()) {
-    auto* card = cards_.value(QString::fromStdString(s));
+    const QString name = QString::fromStdString(s);
+    auto* card = cards_.value(name);
     auto* col = column(QString::fromStdString(p.deviceOf(s)));
     if (!card) continue;
     if (col) {
@@ -282,6 +289,26 @@ void PlacementView::placeCards() {
     } else {
       card->hide();
     }
+    // The other shards' slabs, each in its device's column at the stage's place in the U.
+    const auto shards = p.shardsOf(s);
+    auto& slabs = slabs_[name];
+    while (slabs.size() > static_cast<qsizetype>(shards.size()) - 1) slabs.takeLast()->deleteLater();
+    while (slabs.size() < static_cast<qsizetype>(shards.size()) - 1) {
+      auto* slab = new SlabCard(name, board_);
+      connect(slab, &SlabCard::clicked, this, [this](const QString& stage) { setSelection({stage}); });
+      slabs.push_back(slab);
+    }
+    for (qsizetype k = 0; k < slabs.size(); ++k) {
+      const auto& device = shards[static_cast<std::size_t>(k + 1)];
+      slabs[k]->setSlab(static_cast<int>(k + 1), static_cast<int>(shards.size()), 0, QString::fromStdString(device));
+      if (auto* c = column(QString::fromStdString(device))) {
+        c->addSlab(slabs[k]);
+        slabs[k]->show();
+      } else {
+        slabs[k]->hide();
+      }
+    }
+    if (slabs.isEmpty()) slabs_.remove(name);
   }
 }
 
@@ -322,6 +349,18 @@ void PlacementView::showNumbers() {
                                              .arg(QString::fromStdString(entry)));
     }
     card->setShards(shardText);
+    if (shards.size() > 1) {
+      const std::string entry = session_->placement().entryOf(s.name);
+      const auto& slabs = slabs_.value(QString::fromStdString(s.name));
+      for (qsizetype k = 0; k < slabs.size(); ++k) {
+        std::int64_t planes = 0;
+        if (estimate_.plan && estimate_.plan->slabs.count(entry) &&
+            estimate_.plan->slabs.at(entry).size() > static_cast<std::size_t>(k + 1))
+          planes = estimate_.plan->slabs.at(entry)[static_cast<std::size_t>(k + 1)];
+        slabs[k]->setSlab(static_cast<int>(k + 1), static_cast<int>(shards.size()), planes,
+                          QString::fromStdString(shards[static_cast<std::size_t>(k + 1)]));
+      }
+    }
     card->setCheckpointed(settings.recompute.count(s.name) > 0);
     card->setBf16(settings.precision.of(s.name) == placement::Precision::BF16);
   }

@@ -22,6 +22,7 @@ namespace splitseg::ui {
 class DeviceColumn;
 class PlannerWorker;
 class Session;
+class SlabCard;
 class StageCard;
 class TransferOverlay;
 
@@ -34,6 +35,7 @@ public:
   explicit PlacementView(Session* session, QWidget* parent = nullptr);
 
   StageCard* card(const QString& stage) const { return cards_.value(stage); }
+  QList<SlabCard*> slabs(const QString& stage) const { return slabs_.value(stage); }
   DeviceColumn* column(const QString& device) const;
   // The width this view needs to show `columns` device columns side by side without scrolling.
   int widthForColumns(int columns) const;
@@ -105,6 +107,7 @@ private:
   QSpinBox* batch_;
   QList<DeviceColumn*> columns_;
   QHash<QString, StageCard*> cards_;
+  QHash<QString, QList<SlabCard*>> slabs_;  // sharded stages: one per shard after the first
   QSet<QString> selected_;
   PlacementEstimate estimate_;
   QString largest_;

@@ -95,12 +95,15 @@ void StageCard::setBf16(bool on) {
 
 bool StageCard::isBf16() const { return precision_->isChecked(); }
 
+QString StageCard::accentOf(const QString& stage) {
+  if (stage.startsWith("dec")) return "#5ac18e";
+  if (stage == "bottleneck") return "#e8c15a";
+  if (stage == "head") return "#c77dd6";
+  return "#5c8ee6";
+}
+
 void StageCard::refreshStyle() {
-  // Encoder, bottleneck, decoder and head get their own accent so the U shape reads at a glance.
-  QString accent = "#5c8ee6";
-  if (stage_.startsWith("dec")) accent = "#5ac18e";
-  else if (stage_ == "bottleneck") accent = "#e8c15a";
-  else if (stage_ == "head") accent = "#c77dd6";
+  const QString accent = accentOf(stage_);
   setStyleSheet(QString("#stageCard { background: %1; border: 2px solid %2; border-left: 6px solid %3; border-radius: 6px; }")
                     .arg(selected_ ? "#2d3b52" : "#242a33", selected_ ? "#e8c15a" : "#3a424e", accent));
 }

@@ -16,6 +16,8 @@ public:
   StageCard(const QString& stage, QWidget* parent = nullptr);
 
   const QString& stage() const { return stage_; }
+  // Encoder, bottleneck, decoder and head get their own accent so the U shape reads at a glance.
+  static QString accentOf(const QString& stage);
   void setDetails(const QString& parameters, const QString& memory, const QString& tooltip);
   void setSelected(bool selected);
   bool isSelected() const { return selected_; }
