@@ -74,7 +74,9 @@ private:
   // stages on other ranks. (RankCheckpoint.cpp, with the two below.)
   void scatter(bool withState, torch::optim::Adam* full);
   // Owners -> rank 0: into rank 0's copy of the network and into `full` (rank 0 only).
-  void gather(torch::optim::Adam* full);  // full: null gathers weights and buffers only
+  // Every stage's weights and buffers into rank 0's network, and with `withState` each rank's Adam
+  // state into rank 0's `full` optimizer (null on the other ranks).
+  void gather(torch::optim::Adam* full, bool withState);
 
   Comm& comm_;
   std::shared_ptr<model::StagedNetwork> network_;

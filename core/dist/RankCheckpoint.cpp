@@ -102,7 +102,7 @@ void PipelineTrainer::scatter(bool withState, torch::optim::Adam* full) {
   comm_.flush();
 }
 
-void PipelineTrainer::gather(torch::optim::Adam* full) {
+void PipelineTrainer::gather(torch::optim::Adam* full, bool withState) {
   torch::NoGradGuard noGrad;
   const int me = comm_.rank();
   for (int i = 0; i < schedule_.stageCount(); ++i) {
@@ -112,7 +112,7 @@ void PipelineTrainer::gather(torch::optim::Adam* full) {
     int k = 0;
     auto tag = [&]() { return PipelineSchedule::tag(Message::State, i, k++); };
     if (owner == 0) {
-      if (me == 0 && full)
+      if (me == 0 && withState)
         for (auto& p : module->parameters()) {
           auto& st = stateOf(*optimizer_, p);
           setState(*full, p, st.step(), st.exp_avg(), st.exp_avg_sq());
@@ -121,8 +121,9 @@ void PipelineTrainer::gather(torch::optim::Adam* full) {
     }
     if (me == owner) {
       for (auto& p : module->parameters()) {
-        auto& st = stateOf(*optimizer_, p);
         comm_.send(p, 0, tag(), stage + "'s weights");
+        if (!withState) continue;
+        auto& st = stateOf(*optimizer_, p);
         comm_.send(st.exp_avg(), 0, tag(), stage + "'s optimizer state");
         comm_.send(st.exp_avg_sq(), 0, tag(), stage + "'s optimizer state");
         comm_.send(torch::tensor({st.step()}, torch::kLong), 0, tag(), stage + "'s optimizer state");
@@ -132,10 +133,11 @@ void PipelineTrainer::gather(torch::optim::Adam* full) {
       const std::string from = "rank " + std::to_string(owner) + "'s " + stage;
       for (auto& p : module->parameters()) {
         p.copy_(comm_.recv(owner, tag(), from + " weights"));
+        if (!withState) continue;
         auto avg = comm_.recv(owner, tag(), from + " optimizer state");
         auto avgSq = comm_.recv(owner, tag(), from + " optimizer state");
         auto step = comm_.recv(owner, tag(), from + " optimizer state");
-        if (full) setState(*full, p, step.item<std::int64_t>(), avg, avgSq);
+        setState(*full, p, step.item<std::int64_t>(), avg, avgSq);
       }
       for (auto& b : module->buffers()) b.copy_(comm_.recv(owner, tag(), from + " buffers"));
     }
@@ -143,12 +145,12 @@ void PipelineTrainer::gather(torch::optim::Adam* full) {
   comm_.flush();
 }
 
-void PipelineTrainer::gatherWeights() { gather(nullptr); }
+void PipelineTrainer::gatherWeights() { gather(nullptr, false); }
 
 void PipelineTrainer::saveCheckpoint(const std::string& path) {
   std::unique_ptr<torch::optim::Adam> full;
   if (comm_.rank() == 0) full = fullOptimizer(*network_, spec_.learningRate);
-  gather(full.get());
+  gather(full.get(), true);
   if (comm_.rank() != 0) return;
   std::ostringstream rng;
   rng << rng_;

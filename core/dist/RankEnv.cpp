@@ -1,6 +1,11 @@
 #include "core/dist/RankEnv.h"
 #include "core/base/Error.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -39,6 +44,21 @@ RankEnv RankEnv::fromEnvironment() {
 std::string RankEnv::describe() const {
   return "rank " + std::to_string(rank) + " of " + std::to_string(worldSize) + " (rendezvous " + masterAddr + ":" +
          std::to_string(masterPort) + ")";
+}
+
+int freeLocalPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
 }
 
 } // namespace splitseg::dist

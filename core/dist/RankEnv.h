@@ -19,4 +19,8 @@ struct RankEnv {
   std::string describe() const;  // "rank 1 of 3 (rendezvous 127.0.0.1:29500)"
 };
 
+// A free TCP port on 127.0.0.1 (bound and released, so another process can take it in the short
+// window before the ranks bind it) for ranks that all run on this machine; 0 when there is none.
+int freeLocalPort();
+
 } // namespace splitseg::dist

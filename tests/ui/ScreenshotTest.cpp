@@ -53,6 +53,14 @@ class ScreenshotTest : public QObject {
   }
 
   // Software GL renders a shaded volume in about a second: wait for fresh frames.
+  // The timeline alone, 900 pixels wide (the width the README shows it at), then back as it was.
+  void saveTimeline(DeviceTimeline* timeline, const QString& name) {
+    const QSize size = timeline->size();
+    timeline->resize(900, timeline->sizeHint().height());
+    save(timeline->grab().toImage(), name);
+    timeline->resize(size);
+  }
+
   void waitFrames(int frames = 2) {
     auto* v = window_->volumeView();
     const int start = v->framesRendered();
@@ -256,11 +264,7 @@ private Q_SLOTS:
     QTRY_COMPARE(panel->timeline()->stepsShown(), DeviceTimeline::kMaxSteps);
     QCOMPARE(panel->timeline()->lanes().size(), std::size_t{3});
     QTest::qWait(300);
-    auto* timeline = panel->timeline();
-    const QSize size = timeline->size();
-    timeline->resize(900, timeline->sizeHint().height());
-    save(timeline->grab().toImage(), "device-timeline.png");
-    timeline->resize(size);
+    saveTimeline(panel->timeline(), "device-timeline.png");
     save(panel->grab().toImage(), "training-timeline.png");
     s->setPlacement(placementBefore);
     s->setRun(runBefore);
@@ -306,11 +310,7 @@ private Q_SLOTS:
     QTRY_COMPARE(panel->timeline()->stepsShown(), DeviceTimeline::kMaxSteps);
     QCOMPARE(panel->timeline()->lanes(), (std::vector<std::string>{"r0:cpu", "r1:cpu"}));
     QTest::qWait(300);
-    auto* timeline = panel->timeline();
-    const QSize size = timeline->size();
-    timeline->resize(900, timeline->sizeHint().height());
-    save(timeline->grab().toImage(), "timeline-ranks.png");
-    timeline->resize(size);
+    saveTimeline(panel->timeline(), "timeline-ranks.png");
     s->removeRank(2);
     s->removeRank(1);
     s->setPlacement(placementBefore);

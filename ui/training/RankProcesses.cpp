@@ -8,12 +8,8 @@
 #include <QThread>
 #include <QTimer>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -29,21 +25,6 @@ QString RankProcesses::workerProgram() {
   const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath("splitseg-cli");
   if (QFileInfo(beside).isExecutable()) return beside;
   return QStandardPaths::findExecutable("splitseg-cli");
-}
-
-int RankProcesses::freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
 }
 
 QString RankProcesses::start(const QList<int>& ranks, int port, int worldSize, int timeoutSeconds) {

@@ -29,8 +29,6 @@ public:
 
   // SPLITSEG_CLI when set, else splitseg-cli beside this program, else the one on PATH.
   static QString workerProgram();
-  // A free TCP port on 127.0.0.1 (bound and released) for a run whose ranks are all local.
-  static int freePort();
 
 Q_SIGNALS:
   // A worker ended with a non-zero status or a signal; `lastLine` is its last line on stderr.

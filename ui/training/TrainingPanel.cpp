@@ -308,9 +308,11 @@ void TrainingPanel::editNetworkOptions() {
   if (running_) return;
   const std::string arch = arch_->currentData().toString().toStdString();
   const auto defaults = nlohmann::json::parse(plugin::PluginRegistry::instance().info(arch).defaultOptionsJson);
-  NetworkOptionsDialog dialog(arch, defaults, chosenOptions(), [arch](const nlohmann::json& o) -> std::string {
+  // The check builds the network; the accepted one becomes the session's (not built twice).
+  std::shared_ptr<model::StagedNetwork> built;
+  NetworkOptionsDialog dialog(arch, defaults, chosenOptions(), [arch, &built](const nlohmann::json& o) -> std::string {
     try {
-      engine::createNetwork(arch, o.dump());
+      built = engine::createNetwork(arch, o.dump());
       return {};
     } catch (const std::exception& e) {
       return e.what();
@@ -319,7 +321,10 @@ void TrainingPanel::editNetworkOptions() {
   optionsDialog_ = &dialog;
   const bool ok = dialog.exec() == QDialog::Accepted;
   optionsDialog_ = nullptr;
-  if (ok) rebuildNetwork(dialog.options());
+  if (!ok || !built) return;
+  session_->setNetwork(built);
+  showError({});
+  status_->setText(tr("Network rebuilt: %1 %2").arg(QString::fromStdString(arch), QString::fromStdString(dialog.options().dump())));
 }
 
 void TrainingPanel::setRunning(bool running) {
@@ -430,7 +435,7 @@ bool TrainingPanel::prepareRanks(TrainingJob& c) {
       remote << QString::fromStdString(h->host);
   }
   // Remote workers connect to the port they were told; a run on this machine alone takes a free one.
-  const int port = remote.isEmpty() ? RankProcesses::freePort() : session_->rendezvousPort();
+  const int port = remote.isEmpty() ? dist::freeLocalPort() : session_->rendezvousPort();
   if (port <= 0) {
     showError(tr("No free port on 127.0.0.1 for the ranks' rendezvous"));
     return false;

@@ -7,7 +7,7 @@
 #include "core/dist/RankRun.h"
 #include "core/engine/Trainer.h"
 #include "core/plugin/PluginRegistry.h"
-#include "tests/support/FreePort.h"
+#include "core/dist/RankEnv.h"
 
 #include <QProcess>
 #include <QtTest>
@@ -102,7 +102,7 @@ private Q_SLOTS:
     QFETCH(int, stopAfter);
     auto spec = tinyRun(8, 20);
     auto net = build(spec);
-    const int port = test::freePort();
+    const int port = dist::freeLocalPort();
     Worker worker(port);
     CancelToken cancel;
     Steps sink;
@@ -128,7 +128,7 @@ private Q_SLOTS:
   void pauseOutlastsTheRankTimeout() {
     auto spec = tinyRun(3, 2);
     auto net = build(spec);
-    const int port = test::freePort();
+    const int port = dist::freeLocalPort();
     Worker worker(port);
     CancelToken cancel;
     Steps sink;
@@ -166,7 +166,7 @@ private Q_SLOTS:
     const auto initial = net->root().named_parameters();
     std::map<std::string, torch::Tensor> before;
     for (const auto& p : initial) before[p.key()] = p.value().detach().clone();
-    const int port = test::freePort();
+    const int port = dist::freeLocalPort();
     Worker worker(port);
     dist::trainAsRankZero(rankZero(port), spec, net, std::make_shared<data::PhantomSource>(), "", nullptr);
     QCOMPARE(worker.finish(30000), 0);

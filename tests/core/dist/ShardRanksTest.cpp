@@ -11,7 +11,7 @@
 #include "core/placement/ShardLayout.h"
 #include "tests/support/GpuChecks.h"
 
-#include "tests/support/FreePort.h"
+#include "core/dist/RankEnv.h"
 
 #include <QtTest>
 #include <torch/torch.h>
@@ -75,7 +75,7 @@ private Q_SLOTS:
       replicas.push_back(model::UNet3d(options));
     }
     const auto layout = placement::ShardLayout::even(placement::ShardAxis::Depth, depth, ranks, 8);
-    const int port = test::freePort();
+    const int port = dist::freeLocalPort();
     std::vector<torch::Tensor> outs(ranks);
     std::vector<std::vector<torch::Tensor>> grads(ranks);
     std::vector<std::int64_t> sent(ranks);

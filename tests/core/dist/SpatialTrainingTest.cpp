@@ -8,7 +8,7 @@
 #include "core/model/UNet3d.h"
 #include "tests/support/GpuChecks.h"
 
-#include "tests/support/FreePort.h"
+#include "core/dist/RankEnv.h"
 
 #include <QtTest>
 #include <torch/torch.h>
@@ -96,7 +96,7 @@ private Q_SLOTS:
       torch::manual_seed(r == 0 ? 5 : 77);  // other ranks start from other weights: rank 0's must reach them
       replicas.push_back(model::UNet3d(options));
     }
-    const int port = test::freePort();
+    const int port = dist::freeLocalPort();
     std::vector<std::string> failures(ranks);
     std::vector<std::int64_t> sent(ranks);
     std::vector<double> losses;

@@ -8,7 +8,7 @@
 #include "core/model/UNet3d.h"
 #include "core/placement/MemoryPlanner.h"
 
-#include "tests/support/FreePort.h"
+#include "core/dist/RankEnv.h"
 
 #include <QtTest>
 
@@ -52,7 +52,7 @@ private Q_SLOTS:
                                    : placement::Placement::parse(kPlacement, names, "cpu"));
       if (recompute == "all") spec.recompute = {names.begin(), names.end()};
     }
-    const int port = test::freePort();
+    const int port = dist::freeLocalPort();
     engine::StepMetrics last;
     std::string failure;
     auto rank = [&](int r) {
