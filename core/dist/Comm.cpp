@@ -54,6 +54,7 @@ struct Comm::Impl {
     std::string what;
   };
   std::vector<Pending> pending;
+  int barriers = 0;  // barriers passed (every rank calls them in the same order)
 };
 
 Comm::Comm(const RankEnv& env, const std::string& identity, std::chrono::milliseconds timeout)
@@ -277,6 +278,14 @@ void Comm::barrier(const std::string& whatFor) {
   flush();
   try {
     impl_->group->barrier()->wait(timeout_);
+    // A rank may leave gloo's barrier while another is still inside it (its last send in
+    // flight); tearing the transport down then makes the other fail (gloo issue #155), and with
+    // ranks as threads of one process it crashed once on CI (SpatialTrainingTest, SIGSEGV with a
+    // rank in gloo::barrier). So every rank also says it is out, over the store, and waits for all.
+    const std::string key = "barrier/" + std::to_string(impl_->barriers++);
+    if (impl_->store->add(key + "/out", 1) == env_.worldSize)
+      impl_->store->set(key + "/all", std::vector<std::uint8_t>{1});
+    impl_->store->wait({key + "/all"}, timeout_);
   } catch (const std::exception& e) {
     throw RankError("rank " + std::to_string(env_.rank) + ": the ranks did not meet at " + whatFor + " within " +
                     secondsText(timeout_) + " (" + what(e) + ")");

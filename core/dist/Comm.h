@@ -50,7 +50,8 @@ public:
   // Receives a tensor sent with the same tag (on the CPU), waiting at most the timeout.
   torch::Tensor recv(int src, int tag, const std::string& what);
   void flush();
-  // Every rank waits for all the others (end of a run: rank 0 serves the store until then).
+  // Every rank waits for all the others (end of a run: rank 0 serves the store until then); on
+  // return every rank has left the transport's barrier, so any of them may tear it down.
   void barrier(const std::string& what);
 
   struct Counters {
