@@ -333,9 +333,13 @@ void Simulator::backward(Op& op) {
       // Recompute the stage with grad enabled, then backward through the recomputed graph.
       std::vector<Op> local;
       const int y = runStage(op.stage, op.inputs, true, local);
+      // The incoming gradient is an argument of the checkpoint's backward: it stays alive until
+      // the whole recomputed stage has run backward, not only until the stage's last layer.
+      ref(g);
       pending_[y] = g;
       for (auto it = local.rbegin(); it != local.rend(); ++it) backward(*it);
       drop(y);
+      unref(g);
       break;
     }
     default: {

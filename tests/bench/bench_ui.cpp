@@ -1,10 +1,13 @@
 // splitseg-bench-ui: UI responsiveness while training (issue 6, benchmark 5). Opens the full
 // workstation (slice views, 3D view, charts) on a phantom, trains from the Training tab as a user
 // would, and prints the UI thread's longest and 99th-percentile stall (heartbeat every 5 ms) as
-// one JSON line. Built with the GUI; run under Xvfb by tests/bench/run.sh.
+// one JSON line. With --ranks 2 the decoders go to a second rank (a local splitseg-cli worker, as
+// Add host > Rank process on this machine makes it): the stall of a run over ranks. Built with
+// the GUI; run under Xvfb by tests/bench/run.sh.
 #include "core/engine/HostCachingAllocator.h"
 #include "ui/mainwindow/MainWindow.h"
 #include "ui/render/VtkOpenGLWidget.h"
+#include "ui/session/RankHost.h"
 #include "ui/session/Session.h"
 #include "ui/training/TrainingPanel.h"
 
@@ -29,7 +32,8 @@ int main(int argc, char** argv) {
   QCommandLineOption stepsOpt("steps", "training steps", "n", "20");
   QCommandLineOption patchOpt("patch", "patch edge", "n", "32");
   QCommandLineOption baseOpt("base", "base channels", "n", "8");
-  parser.addOptions({stepsOpt, patchOpt, baseOpt});
+  QCommandLineOption ranksOpt("ranks", "1: this process only; 2: the decoders on a local second rank", "n", "1");
+  parser.addOptions({stepsOpt, patchOpt, baseOpt, ranksOpt});
   parser.process(app);
 
   splitseg::ui::MainWindow window;
@@ -37,6 +41,19 @@ int main(int argc, char** argv) {
   window.show();
   window.openPhantom(QObject::tr("benchmark"));
   window.session()->createUNet(parser.value(baseOpt).toInt(), 4);
+  const int ranks = parser.value(ranksOpt).toInt();
+  if (ranks < 1 || ranks > 2) {
+    std::fprintf(stderr, "splitseg-bench-ui: --ranks is 1 or 2\n");
+    return 2;
+  }
+  if (ranks == 2) {
+    auto* session = window.session();
+    const std::string rank = session->addRank(splitseg::ui::RankHost{});
+    auto placement = session->placement();
+    for (const auto& s : session->stageNames())
+      if (s.rfind("enc", 0) != 0) placement.assign(s, rank);
+    session->setPlacement(placement);
+  }
   auto* panel = window.trainingPanel();
   panel->dataBox()->setCurrentIndex(panel->dataBox()->findData("phantom"));
   panel->patchBox()->setValue(parser.value(patchOpt).toInt());
@@ -54,6 +71,7 @@ int main(int argc, char** argv) {
                           {"steps", steps},
                           {"seconds", clock.elapsed() / 1000.0},
                           {"stopped", stopped},
+                          {"ranks", ranks},
                           {"error", error},
                           {"window", "MainWindow (slices, 3D view, charts)"}};
     std::printf("%s\n", QJsonDocument(out).toJson(QJsonDocument::Compact).constData());

@@ -266,10 +266,15 @@ if [ -x "$BUILD/bin/splitseg-bench-ui" ]; then
   log "UI stall while training ($UISTEPS steps)"
   UIRUN=("$BUILD/bin/splitseg-bench-ui" --steps "$UISTEPS")
   [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null && UIRUN=(xvfb-run -a -s "-screen 0 1600x1000x24" "${UIRUN[@]}")
-  for ROUND in $(seq 1 "${BENCH_UI_ROUNDS:-3}"); do record ui_stall env QT_QPA_PLATFORM=xcb "${UIRUN[@]}"; done
+  # The same run with the decoders on a second (local) rank: rank 0 trains in the workstation.
+  for ROUND in $(seq 1 "${BENCH_UI_ROUNDS:-3}"); do
+    record ui_stall env QT_QPA_PLATFORM=xcb "${UIRUN[@]}"
+    record ui_stall_ranks env QT_QPA_PLATFORM=xcb "${UIRUN[@]}" --ranks 2
+  done
   ROUND=0
 else
   echo '{"kind":"ui_stall","error":"skipped: needs the GUI build (splitseg-bench-ui)"}' >>"$OUTD/results.jsonl"
+  echo '{"kind":"ui_stall_ranks","error":"skipped: needs the GUI build (splitseg-bench-ui)"}' >>"$OUTD/results.jsonl"
 fi
 fi
 

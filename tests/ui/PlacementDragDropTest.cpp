@@ -42,6 +42,20 @@ class PlacementDragDropTest : public QObject {
   std::unique_ptr<PlacementView> view_;
   QString gpu_;
 
+  // Every transfer's label is drawn, and none covers a stage card (they used to sit on the
+  // cards' edges where curves cross columns).
+  void labelsCoverNoCard() {
+    view_->grab();  // paints the overlay, which places the labels
+    const auto* overlay = view_->overlay();
+    QCOMPARE(int(overlay->labelRects().size()), overlay->transferCount());
+    for (auto* card : view_->findChildren<StageCard*>()) {
+      if (!card->isVisible()) continue;
+      const QRectF r(card->mapTo(overlay->parentWidget(), QPoint(0, 0)), card->size());
+      for (const auto& label : overlay->labelRects())
+        QVERIFY2(!label.intersects(r), qPrintable(QString("a transfer label covers %1").arg(card->stage())));
+    }
+  }
+
 private Q_SLOTS:
   void initTestCase() { test::installWarningTrap(); }
   void cleanup() {
@@ -74,6 +88,7 @@ private Q_SLOTS:
     // enc0 -> enc1 and the enc0 -> dec0 skip now cross devices (once the planner has answered).
     QTRY_VERIFY(!view_->planning());
     QVERIFY(view_->overlay()->transferCount() >= 2);
+    labelsCoverNoCard();
 
     session_->undoStack()->undo();
     QCOMPARE(session_->placement().deviceOf("enc0"), std::string("cpu"));
@@ -102,6 +117,7 @@ private Q_SLOTS:
     QCOMPARE(session_->placement().rankCount(), 2);
     QTRY_VERIFY(!view_->planning());
     QVERIFY(view_->overlay()->transferCount() >= 2);  // dec1 -> dec0 and the enc0 skip cross ranks
+    labelsCoverNoCard();
     session_->undoStack()->undo();
     QCOMPARE(session_->placement().deviceOf("dec0"), std::string("cpu"));
     session_->undoStack()->redo();

@@ -345,6 +345,34 @@ private Q_SLOTS:
     test::warnings().clear();
   }
 
+  // Before a run each chart says what will appear in it; the line goes once points arrive and
+  // comes back on reset.
+  void chartsSayWhatWillAppear() {
+    TrainingCharts charts;
+    charts.resize(600, 700);
+    charts.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&charts));
+    for (auto* view : {charts.lossView(), charts.memoryView()}) QVERIFY(!charts.emptyHint(view).isEmpty());
+    QVERIFY(charts.emptyHint(charts.lossView()).contains("No run yet"));
+    engine::StepMetrics m;
+    m.step = 1;
+    m.loss = 0.8;
+    m.seconds = 0.5;
+    m.hostRss = 300 << 20;
+    engine::DeviceMemory d;
+    d.device = "cpu";
+    d.peak = 100 << 20;
+    d.total = 1 << 30;
+    m.memory.push_back(d);
+    charts.addStep(m);
+    charts.flush();
+    QVERIFY(charts.emptyHint(charts.lossView()).isEmpty());
+    QVERIFY(charts.emptyHint(charts.memoryView()).isEmpty());
+    charts.reset();
+    QVERIFY(!charts.emptyHint(charts.lossView()).isEmpty());
+    QVERIFY(!charts.emptyHint(charts.memoryView()).isEmpty());
+  }
+
   void decimationKeepsChartsSmall() {
     QLineSeries series;
     DecimatedSeries d(&series, 600);

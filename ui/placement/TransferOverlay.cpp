@@ -2,8 +2,12 @@
 
 #include "ui/placement/StageCard.h"
 
+#include "core/base/Units.h"
+
 #include <QPainter>
 #include <QPainterPath>
+
+#include <vector>
 
 namespace splitseg::ui {
 
@@ -27,7 +31,12 @@ void TransferOverlay::paintEvent(QPaintEvent*) {
   f.setPointSizeF(f.pointSizeF() * 0.85);
   f.setBold(true);
   p.setFont(f);
-  int n = 0;
+  const QFontMetrics fm(f);
+  // Every card's rectangle: a label goes where it covers none of them (nor another label).
+  std::vector<QRectF> taken;
+  for (const auto& c : cards_)
+    if (c && c->isVisible()) taken.emplace_back(c->mapTo(parentWidget(), QPoint(0, 0)), c->size());
+  const std::size_t cardCount = taken.size();
   for (const auto& t : transfers_) {
     const auto a = cards_.value(QString::fromStdString(t.fromStage));
     const auto b = cards_.value(QString::fromStdString(t.toStage));
@@ -49,18 +58,35 @@ void TransferOverlay::paintEvent(QPaintEvent*) {
     p.setBrush(c);
     p.setPen(Qt::NoPen);
     p.drawPolygon(QPolygonF({pb, pb + QPointF(dir * 9, -5), pb + QPointF(dir * 9, 5)}));
-    // Label, staggered so neighbouring labels do not sit on each other.
-    const QString label = QString("%1 MB").arg(double(t.bytesPerStep) / 1e6, 0, 'f', t.bytesPerStep < 1e7 ? 1 : 0);
-    // Near the sending card: the sources sit at different heights, so labels do not pile up
-    // where the curves converge.
-    const QPointF mid = path.pointAtPercent(t.skip ? 0.2 : 0.5 + 0.08 * ((n++ % 3) - 1));
-    const QRectF box(mid.x() - 34, mid.y() - 9, 68, 18);
+    // The label sits on its curve at the first point, from the sender on, where it covers no
+    // card and no other label; failing that, where it covers the least.
+    const QString label = QString::fromStdString(formatBytes(double(t.bytesPerStep)));
+    const double w = fm.horizontalAdvance(label) + 10, h = fm.height() + 4;
+    QRectF box, best;
+    double bestCover = -1;
+    for (int k = 0; k <= 40 && box.isNull(); ++k) {
+      const QPointF at = path.pointAtPercent(0.05 + 0.9 * k / 40.0);
+      const QRectF candidate(at.x() - w / 2, at.y() - h / 2, w, h);
+      double cover = 0;
+      for (const auto& r : taken) {
+        const QRectF i = r.intersected(candidate);
+        cover += i.width() * i.height();
+      }
+      if (cover == 0) box = candidate;
+      else if (bestCover < 0 || cover < bestCover) {
+        bestCover = cover;
+        best = candidate;
+      }
+    }
+    if (box.isNull()) box = best;
+    taken.push_back(box);
     p.setBrush(QColor(20, 22, 28, 230));
     p.setPen(QPen(c, 1));
     p.drawRoundedRect(box, 4, 4);
     p.setPen(c.lighter(130));
     p.drawText(box, Qt::AlignCenter, label);
   }
+  labels_.assign(taken.begin() + static_cast<std::ptrdiff_t>(cardCount), taken.end());
 }
 
 } // namespace splitseg::ui

@@ -5,6 +5,8 @@
 #include <QChart>
 #include <QChartView>
 #include <QCheckBox>
+#include <QGraphicsTextItem>
+#include <QTextDocument>
 #include <QLegend>
 #include <QLineSeries>
 #include <QValueAxis>
@@ -125,6 +127,29 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   hostView_ = makeView(host, this);
   layout->addWidget(hostView_, 2);
 
+  // Before the first run (and after a reset) each chart says what will appear in it, rather
+  // than showing empty axes.
+  auto hint = [this](QChartView* view, const QString& text, std::function<bool()> empty) {
+    auto* item = new QGraphicsTextItem(text, view->chart());
+    item->setDefaultTextColor(QColor("#8b949e"));
+    QTextOption centred(Qt::AlignCenter);
+    centred.setWrapMode(QTextOption::WordWrap);
+    item->document()->setDefaultTextOption(centred);
+    hints_.push_back({view, item, std::move(empty)});
+    connect(view->chart(), &QChart::plotAreaChanged, this, &TrainingCharts::placeHints);
+  };
+  hint(lossView_, tr("No run yet. Start training: the loss and Dice of every step, and of each validation, "
+                     "appear here."),
+       [this] { return trainLoss_->size() == 0 && valLoss_->size() == 0; });
+  hint(memView_, tr("The peak memory of every device in each step appears here, with its capacity "
+                    "(Scale to device totals)."),
+       [this] { return sum_->size() == 0 && std::all_of(memory_.begin(), memory_.end(), [](const auto& s) {
+                         return s->size() == 0;
+                       }); });
+  hint(hostView_, tr("This process's resident memory during a run appears here."),
+       [this] { return host_->size() == 0; });
+  placeHints();
+
   // A few redraws a second keep the charts live without the UI thread redrawing per step.
   flushTimer_.setInterval(250);
   connect(&flushTimer_, &QTimer::timeout, this, &TrainingCharts::flush);
@@ -132,6 +157,24 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
 }
 
 TrainingCharts::~TrainingCharts() = default;
+
+void TrainingCharts::placeHints() {
+  for (auto& h : hints_) {
+    const bool empty = h.empty();
+    h.text->setVisible(empty);
+    if (!empty) continue;
+    const QRectF area = h.view->chart()->plotArea();
+    h.text->setTextWidth(std::max(80.0, area.width() - 24));
+    const QRectF box = h.text->boundingRect();
+    h.text->setPos(area.center().x() - box.width() / 2, area.center().y() - box.height() / 2);
+  }
+}
+
+QString TrainingCharts::emptyHint(const QChartView* view) const {
+  for (const auto& h : hints_)
+    if (h.view == view) return h.text->isVisible() ? h.text->toPlainText() : QString();
+  return {};
+}
 
 DecimatedSeries* TrainingCharts::memorySeries(const QString& device, std::int64_t total) {
   if (auto it = memory_.find(device); it != memory_.end()) return it->get();
@@ -205,6 +248,7 @@ void TrainingCharts::fitAxes() {
   setNiceRange(memY_, 0, memMax * 1.1);
   setNiceRange(hostX_, 0, tMax);
   setNiceRange(hostY_, host_->size() ? host_->minY() * 0.9 : 0, host_->size() ? host_->maxY() * 1.05 : 1);
+  placeHints();
 }
 
 } // namespace splitseg::ui

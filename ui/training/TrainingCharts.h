@@ -9,6 +9,7 @@
 #include <QTimer>
 #include <QWidget>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,7 @@ class QChart;
 class QChartView;
 class QValueAxis;
 class QCheckBox;
+class QGraphicsTextItem;
 
 namespace splitseg::ui {
 
@@ -38,10 +40,13 @@ public:
   const DecimatedSeries& hostMemory() const { return *host_; }
   QChartView* lossView() const { return lossView_; }
   QChartView* memoryView() const { return memView_; }
+  // The line each chart shows while it has nothing to plot ("" once it has points).
+  QString emptyHint(const QChartView* view) const;
 
 private:
   DecimatedSeries* memorySeries(const QString& device, std::int64_t total);
   void fitAxes();
+  void placeHints();
 
   QChartView* lossView_;
   QChartView* memView_;
@@ -50,6 +55,12 @@ private:
   std::unique_ptr<DecimatedSeries> trainLoss_, valLoss_, trainDice_, valDice_, host_, sum_;
   QHash<QString, std::shared_ptr<DecimatedSeries>> memory_, totals_;
   QHash<QString, std::int64_t> capacity_;
+  struct Hint {
+    QChartView* view;
+    QGraphicsTextItem* text;
+    std::function<bool()> empty;
+  };
+  std::vector<Hint> hints_;
   QCheckBox* showTotals_;
   QTimer flushTimer_;
   double t0_ = -1;
