@@ -59,8 +59,9 @@ std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const C
   if (onednn && in.dtype == 2) return bf16OneDnnScratch(l, in, out, batch, o);
   if (onednn) {
     // fp32 oneDNN 3x3x3 convolutions reorder into layouts blocked by 16 channels too: their
-    // transients follow the padded channel counts (bases 12, 20, 24 at 48^3-64^3 measured 7%
-    // above the unpadded figure with the allocation hook, exact with padding; 2026-12-02).
+    // transients follow the padded channel counts (bases 12 and 20 at 64^3 measured 7% above the
+    // unpadded figure with the allocation hook; padded, they and base 24 at 48^3 are exact, bases
+    // 4, 8 and 16 unchanged; 2026-12-02).
     std::int64_t blocked = io;
     if (l.kernel == 3 && o.cpuFp32ChannelBlock > 1) {
       const std::int64_t block = o.cpuFp32ChannelBlock;

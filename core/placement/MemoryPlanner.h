@@ -54,8 +54,8 @@ struct PlannerOptions {
   // buffers, whose size follows from the layer.
   double cpuOneDnnForwardScratch = 1.0;
   double cpuOneDnnBackwardScratch = 1.0;
-  // ... of input and output with channels padded to this block for 3x3x3 kernels (oneDNN's
-  // nCdhw16c layouts; CpuConvScratch.cpp says what was measured).
+  // For 3x3x3 kernels that transient is of input and output with channels padded to this block
+  // (oneDNN's nCdhw16c layouts; CpuConvScratch.cpp says what was measured).
   int cpuFp32ChannelBlock = 16;
   // bf16 convolutions in oneDNN work on channel-blocked layouts: channels are padded up to
   // this block, so layers with few channels (small base, the 1-channel head) cost far more

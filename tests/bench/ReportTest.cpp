@@ -2,6 +2,8 @@
 // bootstrap interval over rounds (met only when the whole interval is on the goal's side), the
 // planner's held-out worst case decides its goal, and the hand-written analysis may cite figures
 // only through placeholders. Synthetic results files with known rounds drive it.
+#include <QDir>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -112,6 +114,50 @@ private Q_SLOTS:
                                 "--analysis", ""});
     QVERIFY2(run.code == 0, qPrintable(run.out));
     QCOMPARE(summaryRow(dir.filePath("s.json"), "planner_hook").value("verdict").toString(), verdict);
+  }
+
+  // Rerunning some sections (run.sh BENCH_ONLY + BENCH_MERGE) on another machine: the report keeps
+  // the machine of the whole run and names, per rerun, the machine and the kinds measured there;
+  // a later rerun of other kinds keeps the earlier rerun's attribution.
+  void mergedRerunNamesItsMachine() {
+    QTemporaryDir dir;
+    auto merge = [&](const QString& oldFile, const QString& newFile) {
+      QProcess p;
+      const QString python = QString(SPLITSEG_PYTHON).isEmpty() ? QStringLiteral("python3") : QString(SPLITSEG_PYTHON);
+      p.start(python, {QFileInfo(REPORT_PY).dir().filePath("merge_results.py"), oldFile, newFile});
+      p.waitForFinished(60000);
+      QList<QJsonObject> out;
+      for (const auto& line : p.readAllStandardOutput().split('\n'))
+        if (!line.trimmed().isEmpty()) out << QJsonDocument::fromJson(line).object();
+      return out;
+    };
+    auto machine = [](const QString& cpu) { return QJsonObject{{"kind", "machine"}, {"cpu", cpu}, {"date", "d"}}; };
+    writeLines(dir.filePath("old.jsonl"), {machine("A"), trainRecord("train_splitseg", 1, 1.0),
+                                           planRecord("x", "fit", 100, 100)});
+    writeLines(dir.filePath("plan.jsonl"), {machine("B"), planRecord("x", "fit", 100, 101)});
+    auto merged = merge(dir.filePath("old.jsonl"), dir.filePath("plan.jsonl"));
+    writeLines(dir.filePath("m1.jsonl"), merged);
+    QStringList kinds;
+    for (const auto& r : merged) kinds << r.value("kind").toString();
+    QCOMPARE(kinds, (QStringList{"machine", "train_splitseg", "machine_rerun", "plan:x"}));
+    QCOMPARE(merged[0].value("cpu").toString(), QString("A"));
+    QCOMPARE(merged[2].value("cpu").toString(), QString("B"));
+    QCOMPARE(merged[2].value("kinds").toArray(), (QJsonArray{"plan"}));
+    writeLines(dir.filePath("ui.jsonl"), {machine("C"), QJsonObject{{"kind", "ui_stall"}, {"p99_ms", 5.0}}});
+    const auto again = merge(dir.filePath("m1.jsonl"), dir.filePath("ui.jsonl"));
+    int reruns = 0;
+    for (const auto& r : again)
+      if (r.value("kind") == "machine_rerun") ++reruns;
+    QCOMPARE(reruns, 2);  // B for plan, C for ui_stall
+    writeLines(dir.filePath("m2.jsonl"), again);
+    const auto run = runReport({"--results", dir.filePath("m2.jsonl"), "--analysis", "", "--docs", dir.path()});
+    QVERIFY2(run.code == 0, qPrintable(run.out));
+    QFile md(dir.filePath("benchmarks.md"));
+    QVERIFY(md.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(md.readAll());
+    QVERIFY(text.contains("on A, "));
+    QVERIFY2(text.contains("Rerun on d on B, ? cores: `plan`.") && text.contains("Rerun on d on C, ? cores: `ui_stall`."),
+             qPrintable(text.left(1500)));
   }
 
   // The analysis may cite a figure only through a placeholder; one typed by hand stops the report.

@@ -20,7 +20,11 @@ old_machine = any(r.get("kind") == "machine" for r in old)
 if old_machine:
     fresh.discard("machine")
 for r in old:
-    if family(r.get("kind", "")) not in fresh and r.get("kind") != "machine_rerun":
+    if r.get("kind") == "machine_rerun":  # an earlier rerun keeps the kinds not measured again
+        kept = [k for k in r.get("kinds", []) if k not in fresh]
+        if kept:
+            print(json.dumps(dict(r, kinds=kept)))
+    elif family(r.get("kind", "")) not in fresh:
         print(json.dumps(r))
 for r in new:
     if r.get("kind") == "machine" and old_machine:

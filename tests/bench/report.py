@@ -279,7 +279,7 @@ def volumes_and_ui(rep):
             rep.add(f"UI stall while {what}", "skipped", "", "", "", (first(rows, kind) or {}).get("error", "did not run"))
             continue
         est = Estimate(list(ui.values()))
-        longest = max(r["longest_ms"] for r in rows if r.get("kind") == kind and "longest_ms" in r)
+        longest = max((r["longest_ms"] for r in rows if r.get("kind") == kind and "longest_ms" in r), default=0)
         steps = (first(rows, kind) or {}).get("steps")
         rep.add(f"**UI stall** while {what}, {steps} steps: 99th percentile (5 ms heartbeat)",
                 est.text("{:.1f}", " ms"), "", "", "< 16 ms", verdict(est, "<=", 16.0, min_rounds=3), rid, est,

@@ -13,8 +13,11 @@
 #include "ui/training/TrainingCharts.h"
 #include "ui/training/StallMeter.h"
 #include "ui/training/TrainingPanel.h"
+#include "ui/training/TrainingWorker.h"
 
 #include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QLineSeries>
 #include <QProgressBar>
 #include <QPushButton>
@@ -96,6 +99,21 @@ private Q_SLOTS:
           panel_->lastStallP99Ms());
     QVERIFY(panel_->lastStallP99Ms() <= panel_->lastStallMs());
     QVERIFY2(panel_->lastStallMs() < 500, qPrintable(QString::number(panel_->lastStallMs())));
+    // The training thread and the compute threads it started run below the UI thread's priority.
+    int trainingThreads = 0;
+    for (const auto& tid : QDir("/proc/self/task").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+      QFile stat("/proc/self/task/" + tid + "/stat");
+      QVERIFY(stat.open(QIODevice::ReadOnly));
+      const QByteArray line = stat.readAll();
+      const QByteArray comm = line.mid(line.indexOf('(') + 1, line.lastIndexOf(')') - line.indexOf('(') - 1);
+      const auto fields = line.mid(line.lastIndexOf(')') + 2).split(' ');
+      const int nice = fields.value(16).toInt();  // field 19 of proc(5)
+      if (tid.toLongLong() == QCoreApplication::applicationPid()) QCOMPARE(nice, 0);
+      if (comm != "training") continue;
+      ++trainingThreads;
+      QCOMPARE(nice, TrainingWorker::kTrainingNice);
+    }
+    QVERIFY(trainingThreads >= 1);
   }
 
   void stallMeterSeesABlockedThread() {

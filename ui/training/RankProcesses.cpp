@@ -1,4 +1,5 @@
 #include "ui/training/RankProcesses.h"
+#include "ui/training/TrainingWorker.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -10,6 +11,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 
@@ -47,7 +49,10 @@ QString RankProcesses::start(const QList<int>& ranks, int port, int worldSize, i
     // c10d logs each lost connection with a stack trace; the ranks' one-line messages say it.
     if (!env.contains("TORCH_CPP_LOG_LEVEL")) env.insert("TORCH_CPP_LOG_LEVEL", "ERROR");
     p->setProcessEnvironment(env);
-    p->setChildProcessModifier([] { prctl(PR_SET_PDEATHSIG, SIGKILL); });
+    p->setChildProcessModifier([] {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      setpriority(PRIO_PROCESS, 0, TrainingWorker::kTrainingNice);  // below the UI, like rank 0's thread
+    });
     connect(p, &QProcess::readyReadStandardError, this, [this, p, rank] {
       const auto lines = QString::fromUtf8(p->readAllStandardError()).split('\n', Qt::SkipEmptyParts);
       if (!lines.isEmpty()) lastLines_[rank] = lines.back().trimmed();

@@ -5,6 +5,10 @@
 #include "core/engine/Trainer.h"
 #include "core/dist/RankRun.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace splitseg::ui {
 
 namespace {
@@ -22,6 +26,11 @@ private:
 } // namespace
 
 void TrainingWorker::run(const TrainingJob& c) {
+  // Training takes every core it is given; at the same priority as the UI thread, a 2-core
+  // machine left the UI thread waiting for a time slice (UI stall p99 14-19 ms, longest 70-130 ms
+  // in splitseg-bench-ui on this CI machine). Linux's nice is per thread and the thread pool
+  // this thread starts inherits it, so the whole run yields to the UI and uses idle CPU only.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kTrainingNice);
   // Declared first, so it runs last: gives the run's cached host memory back once its tensors are gone.
   const engine::HostCacheRelease releaseHostCache;
   SignalSink sink(this);

@@ -36,6 +36,10 @@ struct TrainingJob {
 class TrainingWorker : public QObject {
   Q_OBJECT
 public:
+  // The nice value the training thread (and the threads it starts) and local rank processes run
+  // at: below the UI, which then never waits behind them for a core.
+  static constexpr int kTrainingNice = 10;
+
   TrainingWorker() = default;
 
   // Call on the UI thread before queuing run(): a Stop pressed between Start and the worker
