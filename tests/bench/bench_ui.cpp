@@ -19,6 +19,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QComboBox>
+#include <QTabWidget>
 #include <QTimer>
 
 #include <cstdio>
@@ -33,13 +34,16 @@ int main(int argc, char** argv) {
   QCommandLineOption patchOpt("patch", "patch edge", "n", "32");
   QCommandLineOption baseOpt("base", "base channels", "n", "8");
   QCommandLineOption ranksOpt("ranks", "1: this process only; 2: the decoders on a local second rank", "n", "1");
-  parser.addOptions({stepsOpt, patchOpt, baseOpt, ranksOpt});
+  QCommandLineOption volumeOpt("volume", "open this image instead of a phantom (the demo CT: what users see)", "path");
+  QCommandLineOption tabOpt("tab", "the Model dock's tab in front while training: training | placement", "tab",
+                            "training");
+  parser.addOptions({stepsOpt, patchOpt, baseOpt, ranksOpt, volumeOpt, tabOpt});
   parser.process(app);
 
   splitseg::ui::MainWindow window;
   window.resize(1500, 950);
   window.show();
-  window.openPhantom(QObject::tr("benchmark"));
+  if (!parser.isSet(volumeOpt) || !window.openVolume(parser.value(volumeOpt))) window.openPhantom(QObject::tr("benchmark"));
   window.session()->createUNet(parser.value(baseOpt).toInt(), 4);
   const int ranks = parser.value(ranksOpt).toInt();
   if (ranks < 1 || ranks > 2) {
@@ -55,6 +59,9 @@ int main(int argc, char** argv) {
     session->setPlacement(placement);
   }
   auto* panel = window.trainingPanel();
+  // The Training tab in front, as a user watching the run has it: the charts and the device
+  // timeline repaint while it trains. --tab placement keeps them hidden (what they cost).
+  if (parser.value(tabOpt) == "training") window.tabs()->setCurrentWidget(panel);
   panel->dataBox()->setCurrentIndex(panel->dataBox()->findData("phantom"));
   panel->patchBox()->setValue(parser.value(patchOpt).toInt());
   panel->batchBox()->setValue(1);
@@ -72,6 +79,7 @@ int main(int argc, char** argv) {
                           {"seconds", clock.elapsed() / 1000.0},
                           {"stopped", stopped},
                           {"ranks", ranks},
+                          {"tab", parser.value(tabOpt)},
                           {"error", error},
                           {"window", "MainWindow (slices, 3D view, charts)"}};
     std::printf("%s\n", QJsonDocument(out).toJson(QJsonDocument::Compact).constData());

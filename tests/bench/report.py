@@ -271,9 +271,11 @@ def volumes_and_ui(rep):
         rep.compare(f"volume_{tag}_iso", "  SplitSeg's reader in a forked child (default) vs in process "
                     "(SPLITSEG_READ_ISOLATION=off)", f"volume_splitseg:{tag}", f"volume_noiso:{tag}", "in process",
                     key="runs")
-    for kind, rid, what in (("ui_stall", "ui_p99", "the whole workstation trains"),
+    for kind, rid, what in (("ui_stall", "ui_p99", "the whole workstation trains (Training tab in front)"),
                             ("ui_stall_ranks", "ui_ranks_p99",
-                             "the workstation trains over 2 ranks (decoders on a local worker)")):
+                             "the workstation trains over 2 ranks (decoders on a local worker)"),
+                            ("ui_stall_placement", "ui_placement_p99",
+                             "the workstation trains with the Placement tab in front (charts hidden)")):
         ui = per_round(rows, kind, "p99_ms")
         if not ui:
             rep.add(f"UI stall while {what}", "skipped", "", "", "", (first(rows, kind) or {}).get("error", "did not run"))
@@ -281,8 +283,10 @@ def volumes_and_ui(rep):
         est = Estimate(list(ui.values()))
         longest = max((r["longest_ms"] for r in rows if r.get("kind") == kind and "longest_ms" in r), default=0)
         steps = (first(rows, kind) or {}).get("steps")
+        goal = kind != "ui_stall_placement"  # a diagnostic: what the charts' repaints cost
         rep.add(f"**UI stall** while {what}, {steps} steps: 99th percentile (5 ms heartbeat)",
-                est.text("{:.1f}", " ms"), "", "", "< 16 ms", verdict(est, "<=", 16.0, min_rounds=3), rid, est,
+                est.text("{:.1f}", " ms"), "", "", "< 16 ms" if goal else "",
+                verdict(est, "<=", 16.0, min_rounds=3) if goal else "", rid, est,
                 extra={"ms": f"{est.median:.1f} ms", "longest": f"{longest:.0f} ms"})
         rep.add("  longest stall over all runs", f"{longest:.0f} ms")
 

@@ -266,15 +266,19 @@ if [ -x "$BUILD/bin/splitseg-bench-ui" ]; then
   log "UI stall while training ($UISTEPS steps)"
   UIRUN=("$BUILD/bin/splitseg-bench-ui" --steps "$UISTEPS")
   [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null && UIRUN=(xvfb-run -a -s "-screen 0 1600x1000x24" "${UIRUN[@]}")
-  # The same run with the decoders on a second (local) rank: rank 0 trains in the workstation.
+  # With the Training tab in front (charts and timeline repainting); the same run with the
+  # decoders on a second (local) rank (rank 0 trains in the workstation); and with the Placement
+  # tab in front, which leaves the charts hidden (what their repaints cost).
   for ROUND in $(seq 1 "${BENCH_UI_ROUNDS:-3}"); do
     record ui_stall env QT_QPA_PLATFORM=xcb "${UIRUN[@]}"
     record ui_stall_ranks env QT_QPA_PLATFORM=xcb "${UIRUN[@]}" --ranks 2
+    record ui_stall_placement env QT_QPA_PLATFORM=xcb "${UIRUN[@]}" --tab placement
   done
   ROUND=0
 else
   echo '{"kind":"ui_stall","error":"skipped: needs the GUI build (splitseg-bench-ui)"}' >>"$OUTD/results.jsonl"
   echo '{"kind":"ui_stall_ranks","error":"skipped: needs the GUI build (splitseg-bench-ui)"}' >>"$OUTD/results.jsonl"
+  echo '{"kind":"ui_stall_placement","error":"skipped: needs the GUI build (splitseg-bench-ui)"}' >>"$OUTD/results.jsonl"
 fi
 fi
 

@@ -213,6 +213,10 @@ private Q_SLOTS:
     panel->stepsBox()->setValue(80);
     panel->learningRateBox()->setValue(0.003);
     panel->validateBox()->setValue(5);
+    // Before the first run each chart says what will appear in it.
+    QTest::qWait(400);
+    QVERIFY(!panel->charts()->emptyHint(panel->charts()->lossView()).isEmpty());
+    save(panel->grab().toImage(), "training-before-run.png", 4.0);
     QSignalSpy finished(panel, &TrainingPanel::runFinished);
     const int frames = window_->volumeView()->framesRendered();
     QTest::mouseClick(panel->startButton(), Qt::LeftButton);

@@ -1,9 +1,11 @@
 #include "ui/render/VtkOpenGLWidget.h"
 
 #include <QMouseEvent>
+#include <QOffscreenSurface>
 #include <QOpenGLContext>
-#include <QOpenGLFunctions>
 #include <QOpenGLExtraFunctions>
+#include <QOpenGLFunctions>
+#include <QPainter>
 #include <QWheelEvent>
 
 #include <vtkCommand.h>
@@ -14,15 +16,18 @@
 #include <vtkOpenGLState.h>
 #include <vtkRenderer.h>
 
+#include <algorithm>
+
 namespace splitseg::ui {
 
 VtkOpenGLWidget::VtkOpenGLWidget(QWidget* parent)
-    : QOpenGLWidget(parent),
+    : QWidget(parent),
       window_(vtkSmartPointer<vtkGenericOpenGLRenderWindow>::New()),
       interactor_(vtkSmartPointer<vtkGenericRenderWindowInteractor>::New()),
       renderer_(vtkSmartPointer<vtkRenderer>::New()) {
   setFocusPolicy(Qt::StrongFocus);
   setMouseTracking(false);
+  setAttribute(Qt::WA_OpaquePaintEvent);  // the frame covers the whole widget
   // Qt owns the context: VTK must neither create, swap nor blit it.
   window_->SetOwnContext(false);
   window_->SetFrameBlitModeToNoBlit();
@@ -33,8 +38,8 @@ VtkOpenGLWidget::VtkOpenGLWidget(QWidget* parent)
   window_->AddObserver(vtkCommand::WindowMakeCurrentEvent, this, &VtkOpenGLWidget::onMakeCurrent);
   window_->AddObserver(vtkCommand::WindowIsCurrentEvent, this, &VtkOpenGLWidget::onIsCurrent);
 
-  // The interactor must not render by itself (outside paintGL there is no current context);
-  // its render requests become Qt repaints.
+  // The interactor must not render by itself (outside paintEvent no context is current); its
+  // render requests become Qt repaints.
   interactor_->SetEnableRender(false);
   interactor_->AddObserver(vtkCommand::RenderEvent, this, &VtkOpenGLWidget::onRenderRequest);
   auto style = vtkSmartPointer<vtkInteractorStyleTrackballCamera>::New();
@@ -44,11 +49,10 @@ VtkOpenGLWidget::VtkOpenGLWidget(QWidget* parent)
 }
 
 VtkOpenGLWidget::~VtkOpenGLWidget() {
-  // The context may outlive us briefly; a late aboutToBeDestroyed would call into a dead object.
-  QObject::disconnect(destroyConnection_);
-  makeCurrent();
-  cleanupGL();
-  doneCurrent();
+  if (makeCurrent()) {
+    cleanupGL();
+    doneCurrent();
+  }
   window_->RemoveAllObservers();
   interactor_->RemoveAllObservers();
 }
@@ -69,16 +73,32 @@ QSurfaceFormat VtkOpenGLWidget::defaultFormat() {
   return fmt;
 }
 
-void VtkOpenGLWidget::initializeGL() {
-  destroyConnection_ = connect(context(), &QOpenGLContext::aboutToBeDestroyed, this, [this] {
-    makeCurrent();
-    cleanupGL();
-    doneCurrent();
-  });
+bool VtkOpenGLWidget::makeCurrent() {
+  if (!context_) return false;
+  return QOpenGLContext::currentContext() == context_.get() || context_->makeCurrent(surface_.get());
+}
+
+void VtkOpenGLWidget::doneCurrent() {
+  if (context_) context_->doneCurrent();
+}
+
+bool VtkOpenGLWidget::initializeGL() {
+  if (initialized_ || failed_) return initialized_;
+  context_ = std::make_unique<QOpenGLContext>();
+  context_->setFormat(defaultFormat());
+  surface_ = std::make_unique<QOffscreenSurface>();
+  surface_->setFormat(defaultFormat());
+  surface_->create();
+  if (!context_->create() || !surface_->isValid() || !context_->makeCurrent(surface_.get())) {
+    failed_ = true;
+    context_.reset();
+    return false;
+  }
   window_->SetReadyForRendering(true);
   window_->InitializeFromCurrentContext();
   window_->SetReadyForRendering(false);
   initialized_ = true;
+  return true;
 }
 
 void VtkOpenGLWidget::cleanupGL() {
@@ -89,58 +109,63 @@ void VtkOpenGLWidget::cleanupGL() {
   initialized_ = false;
 }
 
-void VtkOpenGLWidget::resizeGL(int w, int h) {
+void VtkOpenGLWidget::resizeEvent(QResizeEvent*) {
   const qreal dpr = devicePixelRatioF();
-  const int pw = static_cast<int>(w * dpr), ph = static_cast<int>(h * dpr);
+  const int pw = std::max(1, static_cast<int>(width() * dpr)), ph = std::max(1, static_cast<int>(height() * dpr));
   window_->SetSize(pw, ph);
   interactor_->SetSize(pw, ph);
   interactor_->InvokeEvent(vtkCommand::ConfigureEvent, nullptr);
 }
 
-void VtkOpenGLWidget::paintGL() {
-  if (!initialized_) return;
+void VtkOpenGLWidget::renderFrame() {
+  if (!initializeGL() || !makeCurrent()) return;
   window_->SetReadyForRendering(true);
   window_->Render();
   window_->SetReadyForRendering(false);
   // Rendering may have switched contexts (progress events repainting other widgets).
-  if (QOpenGLContext::currentContext() != context()) makeCurrent();
-
-  auto* f = QOpenGLContext::currentContext()->extraFunctions();
+  if (!makeCurrent()) return;
+  auto* f = context_->extraFunctions();
   auto* state = window_->GetState();
   const int w = window_->GetSize()[0], h = window_->GetSize()[1];
+  // VTK leaves the background transparent: RGBX ignores alpha, so the view is opaque.
+  QImage frame(w, h, QImage::Format_RGBX8888);
   state->PushFramebufferBindings();
-  state->vtkglBindFramebuffer(GL_DRAW_FRAMEBUFFER, defaultFramebufferObject());
-  state->vtkglDrawBuffer(GL_COLOR_ATTACHMENT0);
   window_->GetDisplayFramebuffer()->Bind(GL_READ_FRAMEBUFFER);
   window_->GetDisplayFramebuffer()->ActivateReadBuffer(0);
-  state->vtkglViewport(0, 0, w, h);
-  state->vtkglScissor(0, 0, w, h);
-  const bool scissor = state->GetEnumState(GL_SCISSOR_TEST);
-  if (scissor) state->vtkglDisable(GL_SCISSOR_TEST);
-  if (f) f->glBlitFramebuffer(0, 0, w, h, 0, 0, w, h, GL_COLOR_BUFFER_BIT, GL_NEAREST);
-  if (scissor) state->vtkglEnable(GL_SCISSOR_TEST);
+  f->glPixelStorei(GL_PACK_ALIGNMENT, 4);
+  f->glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, frame.bits());
   state->PopFramebufferBindings();
-  // Qt composes the widget with its alpha and VTK leaves the background transparent: force
-  // alpha to 1 so the view is not blended with the window behind it.
-  // Through VTK's state cache, so VTK's own later clears are not confused.
-  state->PushFramebufferBindings();
-  state->vtkglBindFramebuffer(GL_FRAMEBUFFER, defaultFramebufferObject());
-  state->vtkglColorMask(false, false, false, true);
-  state->vtkglClearColor(0, 0, 0, 1);
-  state->vtkglClear(GL_COLOR_BUFFER_BIT);
-  state->vtkglColorMask(true, true, true, true);
-  state->PopFramebufferBindings();
+  doneCurrent();
+  frame_ = frame.mirrored();  // OpenGL's rows run bottom-up
+  frame_.setDevicePixelRatio(devicePixelRatioF());
   ++frames_;
   Q_EMIT frameRendered();
 }
 
-void VtkOpenGLWidget::onMakeCurrent(vtkObject*, unsigned long, void*) {
-  // Calling makeCurrent() while already current rebinds the default FBO under VTK (black view).
-  if (context() && QOpenGLContext::currentContext() != context()) makeCurrent();
+QImage VtkOpenGLWidget::grabFramebuffer() {
+  renderFrame();
+  return frame_;
 }
 
+void VtkOpenGLWidget::paintEvent(QPaintEvent*) {
+  // A repaint is either a render request (update()) or an expose; both render a fresh frame, as
+  // a QOpenGLWidget would. Repaints of other widgets do not reach this one.
+  renderFrame();
+  QPainter p(this);
+  if (frame_.isNull()) {
+    p.fillRect(rect(), QColor(20, 23, 28));
+    p.setPen(QColor("#8b949e"));
+    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
+               failed_ ? tr("3D view unavailable: no OpenGL 3.2 context could be created") : QString());
+    return;
+  }
+  p.drawImage(rect(), frame_);
+}
+
+void VtkOpenGLWidget::onMakeCurrent(vtkObject*, unsigned long, void*) { makeCurrent(); }
+
 void VtkOpenGLWidget::onIsCurrent(vtkObject*, unsigned long, void* callData) {
-  *static_cast<bool*>(callData) = context() && QOpenGLContext::currentContext() == context();
+  *static_cast<bool*>(callData) = context_ && QOpenGLContext::currentContext() == context_.get();
 }
 
 void VtkOpenGLWidget::onRenderRequest(vtkObject*, unsigned long, void*) { update(); }

@@ -1,17 +1,27 @@
 #pragma once
-// Hosts a VTK render window inside Qt 6. Debian's QVTKOpenGLNativeWidget is built for Qt 5,
-// so this QOpenGLWidget owns a vtkGenericOpenGLRenderWindow that renders into its own
-// framebuffer inside paintGL, and the result is blitted into the widget's FBO.
-#include <QOpenGLWidget>
+// Hosts a VTK render window inside Qt 6. Debian's QVTKOpenGLNativeWidget is built for Qt 5, so
+// this widget owns a vtkGenericOpenGLRenderWindow that renders into its own framebuffer in an
+// offscreen OpenGL context, reads the frame back and paints it as an image. A plain widget, not
+// a QOpenGLWidget: a window holding a QOpenGLWidget is composed through OpenGL on every repaint of
+// any of its widgets, which with a software renderer made every chart update of a training run
+// stall the UI thread (splitseg-bench-ui, Training tab in front: 99th percentile 140 ms).
+#include <QImage>
+#include <QSurfaceFormat>
+#include <QWidget>
 
 #include <vtkGenericOpenGLRenderWindow.h>
 #include <vtkGenericRenderWindowInteractor.h>
 #include <vtkRenderer.h>
 #include <vtkSmartPointer.h>
 
+#include <memory>
+
+class QOpenGLContext;
+class QOffscreenSurface;
+
 namespace splitseg::ui {
 
-class VtkOpenGLWidget : public QOpenGLWidget {
+class VtkOpenGLWidget : public QWidget {
   Q_OBJECT
 public:
   explicit VtkOpenGLWidget(QWidget* parent = nullptr);
@@ -25,14 +35,15 @@ public:
   static QSurfaceFormat defaultFormat();
   // Frames rendered so far (tests wait for the first one).
   int framesRendered() const { return frames_; }
+  // Renders a frame now and returns it (screenshots); a null image when OpenGL is unavailable.
+  QImage grabFramebuffer();
 
 Q_SIGNALS:
   void frameRendered();
 
 protected:
-  void initializeGL() override;
-  void resizeGL(int w, int h) override;
-  void paintGL() override;
+  void paintEvent(QPaintEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
 
   void mousePressEvent(QMouseEvent* e) override;
   void mouseReleaseEvent(QMouseEvent* e) override;
@@ -45,14 +56,21 @@ private:
   void onMakeCurrent(vtkObject*, unsigned long, void*);
   void onIsCurrent(vtkObject*, unsigned long, void* callData);
   void onRenderRequest(vtkObject*, unsigned long, void*);
+  bool makeCurrent();
+  void doneCurrent();
+  bool initializeGL();
+  void renderFrame();
   void cleanupGL();
   void forwardMouse(QMouseEvent* e, unsigned long event);
 
   vtkSmartPointer<vtkGenericOpenGLRenderWindow> window_;
   vtkSmartPointer<vtkGenericRenderWindowInteractor> interactor_;
   vtkSmartPointer<vtkRenderer> renderer_;
-  QMetaObject::Connection destroyConnection_;
+  std::unique_ptr<QOpenGLContext> context_;
+  std::unique_ptr<QOffscreenSurface> surface_;
+  QImage frame_;
   bool initialized_ = false;
+  bool failed_ = false;  // no OpenGL context could be made: the view shows a line instead
   int frames_ = 0;
 };
 

@@ -173,14 +173,19 @@ std::optional<DeviceTimeline::Hit> DeviceTimeline::hitAt(const QPoint& pos) cons
   const bool upperHalf = pos.y() < laneRect(lane).center().y();
   std::optional<Hit> best;
   int bestLayer = -1;
+  double bestDistance = 0;
   for (const auto& st : steps_)
     for (const auto& s : st.spans) {
       if (s.lane != lanes_[static_cast<std::size_t>(lane)]) continue;
       if (t < st.offset + s.start - slack || t > st.offset + s.end + slack) continue;
       if (s.kind == engine::SpanKind::Recompute && !upperHalf) continue;
-      if (layer(s.kind) > bestLayer) {
+      // The topmost layer wins; within a layer, the span under the pointer before one that is
+      // only within the slack (narrow neighbours).
+      const double distance = std::max({0.0, st.offset + s.start - t, t - st.offset - s.end});
+      if (layer(s.kind) > bestLayer || (layer(s.kind) == bestLayer && distance < bestDistance)) {
         best = Hit{&st, &s};
         bestLayer = layer(s.kind);
+        bestDistance = distance;
       }
     }
   return best;

@@ -4,6 +4,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QAbstractAxis>
 #include <QCheckBox>
 #include <QGraphicsTextItem>
 #include <QTextDocument>
@@ -162,6 +163,9 @@ void TrainingCharts::placeHints() {
   for (auto& h : hints_) {
     const bool empty = h.empty();
     h.text->setVisible(empty);
+    // Axes without data are a grid of made-up ranges behind the line: shown once points arrive.
+    for (auto* a : h.view->chart()->axes())
+      if (a->isVisible() == empty) a->setVisible(!empty);
     if (!empty) continue;
     const QRectF area = h.view->chart()->plotArea();
     h.text->setTextWidth(std::max(80.0, area.width() - 24));
