@@ -18,14 +18,17 @@ struct Run {
   QString out;
 };
 
-Run runReport(const QStringList& args) {
+// One of tests/bench's scripts (beside report.py) with the project's Python.
+Run runPython(const QString& script, const QStringList& args, QProcess::ProcessChannelMode mode) {
   QProcess p;
-  p.setProcessChannelMode(QProcess::MergedChannels);
+  p.setProcessChannelMode(mode);
   const QString python = QString(SPLITSEG_PYTHON).isEmpty() ? QStringLiteral("python3") : QString(SPLITSEG_PYTHON);
-  p.start(python, QStringList{REPORT_PY} + args);
+  p.start(python, QStringList{QFileInfo(REPORT_PY).dir().filePath(script)} + args);
   if (!p.waitForFinished(120000)) return {};
-  return {p.exitCode(), QString::fromUtf8(p.readAll())};
+  return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput())};
 }
+
+Run runReport(const QStringList& args) { return runPython("report.py", args, QProcess::MergedChannels); }
 
 // One training record of `kind` in `round` whose timed steps all take `seconds`.
 QJsonObject trainRecord(const QString& kind, int round, double seconds) {
@@ -122,12 +125,9 @@ private Q_SLOTS:
   void mergedRerunNamesItsMachine() {
     QTemporaryDir dir;
     auto merge = [&](const QString& oldFile, const QString& newFile) {
-      QProcess p;
-      const QString python = QString(SPLITSEG_PYTHON).isEmpty() ? QStringLiteral("python3") : QString(SPLITSEG_PYTHON);
-      p.start(python, {QFileInfo(REPORT_PY).dir().filePath("merge_results.py"), oldFile, newFile});
-      p.waitForFinished(60000);
       QList<QJsonObject> out;
-      for (const auto& line : p.readAllStandardOutput().split('\n'))
+      const auto run = runPython("merge_results.py", {oldFile, newFile}, QProcess::SeparateChannels);
+      for (const auto& line : run.out.toUtf8().split('\n'))
         if (!line.trimmed().isEmpty()) out << QJsonDocument::fromJson(line).object();
       return out;
     };

@@ -34,16 +34,15 @@ int main(int argc, char** argv) {
   QCommandLineOption patchOpt("patch", "patch edge", "n", "32");
   QCommandLineOption baseOpt("base", "base channels", "n", "8");
   QCommandLineOption ranksOpt("ranks", "1: this process only; 2: the decoders on a local second rank", "n", "1");
-  QCommandLineOption volumeOpt("volume", "open this image instead of a phantom (the demo CT: what users see)", "path");
   QCommandLineOption tabOpt("tab", "the Model dock's tab in front while training: training | placement", "tab",
                             "training");
-  parser.addOptions({stepsOpt, patchOpt, baseOpt, ranksOpt, volumeOpt, tabOpt});
+  parser.addOptions({stepsOpt, patchOpt, baseOpt, ranksOpt, tabOpt});
   parser.process(app);
 
   splitseg::ui::MainWindow window;
   window.resize(1500, 950);
   window.show();
-  if (!parser.isSet(volumeOpt) || !window.openVolume(parser.value(volumeOpt))) window.openPhantom(QObject::tr("benchmark"));
+  window.openPhantom(QObject::tr("benchmark"));
   window.session()->createUNet(parser.value(baseOpt).toInt(), 4);
   const int ranks = parser.value(ranksOpt).toInt();
   if (ranks < 1 || ranks > 2) {

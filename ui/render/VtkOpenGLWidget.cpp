@@ -4,7 +4,6 @@
 #include <QOffscreenSurface>
 #include <QOpenGLContext>
 #include <QOpenGLExtraFunctions>
-#include <QOpenGLFunctions>
 #include <QPainter>
 #include <QWheelEvent>
 

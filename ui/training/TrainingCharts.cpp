@@ -144,9 +144,7 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
        [this] { return trainLoss_->size() == 0 && valLoss_->size() == 0; });
   hint(memView_, tr("The peak memory of every device in each step appears here, with its capacity "
                     "(Scale to device totals)."),
-       [this] { return sum_->size() == 0 && std::all_of(memory_.begin(), memory_.end(), [](const auto& s) {
-                         return s->size() == 0;
-                       }); });
+       [this] { return memory_.isEmpty(); });  // a device's series exists from its first point on
   hint(hostView_, tr("This process's resident memory during a run appears here."),
        [this] { return host_->size() == 0; });
   placeHints();
