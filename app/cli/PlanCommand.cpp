@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -43,6 +44,7 @@ struct PlanArgs {
   std::string shardAxis = "depth";
   bool json = false;
   bool largest = false;
+  bool offload = false;
 };
 
 std::vector<std::string> splitList(const std::string& s, char sep) {
@@ -123,6 +125,8 @@ void printPlan(const MemoryPlan& p, std::ostream& os) {
     os << " planes\n";
   }
   if (p.haloBytes > 0) os << "halo exchanged per step: " << fmt(p.haloBytes) << "\n";
+  if (p.offloadBytes > 0)
+    os << "host offload: " << fmt(p.offloadBytes) << " of pinned host memory, copied out and back each step\n";
 }
 
 std::string verdict(const MemoryPlan& p) {
@@ -148,6 +152,7 @@ void runPlan(const PlanArgs& a) {
   spec.microBatches = a.microBatches;
   spec.precision = StagePrecisions::parse(a.precision, names);
   spec.recompute = run::parseStageList(a.checkpoint, names);
+  spec.offload = a.offload;
   if (a.optimizer != "adam" && a.optimizer != "sgd") throw InvalidArgument("--optimizer must be adam or sgd");
   auto devices = parseDevices(a.devices);
   if (devices.empty()) throw DeviceError("no devices to plan for");
@@ -165,7 +170,8 @@ void runPlan(const PlanArgs& a) {
                              " (" + std::to_string(planner.network().parameters()) + " parameters), input " +
                              cube(req.size) + " x batch " + std::to_string(a.batch) +
                              (a.microBatches > 1 ? " in " + std::to_string(a.microBatches) + " micro-batches" : "") + ", " + precisions.toString(names) +
-                             ", " + a.optimizer + (req.checkpoint.empty() ? "" : ", checkpointing");
+                             ", " + a.optimizer + (req.checkpoint.empty() ? "" : ", checkpointing") +
+                             (req.offload ? ", host offload" : "");
   std::string method;
   if (a.autoPlace) {
     AutoPlaceResult r = AutoPlacer(planner).place(req);
@@ -192,19 +198,31 @@ void runPlan(const PlanArgs& a) {
     os << "\n" << verdict(plan) << "\n";
   }
   if (a.largest) {
-    const LargestVolume lv = largestCube(planner, req, a.autoPlace);
-    nlohmann::ordered_json j{{"edge", lv.edge}, {"step", lv.step}, {"exact", lv.exact},
-                             {"limiting_device", lv.next.limitingDevice}, {"limiting_stage", lv.next.limitingStage}};
-    if (lv.edge > 0) j["placement"] = nlohmann::json::parse(lv.placement.toJson());
-    out["largest"] = j;
-    if (!a.json) {
-      os << "\nLargest cube" << (a.autoPlace ? " with auto-placement" : " for this placement") << ": ";
+    // The largest cube as asked, then (when it did not ask for it) with host offload of the
+    // recomputed stages' inputs, so both capacities are on one screen.
+    auto largest = [&](const PlanRequest& r, const char* key, const std::string& label) {
+      const LargestVolume lv = largestCube(planner, r, a.autoPlace);
+      nlohmann::ordered_json j{{"edge", lv.edge}, {"step", lv.step}, {"exact", lv.exact},
+                               {"limiting_device", lv.next.limitingDevice}, {"limiting_stage", lv.next.limitingStage},
+                               {"offload", r.offload}, {"offload_bytes", lv.plan.offloadBytes}};
+      if (lv.edge > 0) j["placement"] = nlohmann::json::parse(lv.placement.toJson());
+      out[key] = j;
+      if (a.json) return;
+      os << "\nLargest cube" << (a.autoPlace ? " with auto-placement" : " for this placement") << label << ": ";
       if (lv.edge == 0) os << "none fits (not even " << lv.step << "^3)\n";
       else
-        os << lv.edge << "^3 (peak " << fmt(lv.plan.maxPeak()) << ", placement " << lv.placement.describe() << ")\n";
+        os << lv.edge << "^3 (peak " << fmt(lv.plan.maxPeak()) << ", placement " << lv.placement.describe()
+           << (lv.plan.offloadBytes > 0 ? ", host memory for offload " + fmt(lv.plan.offloadBytes) : "") << ")\n";
       if (!lv.next.devices.empty())
         os << "  next size " << cube(lv.next.size) << ": " << verdict(lv.next) << "\n";
       if (!lv.exact) os << "  (auto-placement was heuristic for some sizes)\n";
+    };
+    largest(req, "largest", req.offload ? " and host offload" : "");
+    const bool anyCuda = std::any_of(req.devices.begin(), req.devices.end(), [](const DeviceSpec& d) { return d.isCuda(); });
+    if (!req.offload && anyCuda && (a.autoPlace || !req.checkpoint.empty())) {
+      PlanRequest withOffload = req;
+      withOffload.offload = true;
+      largest(withOffload, "largest_offload", " and host offload");
     }
   }
   if (a.json) os << out.dump(2) << "\n";
@@ -239,7 +257,9 @@ void addPlanCommands(CLI::App& app) {
                   "sharded stages (enc0=cuda:0+cuda:1): the axis their slabs are cut along, depth | height | width")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
-  cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits");
+  cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits (with --auto: also with host offload)");
+  cmd->add_flag("--offload", args->offload,
+                "host offload: recomputed stages on GPUs keep their saved inputs in pinned host memory");
   cmd->callback([args] { runPlan(*args); });
 }
 

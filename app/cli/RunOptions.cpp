@@ -98,6 +98,9 @@ void RunOptions::addSchedule(CLI::App& cmd) {
   remember(cmd.add_option("--checkpoint-every", checkpointEvery, "write the checkpoint every N steps"));
   remember(cmd.add_option("--cpu-budget", cpuBudget, "CPU memory budget (e.g. 2GiB); a step beyond it fails as out of memory"));
   remember(cmd.add_option("--save", save, "checkpoint file to write"));
+  remember(cmd.add_flag("--offload", offload,
+                        "host offload: recomputed stages on GPUs keep their saved inputs in pinned host memory "
+                        "(larger volumes; two host copies of those inputs per step)"));
   remember(cmd.add_flag("--timeline", timeline,
                         "record each device's forward/backward/recompute/transfer/wait spans per step (in --progress jsonl)"));
 }
@@ -143,6 +146,7 @@ run::RunSpec RunOptions::build(const run::RunSpec& base) const {
   if (given("--shard-axis")) r.shardAxis = placement::shardAxisFromString(shardAxis);
   if (given("--rank-timeout")) r.rankTimeoutSeconds = rankTimeout;
   if (given("--timeline")) r.timeline = timeline;
+  if (given("--offload")) r.offload = offload;
   if (given("--steps")) r.steps = steps;
   if (given("--epochs")) r.epochs = epochs;
   if (given("--steps-per-epoch")) r.stepsPerEpoch = stepsPerEpoch;

@@ -48,6 +48,7 @@ private:
   std::string patch, cpuBudget, save, session_, shardAxis;
   int batch = 1, epochs = 0, microBatches = 1, rankTimeout = 120;
   bool timeline = false;
+  bool offload = false;
   std::int64_t steps = 100, stepsPerEpoch = 50, validateEvery = 0, checkpointEvery = 0;
   double lr = 1e-3;
   std::uint64_t seed = 0;

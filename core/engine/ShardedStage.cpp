@@ -65,7 +65,7 @@ std::vector<torch::Tensor> runShardedStage(const ShardedStageRun& run,
     }
     return runSlabs(run, per);
   };
-  return runCheckpointedMulti(stage, flat, run.network->stageModule(run.stage)->parameters());
+  return runCheckpointedMulti(stage, flat, run.network->stageModule(run.stage)->parameters(), run.offload);
 }
 
 } // namespace splitseg::engine

@@ -3,6 +3,7 @@
 // slab, each under a ShardScope of a ThreadShardGroup, so the stage's shard-aware layers exchange
 // halos and statistics while the slabs compute at the same time. Optionally checkpointed as one
 // unit (all slabs recomputed together in backward, since their layers need each other).
+#include "core/engine/StageCheckpoint.h"
 #include "core/model/StagedNetwork.h"
 
 #include <torch/types.h>
@@ -18,6 +19,7 @@ struct ShardedStageRun {
   int dim = 2;                         // tensor dimension the slabs are cut along
   bool bf16 = false;                   // autocast on each slab's device
   bool recompute = false;              // activation checkpointing of the whole sharded stage
+  std::shared_ptr<OffloadChain> offload;  // recompute: its saved slabs go to host memory
 };
 
 // inputs[j]: the stage's inputs for slab j, on devices[j]. Returns slab j's output on devices[j].

@@ -178,6 +178,11 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     marks_ = marks;
   }
   torch::Tensor networkInput = input;
+  std::shared_ptr<OffloadChain> offload;
+  if (offload_ && torch::GradMode::is_enabled() && !recompute_.empty()) {
+    offload = std::make_shared<OffloadChain>(offloadOptions_);
+    lastOffload_ = offload;
+  }
   // An output as one tensor on d (a sharded output's slabs gathered there).
   auto whole = [&](const std::string& name, const torch::Device& d) {
     if (name == model::kInput) return moveTo(networkInput, d);
@@ -255,7 +260,7 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
     const double forwardStart = timeline_ ? timeline_->now() : 0.0;
     try {
       if (shards.size() > 1) {
-        ShardedStageRun run{network_.get(), i, shards, dim, bf16, recompute_.count(spec.name) > 0};
+        ShardedStageRun run{network_.get(), i, shards, dim, bf16, recompute_.count(spec.name) > 0, offload};
         slabs[i] = runShardedStage(run, slabInputs);
       } else {
         AutocastScope autocast(bf16, device.type());
@@ -269,7 +274,7 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
             for (const auto& lane : lanesOf(i)) timeline_->add(lane, specs_[i].name, SpanKind::Recompute, start, timeline_->now());
             return out;
           };
-          outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters());
+          outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters(), offload);
         } else {
           outputs[i] = network_->runStage(i, inputs);
         }

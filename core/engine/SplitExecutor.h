@@ -6,6 +6,7 @@
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
 #include "core/placement/ShardLayout.h"
+#include "core/engine/StageCheckpoint.h"
 #include "core/engine/StepTimeline.h"
 
 #include <torch/types.h>
@@ -32,6 +33,14 @@ public:
   const placement::StagePrecisions& precision() const { return precision_; }
   void setRecompute(const std::set<std::string>& stages) { recompute_ = stages; }
   const std::set<std::string>& recompute() const { return recompute_; }
+  // Host offload of the recomputed stages' saved inputs (RunSpec::offload; see OffloadChain).
+  void setOffload(bool enabled, OffloadChain::Options options = {}) {
+    offload_ = enabled;
+    offloadOptions_ = options;
+  }
+  bool offload() const { return offload_; }
+  // The chain of the last training forward (null without offload): what it copied, for tests.
+  std::shared_ptr<const OffloadChain> lastOffload() const { return lastOffload_; }
 
   // input on any device; returns the head's output (fp32) on the head's device. A bf16 stage
   // runs under autocast; an fp32 stage gets bf16 inputs (from a bf16 stage) cast up first.
@@ -91,6 +100,9 @@ private:
   placement::Placement placement_;
   placement::StagePrecisions precision_;
   std::set<std::string> recompute_;
+  bool offload_ = false;
+  OffloadChain::Options offloadOptions_;
+  std::shared_ptr<const OffloadChain> lastOffload_;
   std::vector<model::StageSpec> specs_;
   std::vector<torch::Device> stageDevices_;             // the (first) device of each stage
   std::vector<std::vector<torch::Device>> stageShards_;  // every device of each stage, slab order

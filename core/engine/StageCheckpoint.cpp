@@ -3,8 +3,11 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
 #include <ATen/Context.h>
-#include <torch/csrc/autograd/autograd.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/engine.h>
 
 #include <mutex>
 #include <set>
@@ -84,6 +87,8 @@ struct CheckpointState : torch::CustomClassHolder {
   AutocastState autocast;
   std::size_t numInputs = 0;
   std::vector<bool> inputRequiresGrad;
+  std::shared_ptr<OffloadChain> offload;  // null: inputs saved on their devices
+  std::size_t offloadIndex = 0;
 };
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
@@ -105,7 +110,10 @@ public:
       torch::NoGradGuard noGrad;
       out = state->stage(inputs);
     }
-    ctx->save_for_backward(inputs);
+    if (state->offload)
+      state->offloadIndex = state->offload->stash(inputs);
+    else
+      ctx->save_for_backward(inputs);
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
     // Parameters are leaves the stage reaches by itself; keeping handles costs no memory.
     ctx->saved_data["params"] = params.vec();
@@ -114,7 +122,8 @@ public:
 
   static variable_list backward(AutogradContext* ctx, variable_list gradOutputs) {
     auto state = c10::static_intrusive_pointer_cast<CheckpointState>(ctx->saved_data["state"].toCapsule());
-    const variable_list saved = ctx->get_saved_variables();
+    const variable_list saved =
+        state->offload ? state->offload->fetch(state->offloadIndex) : ctx->get_saved_variables();
     // Parameters are not saved: they are leaves and the stage function reaches them itself.
     variable_list inputs;
     variable_list wrt;
@@ -140,17 +149,26 @@ public:
       out = state->stage(inputs);
       now.restore();
     }
-    // Outputs nothing downstream used get no gradient; leave them out.
-    variable_list outs, gradOuts;
+    // Outputs nothing downstream used get no gradient; leave them out. The graph is entered by
+    // its edges rather than through torch::autograd::grad's output tensors, so the recomputed
+    // outputs can be let go first: their storage then lives only as long as the graph saves it
+    // (a final in-place ReLU's result until its backward), not through this whole backward.
+    torch::autograd::edge_list roots;
+    variable_list gradOuts;
     for (std::size_t i = 0; i < out.size(); ++i)
       if (i < gradOutputs.size() && gradOutputs[i].defined() && out[i].requires_grad()) {
-        outs.push_back(out[i]);
+        roots.push_back(torch::autograd::impl::gradient_edge(out[i]));
         gradOuts.push_back(gradOutputs[i]);
       }
+    out.clear();
     variable_list grads(wrt.size());
-    if (!wrt.empty() && !outs.empty())
-      grads = torch::autograd::grad(outs, wrt, gradOuts, /*retain_graph=*/false,
-                                    /*create_graph=*/false, /*allow_unused=*/true);
+    if (!wrt.empty() && !roots.empty()) {
+      torch::autograd::edge_list wrtEdges;
+      for (const auto& t : wrt) wrtEdges.push_back(torch::autograd::impl::gradient_edge(t));
+      grads = torch::autograd::Engine::get_default_engine().execute(roots, gradOuts, /*keep_graph=*/false,
+                                                                    /*create_graph=*/false,
+                                                                    /*accumulate_grad=*/false, wrtEdges);
+    }
     // One result per forward argument: the state (none), then inputs, then parameters.
     variable_list result;
     result.emplace_back();
@@ -166,10 +184,12 @@ public:
 } // namespace
 
 std::vector<torch::Tensor> runCheckpointedMulti(MultiStageFunction stage, const std::vector<torch::Tensor>& inputs,
-                                                const std::vector<torch::Tensor>& params) {
+                                                const std::vector<torch::Tensor>& params,
+                                                const std::shared_ptr<OffloadChain>& offload) {
   if (!torch::GradMode::is_enabled()) return stage(inputs);
   auto state = c10::make_intrusive<CheckpointState>();
   state->stage = std::move(stage);
+  state->offload = offload;
   variable_list trainable;
   for (const auto& p : params)
     if (p.defined() && p.requires_grad()) trainable.push_back(p);
@@ -177,11 +197,133 @@ std::vector<torch::Tensor> runCheckpointedMulti(MultiStageFunction stage, const 
 }
 
 torch::Tensor runCheckpointed(StageFunction stage, const std::vector<torch::Tensor>& inputs,
-                              const std::vector<torch::Tensor>& params) {
+                              const std::vector<torch::Tensor>& params, const std::shared_ptr<OffloadChain>& offload) {
   auto multi = [stage = std::move(stage)](const std::vector<torch::Tensor>& in) {
     return std::vector<torch::Tensor>{stage(in)};
   };
-  return runCheckpointedMulti(multi, inputs, params).at(0);
+  return runCheckpointedMulti(multi, inputs, params, offload).at(0);
+}
+
+// ---- host offload ----
+
+struct OffloadChain::Entry {
+  struct Item {
+    at::Tensor host;                      // the host copy (or the tensor itself when not copied)
+    c10::Device device{c10::kCPU};
+    bool copied = false;
+    std::unique_ptr<c10::Event> onHost;   // CUDA: the copy to the host is done
+    at::Tensor back;                      // on its device again
+    std::unique_ptr<c10::Event> backDone; // CUDA: the copy back is done
+  };
+  std::vector<Item> items;
+  bool started = false;
+};
+
+OffloadChain::OffloadChain() = default;
+OffloadChain::OffloadChain(Options options) : options_(options) {}
+OffloadChain::~OffloadChain() = default;
+
+std::size_t OffloadChain::stash(const std::vector<torch::Tensor>& inputs) {
+  auto e = std::make_unique<Entry>();
+  for (const auto& t : inputs) {
+    Entry::Item it;
+    if (t.defined()) it.device = t.device();
+    if (t.defined() && t.is_cuda()) {
+      // Pinned, so the copy is asynchronous; it runs on the stream that produced the tensor, so
+      // the allocator cannot hand the tensor's memory out again before the copy has read it.
+      const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+      it.host = at::empty(t.sizes(), at::TensorOptions().dtype(t.dtype()).device(c10::kCPU).pinned_memory(true));
+      it.host.copy_(t, /*non_blocking=*/true);
+      it.onHost = std::make_unique<c10::Event>(c10::DeviceType::CUDA);
+      it.onHost->record(impl->getStream(t.device()));
+      it.copied = true;
+    } else if (t.defined() && options_.copyCpuTensors) {
+      it.host = t.detach().clone();
+      it.copied = true;
+    } else {
+      it.host = t.defined() ? t.detach() : t;
+    }
+    e->items.push_back(std::move(it));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& it : e->items) toHost_ += it.copied ? 1 : 0;
+  entries_.push_back(std::move(e));
+  return entries_.size() - 1;
+}
+
+void OffloadChain::startCopyBack(Entry& e) {
+  e.started = true;
+  for (auto& it : e.items) {
+    if (!it.copied) {
+      it.back = it.host;
+      continue;
+    }
+    ++back_;
+    if (it.device.is_cuda()) {
+      // On a side stream, after the copy out finished, so it overlaps the compute stream's work.
+      const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+      const c10::Stream copy = impl->getStreamFromGlobalPool(it.device, /*isHighPriority=*/false);
+      it.onHost->block(copy);
+      {
+        c10::StreamGuard guard(copy);
+        it.back = it.host.to(it.device, /*non_blocking=*/true);
+      }
+      it.backDone = std::make_unique<c10::Event>(c10::DeviceType::CUDA);
+      it.backDone->record(copy);
+    } else {
+      it.back = it.host;  // already a separate copy (Options::copyCpuTensors)
+    }
+    it.host = at::Tensor();  // the host copy goes once the copy back no longer reads it
+  }
+}
+
+std::vector<torch::Tensor> OffloadChain::fetch(std::size_t i) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (i >= entries_.size() || !entries_[i]) throw std::logic_error("OffloadChain: entry fetched twice or never stashed");
+  Entry& e = *entries_[i];
+  if (e.started) ++prefetched_;
+  else startCopyBack(e);
+  std::vector<torch::Tensor> out;
+  for (auto& it : e.items) {
+    if (it.backDone) {
+      // The compute stream waits for the copy, and the allocator keeps the memory until the
+      // compute stream is done with it (it was allocated on the copy stream).
+      const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+      const c10::Stream current = impl->getStream(it.device);
+      it.backDone->block(current);
+      it.back.record_stream(current);
+    }
+    out.push_back(it.back);
+  }
+  entries_[i].reset();
+  // The stage whose backward comes next ran just before this one in forward.
+  if (i > 0 && entries_[i - 1] && !entries_[i - 1]->started) startCopyBack(*entries_[i - 1]);
+  return out;
+}
+
+std::int64_t OffloadChain::hostBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::int64_t n = 0;
+  for (const auto& e : entries_)
+    if (e)
+      for (const auto& it : e->items)
+        if (it.copied && it.host.defined()) n += static_cast<std::int64_t>(it.host.nbytes());
+  return n;
+}
+
+int OffloadChain::copiesToHost() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return toHost_;
+}
+
+int OffloadChain::copiesBack() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return back_;
+}
+
+int OffloadChain::prefetches() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return prefetched_;
 }
 
 } // namespace splitseg::engine

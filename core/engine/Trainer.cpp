@@ -60,6 +60,7 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
       source_(std::move(source)), rng_(spec_.seed) {
   spec_.setPlacement(executor_.placement());
   executor_.setSharding(spec_.shardAxis, spec_.shardSlabs);
+  executor_.setOffload(spec_.offload);
   const auto div = network_->sizeDivisor();
   for (auto s : spec_.patch)
     if (s < div || s % div != 0)

@@ -33,6 +33,7 @@ std::string MemoryPlan::toJson() const {
   j["limiting_stage"] = limitingStage;
   j["bytes_moved"] = bytesMoved;
   j["halo_bytes"] = haloBytes;
+  j["offload_bytes"] = offloadBytes;
   j["slabs"] = slabs;
   auto& st = j["stages"] = nlohmann::ordered_json::array();
   for (const auto& s : stages)
@@ -40,6 +41,7 @@ std::string MemoryPlan::toJson() const {
                   {"parameter_bytes", s.parameterBytes}, {"gradient_bytes", s.gradientBytes},
                   {"optimizer_bytes", s.optimizerBytes}, {"activation_bytes", s.activationBytes},
                   {"transfer_bytes", s.transferBytes}, {"output_bytes", s.outputBytes},
+                  {"offload_bytes", s.offloadBytes},
                   {"backward_peak", s.backwardPeak}, {"backward_transient", s.backwardTransient},
                   {"flops", s.flops}, {"checkpointed", s.checkpointed},
                   {"precision", toString(s.precision)}});
@@ -47,7 +49,7 @@ std::string MemoryPlan::toJson() const {
   for (const auto& d : devices)
     dv.push_back({{"name", d.name}, {"capacity", d.capacity}, {"allowance", d.allowance},
                   {"persistent_bytes", d.persistentBytes}, {"activation_bytes", d.activationBytes},
-                  {"transfer_bytes", d.transferBytes}, {"peak", d.peak}, {"peak_stage", d.peakStage},
+                  {"transfer_bytes", d.transferBytes}, {"offload_bytes", d.offloadBytes}, {"peak", d.peak}, {"peak_stage", d.peakStage},
                   {"peak_phase", d.peakPhase}, {"flops", d.flops}, {"stages", d.stages},
                   {"fits", d.fits()}, {"margin", d.margin()}});
   return j.dump(2);
@@ -152,6 +154,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     sr.size = req.size;
     sr.batch = micro;
     sr.adam = req.adam;
+    sr.offload = req.offload;
     sr.shardDim = axis;
     for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
     for (const auto& s : network_.stages) {
@@ -215,6 +218,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     s.activationBytes = ss.activationBytes * M;  // held for every micro-batch
     s.transferBytes = ss.transferBytes * M;
     s.outputBytes = ss.outputBytes;
+    s.offloadBytes = ss.offloadBytes * M;
     s.flops = ss.flops * M;
     s.checkpointed = sr.checkpointed[i];
     s.precision = sr.bf16[i] ? Precision::BF16 : Precision::FP32;
@@ -242,6 +246,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       dp.stages.push_back(s.name);
       dp.activationBytes += static_cast<std::int64_t>(s.activationBytes * share);
       dp.transferBytes += static_cast<std::int64_t>(s.transferBytes * share);
+      dp.offloadBytes += static_cast<std::int64_t>(s.offloadBytes * share);
       dp.flops += s.flops * share;
     }
     if (dp.stages.empty()) continue;
@@ -264,6 +269,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       plan.limitingDevice = dp.name;
       plan.limitingStage = dp.peakStage;
     }
+    plan.offloadBytes += dp.offloadBytes;
     plan.devices.push_back(std::move(dp));
   }
   return plan;

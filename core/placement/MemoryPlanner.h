@@ -74,6 +74,9 @@ struct PlanRequest {
   int microBatches = 1;
   StagePrecisions precision;         // per stage (a default plus overrides)
   std::set<std::string> checkpoint;  // stages run without keeping activations (recomputed)
+  // Host offload: checkpointed stages on GPUs keep their saved inputs in pinned host memory
+  // between forward and backward (fetched back for their backward, the next one prefetched).
+  bool offload = false;
   bool adam = true;                  // Adam keeps two moments per parameter
   Placement placement;               // empty: every stage on devices[0]
   std::vector<DeviceSpec> devices;   // every device the placement names must be listed
@@ -93,6 +96,7 @@ struct StagePlan {
   std::int64_t activationBytes = 0;  // saved for backward at the end of forward (inputs copied in excluded)
   std::int64_t transferBytes = 0;    // inputs copied in from other devices (forward)
   std::int64_t outputBytes = 0;
+  std::int64_t offloadBytes = 0;     // its saved inputs held in host memory (host offload)
   std::int64_t backwardPeak = 0;     // device memory at the peak of this stage's backward
   std::int64_t backwardTransient = 0;  // that peak above the memory held when its backward began
   double flops = 0;                  // forward + backward (+ recompute when checkpointed)
@@ -107,6 +111,7 @@ struct DevicePlan {
   std::int64_t persistentBytes = 0;   // parameters + optimizer state (+ gradients when persistent)
   std::int64_t activationBytes = 0;   // sum over its stages
   std::int64_t transferBytes = 0;
+  std::int64_t offloadBytes = 0;      // host memory holding its stages' offloaded inputs
   std::int64_t peak = 0;              // allowance + peak of tensors over the step
   std::string peakStage;              // stage running when the peak happens
   std::string peakPhase;              // "forward", "backward", "loss", "optimizer"
@@ -125,6 +130,7 @@ struct MemoryPlan {
   std::vector<StagePlan> stages;
   std::vector<DevicePlan> devices;   // devices that run at least one stage
   std::int64_t bytesMoved = 0;       // between devices, forward activations + backward gradients
+  std::int64_t offloadBytes = 0;     // host offload: pinned host memory held (copied out and back each step)
   std::int64_t haloBytes = 0;        // sharded stages: halo planes exchanged per step (forward + backward)
   std::map<std::string, std::vector<std::int64_t>> slabs;  // sharded entries: slab planes at full resolution
   bool fits = false;

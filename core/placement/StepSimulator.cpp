@@ -41,6 +41,8 @@ struct Op {
   std::vector<int> saved;    // storages this node keeps (one reference each)
   std::int64_t weightGradBytes = 0;
   std::int64_t backwardScratch = 0;
+  bool offloaded = false;    // Checkpoint: inputs kept on the host until its backward
+  std::vector<int> fetched = {};  // those inputs back on the device (values), once fetched
 };
 
 class Simulator {
@@ -100,6 +102,7 @@ private:
   void layer(int s, const LayerSpec& l, int& x, const std::vector<int>& inputs, bool save,
              std::vector<Op>& ops);
   void backward(Op& op);
+  void fetch(Op& op);
   void deliver(int value, int gradStorage);
 
   const SimRequest& r_;
@@ -304,6 +307,15 @@ void Simulator::deliver(int v, int g) {
   unref(g);
 }
 
+void Simulator::fetch(Op& op) {
+  if (!op.fetched.empty()) return;
+  for (int v : op.inputs) {
+    const Value src = vals_[v];
+    op.fetched.push_back(newValue(alloc(src.device, bytesOf(src), op.stage, true), src.channels, src.dims,
+                                  src.dtype, src.requiresGrad));
+  }
+}
+
 void Simulator::backward(Op& op) {
   const int g = pending_[op.output];
   pending_[op.output] = -1;
@@ -332,14 +344,25 @@ void Simulator::backward(Op& op) {
     case OpKind::Checkpoint: {
       // Recompute the stage with grad enabled, then backward through the recomputed graph.
       std::vector<Op> local;
-      const int y = runStage(op.stage, op.inputs, true, local);
+      if (op.offloaded) fetch(op);
+      const int y = runStage(op.stage, op.offloaded ? op.fetched : op.inputs, true, local);
       // The incoming gradient is an argument of the checkpoint's backward: it stays alive until
       // the whole recomputed stage has run backward, not only until the stage's last layer.
       ref(g);
       pending_[y] = g;
-      for (auto it = local.rbegin(); it != local.rend(); ++it) backward(*it);
+      // The engine enters the recomputed graph by its edges and lets go of the outputs first:
+      // they live on only where the graph saved them.
       drop(y);
+      for (auto it = local.rbegin(); it != local.rend(); ++it) backward(*it);
       unref(g);
+      for (std::size_t i = 0; i < op.fetched.size(); ++i) {
+        // Gradients of the fetched copies are those of the stage's inputs.
+        const int f = op.fetched[i];
+        if (pending_[f] >= 0) deliver(op.inputs[i], pending_[f]);
+        pending_[f] = -1;
+        drop(f);
+      }
+      op.fetched.clear();
       break;
     }
     default: {
@@ -383,6 +406,9 @@ SimResult Simulator::run() {
         inputStage = s;
       }
   if (inputDev < 0) throw InvalidArgument("planner: no stage reads the network input");
+  std::map<std::string, int> lastUse;
+  for (int s = 0; s < ns; ++s)
+    for (const auto& n : stages[s].inputs) lastUse[n] = s;
   const int head = ns - 1;
   const int headDev = r_.stageDevice[head];
   {  // the batch: fp32 input on its first device, int64 labels beside the loss
@@ -428,7 +454,12 @@ SimResult Simulator::run() {
       std::vector<Op> discarded;
       y = runStage(s, local, false, discarded);
       Op op{OpKind::Checkpoint, s, local, y, {}};
+      op.offloaded = r_.offload && r_.deviceIsCuda[dev];
       for (int v : local) {
+        if (op.offloaded) {
+          res_.stages[s].offloadBytes += bytesOf(vals_[v]);
+          continue;
+        }
         ref(vals_[v].storage);
         op.saved.push_back(vals_[v].storage);
       }
@@ -437,6 +468,15 @@ SimResult Simulator::run() {
       y = runStage(s, local, true, ops);
     }
     for (int v : local) drop(v);
+    if (r_.offload) {
+      // The executor lets go of a stage's output after its last consumer ran; with offloaded
+      // checkpoints nothing else may hold it on the device.
+      for (const auto& name : stages[s].inputs)
+        if (lastUse.at(name) == s && outputs.count(name)) {
+          drop(outputs.at(name));
+          outputs.erase(name);
+        }
+    }
     res_.stages[s].outputBytes = bytesOf(vals_[y]);
     outputs[stages[s].name] = y;
   }
@@ -489,6 +529,15 @@ SimResult Simulator::run() {
         atStart[stage_] = cur_[dev];
         res_.stages[stage_].backwardPeak = cur_[dev];
       }
+    }
+    if (it->kind == OpKind::Checkpoint && it->offloaded) {
+      // Its own inputs come back first; the next offloaded stage's are prefetched during its backward.
+      fetch(*it);
+      for (auto next = it + 1; next != ops.rend(); ++next)
+        if (next->kind == OpKind::Checkpoint && next->offloaded) {
+          fetch(*next);
+          break;
+        }
     }
     backward(*it);
   }

@@ -21,6 +21,9 @@ struct SimRequest {
   std::vector<char> bf16;          // per stage: runs under bf16 autocast
   bool adam = true;
   std::vector<char> checkpointed;  // per stage
+  // Checkpointed stages on CUDA devices keep their saved inputs in host memory between forward and
+  // backward: fetched back when their backward begins, the next one in backward order prefetched.
+  bool offload = false;
   std::vector<int> stageDevice;    // per stage: index into deviceIsCuda
   std::vector<char> deviceIsCuda;  // per device
   // Sharded stages, as one slab's view of the step: the stage runs on stageDevice with the volume
@@ -37,6 +40,7 @@ struct SimStage {
   std::int64_t activationBytes = 0;
   std::int64_t transferBytes = 0;
   std::int64_t outputBytes = 0;
+  std::int64_t offloadBytes = 0;       // host memory holding its offloaded inputs
   std::int64_t backwardPeak = 0;       // tensors only (no allowance)
   std::int64_t backwardTransient = 0;
   double flops = 0;

@@ -22,7 +22,7 @@ double linkBytesPerSecond(const std::string& from, const std::string& to);
 struct StepTime {
   double seconds = 0;          // compute + transfers
   double computeSeconds = 0;
-  double transferSeconds = 0;  // bytes between devices + halos
+  double transferSeconds = 0;  // bytes between devices + halos + host offload
   std::map<std::string, double> busySeconds;  // per device
 };
 

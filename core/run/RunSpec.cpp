@@ -146,6 +146,7 @@ placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stag
   r.microBatches = std::min(std::max(1, microBatches), std::max(1, batch));
   r.precision = precision;
   r.checkpoint = recompute;
+  r.offload = offload;
   r.placement = resolvePlacement(stages, devices.front().name);
   r.devices = devices;
   r.shardAxis = shardAxis;
@@ -207,6 +208,8 @@ std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
       if (!devices.empty() && placement::splitRank(shard).rank < 0 &&
           std::find(devices.begin(), devices.end(), shard) == devices.end())
         bad(field, "device '" + shard + "' is not available (available: " + joined(devices) + ")");
+    if (offload && placement::splitRank(placement::splitShards(canonical).front()).rank >= 0)
+      bad("offload", "host offload runs in one process; stage " + stage + " is on a rank (keep offload off with ranks)");
   }
   if (!stages.empty()) {
     for (const auto& s : recompute)
@@ -231,6 +234,7 @@ nlohmann::ordered_json RunSpec::toJson() const {
   j["placement"] = placementJson;
   j["precision"] = precision.toString();
   j["recompute"] = std::vector<std::string>(recompute.begin(), recompute.end());
+  j["offload"] = offload;
   nlohmann::ordered_json slabs = nlohmann::ordered_json::object();
   for (const auto& [entry, sizes] : shardSlabs) slabs[entry] = sizes;
   j["shard"] = {{"axis", placement::toString(shardAxis)}, {"slabs", slabs}};
@@ -336,6 +340,7 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
   top.read("micro_batches", r.microBatches);
   top.read("rank_timeout", r.rankTimeoutSeconds);
   top.read("timeline", r.timeline);
+  top.read("offload", r.offload);
   {
     auto s = top.sub("schedule");
     s.read("steps", r.steps);

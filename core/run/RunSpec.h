@@ -54,6 +54,10 @@ struct RunSpec {
   std::map<std::string, std::string> placement;
   placement::StagePrecisions precision;
   std::set<std::string> recompute;                 // stages with activation checkpointing
+  // Host offload: recomputed stages on GPUs keep their saved inputs in pinned host memory between
+  // forward and backward (fetched back for their backward, the next stage's prefetched). Frees
+  // device memory for larger volumes at the cost of two host copies of those inputs per step.
+  bool offload = false;
   // Sharded stages ("dec0": "cuda:0+cuda:1"): the axis the volume is cut along, and optional slab
   // sizes (planes at full resolution) per placement entry; others are cut evenly.
   placement::ShardAxis shardAxis = placement::ShardAxis::Depth;

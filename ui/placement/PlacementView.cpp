@@ -17,6 +17,7 @@
 #include "core/placement/StepTime.h"
 
 #include <QAction>
+#include <QCheckBox>
 #include <QApplication>
 
 #include <QComboBox>
@@ -145,6 +146,12 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   precision_->setToolTip(tr("Precision of activations (autocast) for every stage; a stage card's fp32/bf16 "
                             "toggle sets one stage. Weights and optimizer stay fp32"));
   settings->addWidget(precision_);
+  offload_ = new QCheckBox(tr("Host offload"), this);
+  offload_->setObjectName("hostOffload");
+  offload_->setToolTip(tr("Recomputed stages on GPUs keep their saved inputs in pinned host memory between "
+                          "forward and backward: larger volumes fit, at the cost of two host copies per step"));
+  offload_->setChecked(session_->run().offload);
+  settings->addWidget(offload_);
   settings->addStretch(1);
   layout->addLayout(settings);
   auto applySettings = [this] {
@@ -155,6 +162,12 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   };
   connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
   connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
+  connect(offload_, &QCheckBox::toggled, this, [this](bool on) {
+    auto s = session_->run();
+    if (s.offload == on) return;
+    s.offload = on;
+    session_->setRun(s);
+  });
   connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
     session_->setAllPrecision(placement::precisionFromString(p.toStdString()));  // the combo box sets every stage
   });
@@ -383,6 +396,11 @@ void PlacementView::showNumbers() {
     text += tr("<br>%1 cross-device tensors, %2 MB per step").arg(estimate_.transfers.size()).arg(double(traffic) / 1e6, 0, 'f', 1);
   if (estimate_.plan && estimate_.plan->haloBytes > 0)
     text += tr("<br>Sharded stages: %1 MB of halos exchanged per step").arg(double(estimate_.plan->haloBytes) / 1e6, 0, 'f', 1);
+  if (estimate_.plan && estimate_.plan->offloadBytes > 0)
+    text += tr("<br>Host offload: %1 of pinned host memory, copied out and back every step")
+                .arg(QString::fromStdString(formatBytes(double(estimate_.plan->offloadBytes))));
+  else if (settings.offload)
+    text += tr("<br>Host offload is on, but no recomputed stage runs on a GPU: nothing is offloaded");
   QStringList over;
   for (auto* col : columns_)
     if (col->overCapacity()) over << QString::fromStdString(col->device());
@@ -410,7 +428,8 @@ void PlacementView::showNumbers() {
 void PlacementView::syncControls() {
   // Another panel (or a session) changed the run: show its patch, batch and precision.
   const auto& run = session_->run();
-  const QSignalBlocker b1(patch_), b2(batch_), b3(precision_);
+  const QSignalBlocker b1(patch_), b2(batch_), b3(precision_), b4(offload_);
+  offload_->setChecked(run.offload);
   patch_->setValue(static_cast<int>(run.patch[0]));
   batch_->setValue(run.batch);
   precision_->setCurrentText(QString::fromStdString(placement::toString(run.precision.fallback)));

@@ -9,6 +9,7 @@
 #include <QSet>
 #include <QWidget>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QProgressBar;
@@ -103,6 +104,7 @@ private:
   QProgressBar* busy_;
   QPushButton* cancel_;
   QComboBox* precision_;
+  QCheckBox* offload_;
   QSpinBox* patch_;
   QSpinBox* batch_;
   QList<DeviceColumn*> columns_;

@@ -104,11 +104,10 @@ private Q_SLOTS:
   void largestCubeWithSharding() {
     const auto two = largestCube(seedPlanner(), request(128, gpus(2), Precision::BF16, ""), /*autoPlace=*/true);
     qInfo("2 x 16 GiB, auto-placement: %lld^3 on %s", static_cast<long long>(two.edge), two.placement.describe().c_str());
-    // Issue 14 asks for 384^3. The planner gave 384^3 until it modelled that a checkpointed stage
-    // keeps its incoming gradient until its recomputed backward returns (measured on CPU: the
-    // recompute rows went from 8% under to exact); with that, 368^3. The 384^3 goal is missed by
-    // one 16-voxel step; this guards what the planner now says.
-    QVERIFY2(two.edge >= 368, qPrintable(QString("largest cube %1").arg(two.edge)));
+    // Issue 14's capacity goals. A checkpointed stage keeps its incoming gradient until its
+    // recomputed backward returns, and lets go of its recomputed outputs before that backward
+    // (StageCheckpoint enters the graph by its edges), both measured on CPU by PlannerMeasuredTest.
+    QVERIFY2(two.edge >= 384, qPrintable(QString("largest cube %1").arg(two.edge)));
     QVERIFY(two.placement.anySharded());
     // Four devices (fixed placement: every stage over all four; the auto-placer's search over five
     // or more devices is a heuristic that takes ~30 s here).
@@ -116,12 +115,48 @@ private Q_SLOTS:
     for (const auto& s : seedPlanner().network().stageNames()) r4.checkpoint.insert(s);
     const auto four = largestCube(seedPlanner(), r4, /*autoPlace=*/false);
     qInfo("4 x 16 GiB, every stage sharded, checkpointed: %lld^3", static_cast<long long>(four.edge));
-    // Issue 14 asks for 480^3; 448^3 since the incoming-gradient fix above (recompute none gives
-    // 432^3, checkpointing only the full-resolution stages 448^3): missed by two steps.
-    QVERIFY2(four.edge >= 448, qPrintable(QString("largest cube %1").arg(four.edge)));
+    QVERIFY2(four.edge >= 480, qPrintable(QString("largest cube %1").arg(four.edge)));
     // Without sharding the same devices stop far lower.
     const auto whole = largestCube(seedPlanner(), request(128, gpus(2), Precision::BF16, "enc0=cuda:0"), true);
     QVERIFY(!whole.placement.anySharded() || whole.edge <= two.edge);
+  }
+
+  // Host offload: the recomputed stages' saved inputs leave the GPUs between forward and backward,
+  // so the step's peak drops and the host holds them; on a CPU there is nothing to offload.
+  void hostOffloadFreesDevices_data() {
+    QTest::addColumn<QString>("placement");
+    QTest::addColumn<bool>("onGpu");
+    QTest::newRow("2 GPUs, sharded") << QString::fromStdString(everyStage("cuda:0+cuda:1")) << true;
+    QTest::newRow("2 GPUs, split by stage") << "enc0=cuda:0,enc1=cuda:0,enc2=cuda:0,enc3=cuda:0,bottleneck=cuda:0,dec3=cuda:1,dec2=cuda:1,dec1=cuda:1,dec0=cuda:1,head=cuda:1" << true;
+    QTest::newRow("CPU") << QString::fromStdString(everyStage("cpu")) << false;
+  }
+
+  void hostOffloadFreesDevices() {
+    QFETCH(QString, placement);
+    QFETCH(bool, onGpu);
+    auto r = request(192, gpus(2, true), Precision::BF16, placement.toStdString());
+    for (const auto& s : seedPlanner().network().stageNames()) r.checkpoint.insert(s);
+    const auto kept = seedPlanner().plan(r);
+    r.offload = true;
+    const auto offloaded = seedPlanner().plan(r);
+    QCOMPARE(kept.offloadBytes, std::int64_t{0});
+    if (!onGpu) {
+      QCOMPARE(offloaded.offloadBytes, std::int64_t{0});
+      QCOMPARE(offloaded.maxPeak(), kept.maxPeak());
+      return;
+    }
+    QVERIFY(offloaded.offloadBytes > 0);
+    for (std::size_t d = 0; d < kept.devices.size(); ++d) {
+      qInfo("%s: peak %.1f -> %.1f MiB, host %.1f MiB", kept.devices[d].name.c_str(), kept.devices[d].peak / 1048576.0,
+            offloaded.devices[d].peak / 1048576.0, offloaded.devices[d].offloadBytes / 1048576.0);
+      QCOMPARE(offloaded.devices[d].name, kept.devices[d].name);
+      // A device may peak in forward, which offload does not change; none gets worse.
+      QVERIFY(offloaded.devices[d].peak <= kept.devices[d].peak);
+      QVERIFY(offloaded.devices[d].offloadBytes > 0);
+    }
+    QVERIFY(offloaded.maxPeak() < kept.maxPeak());
+    // The copies out and back cost time in the prediction.
+    QVERIFY(predictStepTime(offloaded, r.devices).transferSeconds > predictStepTime(kept, r.devices).transferSeconds);
   }
 
   // Auto-place with a CPU beside two 16 GiB GPUs: at 128^3 the whole network on one GPU (fastest:

@@ -21,7 +21,7 @@ struct Run {
 };
 
 Run step(model::UNet3d& net, const torch::Tensor& input, const std::set<std::string>& checkpoint,
-         bool inputGrad) {
+         bool inputGrad, const std::shared_ptr<engine::OffloadChain>& offload = nullptr) {
   torch::manual_seed(1234);
   net->zero_grad();
   auto x = input.detach().clone().requires_grad_(inputGrad);
@@ -33,7 +33,7 @@ Run step(model::UNet3d& net, const torch::Tensor& input, const std::set<std::str
     for (const auto& n : specs[i].inputs) in.push_back(outs.at(n));
     if (checkpoint.count(specs[i].name) || checkpoint.count("all")) {
       auto fn = [&net, i](const std::vector<torch::Tensor>& v) { return net->runStage(i, v); };
-      last = engine::runCheckpointed(fn, in, net->stageModule(i)->parameters());
+      last = engine::runCheckpointed(fn, in, net->stageModule(i)->parameters(), offload);
     } else {
       last = net->runStage(i, in);
     }
@@ -59,16 +59,23 @@ private Q_SLOTS:
   void gradientsMatch_data() {
     QTest::addColumn<QString>("stages");
     QTest::addColumn<bool>("inputGrad");
-    QTest::newRow("all stages") << "all" << false;
-    QTest::newRow("dropout stages") << "enc1,bottleneck" << false;
-    QTest::newRow("decoder with skip") << "dec0" << false;
-    QTest::newRow("first stage, input grad") << "enc0" << true;
-    QTest::newRow("all, input grad") << "all" << true;
+    QTest::addColumn<bool>("offload");
+    QTest::newRow("all stages") << "all" << false << false;
+    QTest::newRow("dropout stages") << "enc1,bottleneck" << false << false;
+    QTest::newRow("decoder with skip") << "dec0" << false << false;
+    QTest::newRow("first stage, input grad") << "enc0" << true << false;
+    QTest::newRow("all, input grad") << "all" << true << false;
+    // Host offload: the saved inputs go through host copies (CPU tensors copied too, so the
+    // whole path runs without a GPU) and come back for backward, the next stage's prefetched.
+    QTest::newRow("all stages, host offload") << "all" << false << true;
+    QTest::newRow("decoder with skip, host offload") << "dec0" << false << true;
+    QTest::newRow("all, input grad, host offload") << "all" << true << true;
   }
 
   void gradientsMatch() {
     QFETCH(QString, stages);
     QFETCH(bool, inputGrad);
+    QFETCH(bool, offload);
     torch::manual_seed(7);
     model::UNet3d net(model::UNet3dOptions().base_channels(4).depth(3).dropout({0.5, 0.3}));
     net->train();
@@ -78,7 +85,22 @@ private Q_SLOTS:
     for (std::string s; std::getline(ss, s, ',');) cp.insert(s);
 
     const Run plain = step(net, input, {}, inputGrad);
-    const Run ckpt = step(net, input, cp, inputGrad);
+    auto chain = offload ? std::make_shared<engine::OffloadChain>(engine::OffloadChain::Options{true}) : nullptr;
+    const Run ckpt = step(net, input, cp, inputGrad, chain);
+    if (chain) {
+      // Every input of every checkpointed stage went out and came back; every backward but the
+      // first found its inputs already on the way; nothing is left on the host.
+      int inputs = 0, stagesCheckpointed = 0;
+      for (const auto& spec : net->stageSpecs())
+        if (cp.count("all") || cp.count(spec.name)) {
+          inputs += static_cast<int>(spec.inputs.size());
+          ++stagesCheckpointed;
+        }
+      QCOMPARE(chain->copiesToHost(), inputs);
+      QCOMPARE(chain->copiesBack(), inputs);
+      QCOMPARE(chain->prefetches(), stagesCheckpointed - 1);
+      QCOMPARE(chain->hostBytes(), std::int64_t{0});
+    }
     QVERIFY(torch::equal(plain.output, ckpt.output));
     QCOMPARE(plain.grads.size(), ckpt.grads.size());
     for (std::size_t i = 0; i < plain.grads.size(); ++i) {
@@ -97,6 +119,34 @@ private Q_SLOTS:
     auto x = torch::ones({1000});
     auto a = torch::dropout(x, 0.5, true), b = torch::dropout(x, 0.5, true);
     QVERIFY(!torch::equal(a, b));
+  }
+
+  // With offload the autograd graph holds no reference to a stage's inputs: the tensor is freed
+  // as soon as the caller lets go of it. Without, the graph keeps it (the control row).
+  void offloadLetsGoOfInputs_data() {
+    QTest::addColumn<bool>("offload");
+    QTest::newRow("saved on the device") << false;
+    QTest::newRow("host offload") << true;
+  }
+
+  void offloadLetsGoOfInputs() {
+    QFETCH(bool, offload);
+    auto w = torch::randn({3}, torch::requires_grad());
+    auto chain = std::make_shared<engine::OffloadChain>(engine::OffloadChain::Options{true});
+    torch::Tensor y, values;
+    c10::weak_intrusive_ptr<c10::StorageImpl> weak(c10::intrusive_ptr<c10::StorageImpl>{});
+    {
+      auto x = torch::randn({3}) + 0;  // a fresh tensor only this scope holds
+      weak = x.storage().getWeakStorageImpl();
+      values = x.clone();
+      auto fn = [w](const std::vector<torch::Tensor>& v) { return v[0] * w; };
+      y = engine::runCheckpointed(fn, {x}, {w}, offload ? chain : nullptr);
+    }
+    QCOMPARE(weak.expired(), offload);
+    QCOMPARE(chain->hostBytes(), offload ? std::int64_t{3 * 4} : std::int64_t{0});
+    y.sum().backward();
+    QVERIFY(w.grad().defined() && torch::equal(w.grad(), values));  // the input came back intact
+    QCOMPARE(chain->hostBytes(), std::int64_t{0});
   }
 
   void inferencePassesThrough() {

@@ -30,6 +30,7 @@ run::RunSpec fullRun() {
   r.shardSlabs = {{"cuda:0+cuda:1", {32, 64}}};
   r.precision = placement::StagePrecisions::parse("bf16:enc0,dec0");
   r.recompute = {"enc1", "dec1"};
+  r.offload = true;
   r.patch = {96, 80, 64};
   r.batch = 3;
   r.microBatches = 2;
@@ -82,6 +83,7 @@ private Q_SLOTS:
     QCOMPARE(back.placement, r.placement);
     QCOMPARE(back.precision.toString(kStages), r.precision.toString(kStages));
     QCOMPARE(back.recompute, r.recompute);
+    QCOMPARE(back.offload, r.offload);
     QCOMPARE(back.patch, r.patch);
     QCOMPARE(back.batch, r.batch);
     QCOMPARE(back.microBatches, r.microBatches);
@@ -128,6 +130,7 @@ private Q_SLOTS:
     b.microBatches = a.microBatches;
     b.batch = a.batch;
     b.patch = a.patch;
+    b.offload = a.offload;
     b.recompute = {"dec1", "enc1"};
     b.precision = a.precision;
     b.shardSlabs["cuda:0+cuda:1"] = {32, 64};
@@ -261,6 +264,8 @@ private Q_SLOTS:
     QTest::newRow("volume without image") << "volume without image" << none << false << "data.image";
     QTest::newRow("dataset without folder") << "dataset without folder" << none << false << "data.dataset";
     QTest::newRow("pairs complete") << "pairs complete" << none << false << "";
+    QTest::newRow("host offload on a rank") << "offload on a rank" << none << false << "offload";
+    QTest::newRow("host offload in one process") << "offload here" << none << false << "";
   }
   void validate() {
     QFETCH(QString, change);
@@ -300,6 +305,8 @@ private Q_SLOTS:
         {"pairs without image", [](run::RunSpec& r) { r.data.kind = run::DataKind::Pairs; r.data.label = "l.nii"; }},
         {"volume without image", [](run::RunSpec& r) { r.data.kind = run::DataKind::Volume; }},
         {"dataset without folder", [](run::RunSpec& r) { r.data.kind = run::DataKind::Dataset; }},
+        {"offload on a rank", [](run::RunSpec& r) { r.offload = true; r.placement["dec0"] = "r1:cuda:0"; }},
+        {"offload here", [](run::RunSpec& r) { r.offload = true; r.placement["dec0"] = "cuda:0+cuda:1"; }},
         {"pairs complete",
          [](run::RunSpec& r) {
            r.data.kind = run::DataKind::Pairs;

@@ -59,23 +59,26 @@ private Q_SLOTS:
     QTest::addColumn<QString>("axis");
     QTest::addColumn<QList<int>>("slabs");   // explicit slab sizes, or empty
     QTest::addColumn<bool>("recompute");
+    QTest::addColumn<bool>("offload");  // recomputed slabs saved through host copies
     const QString two = "enc0=cuda:0+cuda:1,dec0=cuda:0+cuda:1";
     const QString three = "enc0=cuda:0+cuda:1+cuda:2,dec0=cuda:0+cuda:1+cuda:2";
-    QTest::newRow("2 shards, full-resolution stages") << two << "none" << QList<int>{32, 32, 32} << "depth" << QList<int>{} << false;
-    QTest::newRow("3 shards, uneven (14/14/12)") << three << "none" << QList<int>{40, 16, 24} << "depth" << QList<int>{} << false;
-    QTest::newRow("2 shards, explicit 10/30") << two << "none" << QList<int>{40, 16, 16} << "depth" << QList<int>{10, 30} << false;
-    QTest::newRow("odd sizes, height axis") << three << "none" << QList<int>{16, 40, 24} << "height" << QList<int>{} << false;
-    QTest::newRow("width axis") << two << "none" << QList<int>{16, 16, 24} << "width" << QList<int>{} << false;
-    QTest::newRow("every stage, 2 shards") << "*cuda:0+cuda:1" << "none" << QList<int>{32, 16, 16} << "depth" << QList<int>{} << false;
-    QTest::newRow("every stage, 3 shards, uneven") << "*cuda:0+cuda:1+cuda:2" << "none" << QList<int>{40, 16, 16} << "depth" << QList<int>{} << false;
-    QTest::newRow("instance norm, 2 shards") << two << "instance" << QList<int>{32, 16, 16} << "depth" << QList<int>{} << false;
-    QTest::newRow("instance norm, 3 shards, every stage") << "*cuda:0+cuda:1+cuda:2" << "instance" << QList<int>{48, 16, 16} << "depth" << QList<int>{} << false;
-    QTest::newRow("batch norm, 3 shards") << three << "batch" << QList<int>{24, 16, 16} << "depth" << QList<int>{} << false;
-    QTest::newRow("checkpointed, instance norm") << two << "instance" << QList<int>{32, 16, 16} << "depth" << QList<int>{} << true;
-    QTest::newRow("checkpointed, every stage, 3 shards") << "*cuda:0+cuda:1+cuda:2" << "none" << QList<int>{24, 16, 16} << "depth" << QList<int>{} << true;
+    QTest::newRow("2 shards, full-resolution stages") << two << "none" << QList<int>{32, 32, 32} << "depth" << QList<int>{} << false << false;
+    QTest::newRow("3 shards, uneven (14/14/12)") << three << "none" << QList<int>{40, 16, 24} << "depth" << QList<int>{} << false << false;
+    QTest::newRow("2 shards, explicit 10/30") << two << "none" << QList<int>{40, 16, 16} << "depth" << QList<int>{10, 30} << false << false;
+    QTest::newRow("odd sizes, height axis") << three << "none" << QList<int>{16, 40, 24} << "height" << QList<int>{} << false << false;
+    QTest::newRow("width axis") << two << "none" << QList<int>{16, 16, 24} << "width" << QList<int>{} << false << false;
+    QTest::newRow("every stage, 2 shards") << "*cuda:0+cuda:1" << "none" << QList<int>{32, 16, 16} << "depth" << QList<int>{} << false << false;
+    QTest::newRow("every stage, 3 shards, uneven") << "*cuda:0+cuda:1+cuda:2" << "none" << QList<int>{40, 16, 16} << "depth" << QList<int>{} << false << false;
+    QTest::newRow("instance norm, 2 shards") << two << "instance" << QList<int>{32, 16, 16} << "depth" << QList<int>{} << false << false;
+    QTest::newRow("instance norm, 3 shards, every stage") << "*cuda:0+cuda:1+cuda:2" << "instance" << QList<int>{48, 16, 16} << "depth" << QList<int>{} << false << false;
+    QTest::newRow("batch norm, 3 shards") << three << "batch" << QList<int>{24, 16, 16} << "depth" << QList<int>{} << false << false;
+    QTest::newRow("checkpointed, instance norm") << two << "instance" << QList<int>{32, 16, 16} << "depth" << QList<int>{} << true << false;
+    QTest::newRow("checkpointed, every stage, 3 shards") << "*cuda:0+cuda:1+cuda:2" << "none" << QList<int>{24, 16, 16} << "depth" << QList<int>{} << true << false;
     // Differently sharded neighbours: enc0's slabs are gathered and cut again for dec0.
     QTest::newRow("different groups gather and scatter") << "enc0=cuda:0+cuda:1,enc1=cuda:2,dec1=cuda:1+cuda:2,dec0=cuda:2+cuda:0+cuda:1"
-                                                        << "instance" << QList<int>{24, 16, 16} << "depth" << QList<int>{} << false;
+                                                        << "instance" << QList<int>{24, 16, 16} << "depth" << QList<int>{} << false << false;
+    QTest::newRow("checkpointed, host offload, 3 shards") << "*cuda:0+cuda:1+cuda:2" << "instance" << QList<int>{24, 16, 16}
+                                                          << "depth" << QList<int>{} << true << true;
   }
   void equivalence() {
     QFETCH(QString, placement);
@@ -84,6 +87,7 @@ private Q_SLOTS:
     QFETCH(QString, axis);
     QFETCH(QList<int>, slabs);
     QFETCH(bool, recompute);
+    QFETCH(bool, offload);
     checks::ExactFp32Guard exact;
     torch::manual_seed(3);
     auto holder = model::UNet3d(tiny(model::normFromString(norm.toStdString())));
@@ -107,6 +111,7 @@ private Q_SLOTS:
     std::map<std::string, std::vector<std::int64_t>> sizes;
     if (!slabs.isEmpty()) sizes[plan.entryOf("enc0")] = std::vector<std::int64_t>(slabs.begin(), slabs.end());
     sharded.setSharding(placement::shardAxisFromString(axis.toStdString()), sizes);
+    sharded.setOffload(offload, engine::OffloadChain::Options{true});
     // A sharded stage's slab threads really ran: every sharded stage reported slab-sized outputs.
     std::map<std::string, std::int64_t> seenExtent;
     const int dim = 2 + static_cast<int>(sharded.shardAxis());
@@ -130,6 +135,14 @@ private Q_SLOTS:
       QVERIFY2(c.within, qPrintable(QString("gradient %1 max abs diff %2").arg(i).arg(c.maxAbs)));
     }
     qInfo("output max abs diff %.3g, worst gradient max abs diff %.3g", o.maxAbs, worst);
+    if (offload) {
+      // Every recomputed stage's slabs went to the host and came back.
+      const auto chain = sharded.lastOffload();
+      QVERIFY(chain);
+      QVERIFY(chain->copiesToHost() >= static_cast<int>(stages.size()));
+      QCOMPARE(chain->copiesBack(), chain->copiesToHost());
+      QCOMPARE(chain->hostBytes(), std::int64_t{0});
+    }
   }
 
   // The halo matters: without it (each slab zero-padded on its own) the output differs.
