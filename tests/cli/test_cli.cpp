@@ -124,6 +124,32 @@ private Q_SLOTS:
     QVERIFY(none.out != now.out);  // recompute changes the plan
   }
 
+  // plan --largest on GPUs reports the largest cube as asked and with host offload; offload puts
+  // the recomputed stages' inputs on the host (offload_bytes), which a CPU-only run never has.
+  void planLargestWithHostOffload() {
+    const QStringList base{"plan", "--patch", "32", "--base", "4", "--depth", "3", "--precision", "bf16", "--recompute", "all",
+                           "--devices", "cuda:0=1GiB,cuda:1=1GiB", "--placement", "enc0=cuda:0,enc1=cuda:0,bottleneck=cuda:1,"
+                           "dec1=cuda:1,dec0=cuda:1,head=cuda:1", "--allowance", "0", "--json"};
+    auto r = cli(base + QStringList{"--largest"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const auto top = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    const auto asked = top.value("largest").toObject(), offloaded = top.value("largest_offload").toObject();
+    QVERIFY2(!offloaded.isEmpty(), qPrintable(r.out.left(400)));
+    QCOMPARE(asked.value("offload").toBool(), false);
+    QCOMPARE(offloaded.value("offload").toBool(), true);
+    QVERIFY(asked.value("edge").toInt() > 0);
+    QVERIFY(offloaded.value("edge").toInt() >= asked.value("edge").toInt());
+    QVERIFY(offloaded.value("offload_bytes").toDouble() > 0);
+    QCOMPARE(top.value("plan").toObject().value("offload_bytes").toDouble(), 0.0);
+    auto on = cli(base + QStringList{"--offload"});
+    QVERIFY2(on.code == 0, qPrintable(on.err));
+    QVERIFY(QJsonDocument::fromJson(on.out.toUtf8()).object().value("plan").toObject().value("offload_bytes").toDouble() > 0);
+    auto cpu = cli({"plan", "--patch", "32", "--base", "4", "--depth", "3", "--recompute", "all", "--devices", "cpu=4GiB",
+                    "--offload", "--json"});
+    QVERIFY2(cpu.code == 0, qPrintable(cpu.err));
+    QCOMPARE(QJsonDocument::fromJson(cpu.out.toUtf8()).object().value("plan").toObject().value("offload_bytes").toDouble(), 0.0);
+  }
+
   // plan for ranks with micro-batches: devices named by rank, the schedule in the plan; the same
   // bytes cross between the ranks per step whatever M is, the peaks change with M.
   void planOverRanksWithMicroBatches() {

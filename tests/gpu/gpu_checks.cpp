@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
       {"split_equivalence", [&] { return checks::splitEquivalence(device, edge); }},
       {"dropout_reproduced", [&] { return checks::dropoutReproduced(device, edge); }},
       {"shard_equivalence", [&] { return checks::shardEquivalence(device, 2 * edge); }},
+      {"offload_equivalence", [&] { return checks::offloadEquivalence(device, 2 * edge); }},
       {"training_equivalence", [&] { return checks::trainingEquivalence(device, 2 * edge); }},
       {"resume_exact", [&] { return checks::resumeExact(device, work, 2 * edge); }},
   };

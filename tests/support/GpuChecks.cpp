@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 namespace splitseg::checks {
@@ -147,6 +148,68 @@ CheckResult splitEquivalence(const std::string& device, int edge) {
     if (!gradsOk) r = fail(r, row + ": gradients differ from the unsplit CPU model");
   }
   engine::SplitExecutor home(net, placement::Placement::uniform(net->stageNames(), "cpu"));  // back on the CPU
+  return r;
+}
+
+CheckResult offloadEquivalence(const std::string& device, int edge) {
+  CheckResult r{"offload_equivalence"};
+  if (device == "cpu") {
+    r.status = CheckResult::Status::Skip;
+    r.detail = "needs a GPU (on the CPU nothing is offloaded; CTest covers the path with host copies)";
+    return r;
+  }
+  ExactFp32Guard exact;
+  const double rtol = 1e-6, atol = 1e-6;
+  auto net = tinyNet(7, 0.0);
+  torch::manual_seed(8);
+  const auto x = torch::randn({2, 1, edge, edge, edge});
+  const auto target = torch::rand({2, 1, edge, edge, edge});
+  const auto stages = net->stageNames();
+  const std::set<std::string> all(stages.begin(), stages.end());
+  const torch::Device dev(device);
+  auto run = [&](bool offload, torch::Tensor& out, std::vector<torch::Tensor>& grads, std::int64_t& peak,
+                 std::shared_ptr<const engine::OffloadChain>& chain) {
+    net->root().zero_grad();
+    engine::SplitExecutor exec(net, placement::Placement::uniform(stages, device), {}, all);
+    exec.setOffload(offload);
+    torch::cuda::synchronize(dev.index());
+    engine::cudaResetPeak(device);
+    out = exec.forward(x);
+    (out - target.to(out.device())).pow(2).mean().backward();
+    torch::cuda::synchronize(dev.index());
+    peak = engine::cudaMemory(device).peak;
+    out = out.detach().cpu();
+    grads.clear();
+    for (const auto& p : net->root().parameters()) grads.push_back(p.grad().defined() ? p.grad().cpu() : torch::Tensor());
+    chain = exec.lastOffload();
+  };
+  torch::Tensor keptOut, offOut;
+  std::vector<torch::Tensor> keptGrads, offGrads;
+  std::int64_t keptPeak = 0, offPeak = 0;
+  std::shared_ptr<const engine::OffloadChain> none, chain;
+  run(false, keptOut, keptGrads, keptPeak, none);
+  run(true, offOut, offGrads, offPeak, chain);
+  const Closeness o = compare(offOut, keptOut, rtol, atol);
+  double gradMax = 0;
+  for (std::size_t i = 0; i < keptGrads.size(); ++i) {
+    if (!offGrads[i].defined() || !keptGrads[i].defined()) return fail(r, "a parameter got no gradient");
+    const Closeness g = compare(offGrads[i], keptGrads[i], rtol, atol);
+    gradMax = std::max(gradMax, g.maxAbs);
+    if (!g.within) r = fail(r, "gradients with host offload differ from those without");
+  }
+  r.figures["output_max_abs"] = o.maxAbs;
+  r.figures["grad_max_abs"] = gradMax;
+  r.figures["peak_kept_bytes"] = keptPeak;
+  r.figures["peak_offload_bytes"] = offPeak;
+  if (!o.within) r = fail(r, "output with host offload differs from the one without");
+  if (!chain) return fail(r, "no offload chain: the executor did not offload");
+  r.figures["copies_to_host"] = chain->copiesToHost();
+  r.figures["prefetches"] = chain->prefetches();
+  if (chain->copiesToHost() < static_cast<int>(stages.size())) r = fail(r, "not every recomputed stage was offloaded");
+  if (chain->copiesBack() != chain->copiesToHost()) r = fail(r, "not every offloaded input came back");
+  if (chain->prefetches() != static_cast<int>(stages.size()) - 1) r = fail(r, "the next stage's inputs were not prefetched");
+  if (chain->hostBytes() != 0) r = fail(r, "host copies left after backward");
+  engine::SplitExecutor home(net, placement::Placement::uniform(stages, "cpu"));
   return r;
 }
 

@@ -68,6 +68,10 @@ CheckResult trainingEquivalence(const std::string& device, int edge = 32);
 // Training with dropout on `device`: steps 1-3 in one run vs steps 1, then 2-3 after a checkpoint
 // and a fresh trainer: weights bit-identical (needs the device's generator state in the checkpoint).
 CheckResult resumeExact(const std::string& device, const std::string& workDir, int edge = 32);
+// Host offload on `device`: every stage recomputed, saved inputs through pinned host memory and
+// the copy stream, vs the same run keeping them on the device: outputs and gradients within 1e-6,
+// every copy made and returned, the next stage's prefetched; peaks of both as figures. Skipped on "cpu".
+CheckResult offloadEquivalence(const std::string& device, int edge = 32);
 // The measured CUDA allowance (context, cuDNN workspace) and the cuDNN version warnings.
 CheckResult allowance(const std::string& device);
 

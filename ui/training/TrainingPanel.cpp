@@ -33,6 +33,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QThread>
+#include <QScrollArea>
 #include <QVBoxLayout>
 
 #include <numeric>
@@ -82,7 +83,17 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   connect(worker_, &TrainingWorker::finished, this, &TrainingPanel::onFinished);
   connect(worker_, &TrainingWorker::message, this, [this](const QString& t) { status_->setText(t); });
 
-  auto* layout = new QVBoxLayout(this);
+  // The form, charts and timeline scroll inside the panel: their natural height (~1100 px) is
+  // more than a 900-pixel window has, and the window's minimum would otherwise follow it.
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setObjectName("trainingScroll");
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  outer->addWidget(scroll);
+  auto* content = new QWidget(scroll);
+  auto* layout = new QVBoxLayout(content);
   layout->setContentsMargins(4, 4, 4, 4);
   auto* grid = new QGridLayout;
   grid->setHorizontalSpacing(8);
@@ -231,6 +242,7 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   timeline_ = new DeviceTimeline(this);
   timeline_->setToolTip(tr("Where each device's time went in the last steps (wheel or +/- zooms, drag pans, 0 resets)"));
   layout->addWidget(timeline_);
+  scroll->setWidget(content);  // after its layout is complete (QScrollArea::setWidget)
 
   connect(session_, &Session::networkChanged, this, &TrainingPanel::syncFromSession);
   connect(session_, &Session::runChanged, this, &TrainingPanel::syncFromSession);
