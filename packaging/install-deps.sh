@@ -71,7 +71,7 @@ if [ "$have" != "$TORCH_VERSION" ]; then
 else
   log "torch $have present"
 fi
-# The report test (test_bench_report) regenerates docs/benchmarks.md with its plots.
+# The report test (ReportTest) regenerates docs/benchmarks.md with its plots.
 "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null || {
   log "installing matplotlib==$MATPLOTLIB_VERSION (benchmark report plots)"
   "$VENV/bin/python" -m pip install -q "matplotlib==$MATPLOTLIB_VERSION"

@@ -21,7 +21,7 @@ std::int64_t voxels(const std::array<std::int64_t, 3>& d) { return d[0] * d[1] *
 //    three or ~10.5 padded inputs as the input and output channels reach a block.
 // Agrees with the measured layers within ~10% (16^3..48^3, 1-128 channels) on oneDNN's
 // AVX512_CORE_BF16 kernels. Not fitted to AMX kernels (CPUs with amx_bf16), which hold larger
-// buffers: whole steps measured 4-15% above these figures there (test_planner_measured).
+// buffers: whole steps measured 4-15% above these figures there (PlannerMeasuredTest).
 std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, const ConvTensor& in,
                                                         const ConvTensor& out, int batch, const PlannerOptions& o) {
   const auto bytesOf = [batch](const ConvTensor& t) { return batch * t.channels * voxels(t.dims) * t.dtype; };

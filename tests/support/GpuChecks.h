@@ -1,5 +1,5 @@
 #pragma once
-// Device checks shared by the Qt suites (test_cuda, test_split_executor) and the plain executable
+// Device checks shared by the Qt suites (CudaTest, SplitExecutorTest) and the plain executable
 // the bare accelerator machine runs (tests/gpu/gpu_checks.cpp, no Qt there). Each check runs on a
 // device ("cuda:0"; "cpu" when rehearsing without a GPU, where cross-device rows collapse to one
 // device) and returns pass/fail/skip with the figures it measured. Qt-free.

@@ -13,9 +13,13 @@
 #include "ui/placement/StageMemoryModel.h"
 #include "ui/review/ReviewPanel.h"
 #include "ui/session/Session.h"
+#include "ui/training/RunSettingsDialog.h"
 #include "ui/training/TrainingPanel.h"
 
+#include <QCheckBox>
 #include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
 #include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -98,6 +102,59 @@ private Q_SLOTS:
     const auto req = StageMemoryModel::request(*w.session());
     QCOMPARE(req.size, (std::array<std::int64_t, 3>{96, 96, 96}));
     QCOMPARE(req.batch, 3);
+  }
+
+  // "All settings…": the whole run in one form. Opening and applying it unchanged leaves the run
+  // byte for byte; typed edits land in the session's run (and so in the panels); bad fields are
+  // refused with their names and change nothing.
+  void allSettingsEditTheWholeRun() {
+    MainWindow w;
+    w.resize(900, 600);
+    w.session()->createUNet(4, 3);
+    run::RunSpec start = edited(w.session()->run(), dir_.path() + "/all.ckpt");
+    start.recompute = {"enc0"};
+    w.session()->setRun(start);
+    const std::string before = w.session()->run().toJson().dump();
+    {
+      RunSettingsDialog dialog(w.session(), &w);
+      QVERIFY2(dialog.apply(), qPrintable(dialog.problems().join('\n')));
+      QCOMPARE(w.session()->run().toJson().dump(), before);
+    }
+    RunSettingsDialog dialog(w.session(), &w);
+    dialog.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&dialog));
+    auto type = [&](const char* name, const QString& text) {
+      auto* e = dialog.findChild<QLineEdit*>(name);
+      QVERIFY2(e, name);
+      e->setFocus();
+      e->selectAll();
+      QTest::keyClick(e, Qt::Key_Backspace);
+      QTest::keyClicks(e, text);
+    };
+    // Bad input: every problem named, nothing applied.
+    type("recomputeText", "enc0,dec9");
+    type("seedText", "-3");
+    type("cpuBudgetText", "lots");
+    QVERIFY(!dialog.apply());
+    const QString problems = dialog.problems().join('\n');
+    for (const char* field : {"recompute", "seed", "cpu_budget"})
+      QVERIFY2(problems.contains(QString(field) + ":"), qPrintable(problems));
+    QCOMPARE(w.session()->run().toJson().dump(), before);
+    QVERIFY(dialog.findChild<QLabel*>("runProblems")->isVisible());
+    // Good input, from the keyboard and the mouse.
+    type("recomputeText", "enc0,dec0");
+    type("seedText", "42");
+    type("cpuBudgetText", "2GiB");
+    auto* offload = dialog.findChild<QCheckBox*>("offloadBox");
+    QTest::mouseClick(offload, Qt::LeftButton, {}, QPoint(8, offload->height() / 2));
+    QVERIFY2(dialog.apply(), qPrintable(dialog.problems().join('\n')));
+    const auto& now = w.session()->run();
+    QCOMPARE(now.recompute, (std::set<std::string>{"dec0", "enc0"}));
+    QCOMPARE(now.seed, std::uint64_t{42});
+    QCOMPARE(now.cpuBudgetBytes, std::int64_t{2} << 30);
+    QCOMPARE(now.offload, !start.offload);
+    QCOMPARE(now.batch, start.batch);  // untouched fields stay
+    QVERIFY(!dialog.findChild<QLabel*>("runProblems")->isVisible());
   }
 
   void sessionIsTheCliRunByteForByte() {

@@ -13,6 +13,7 @@
 #include "ui/review/ReviewPanel.h"
 #include "ui/session/Session.h"
 #include "ui/training/DeviceTimeline.h"
+#include "ui/training/RunSettingsDialog.h"
 #include "ui/training/TrainingCharts.h"
 #include "ui/training/TrainingPanel.h"
 
@@ -117,6 +118,15 @@ private Q_SLOTS:
     s->undoStack()->undo();
     s->setRun(before);
     s->removePlanningDevice(gpu);
+  }
+
+  // The whole run in one form (Training tab, "All settings…").
+  void runSettings() {
+    RunSettingsDialog dialog(window_->session(), window_.get());
+    dialog.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&dialog));
+    QVERIFY(dialog.width() <= 1440 && dialog.height() <= 900);  // fits the default window
+    save(dialog.grab().toImage(), "run-settings.png");
   }
 
   // The default window (1440x900) holds every tab: no tab's minimum makes the window grow

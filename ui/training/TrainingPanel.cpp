@@ -1,4 +1,5 @@
 #include "ui/training/TrainingPanel.h"
+#include "ui/training/RunSettingsDialog.h"
 
 #include "core/data/SampleSource.h"
 #include "core/model/StagedNetwork.h"
@@ -217,6 +218,17 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   connect(pause_, &QPushButton::clicked, this, &TrainingPanel::togglePause);
   connect(stop_, &QPushButton::clicked, this, &TrainingPanel::stopRun);
   for (auto* b : {start_, pause_, stop_}) buttons->addWidget(b);
+  // Every field of the run in one form (the controls above are the common ones).
+  auto* all = new QPushButton(tr("All settings…"), this);
+  all->setObjectName("allRunSettings");
+  all->setShortcut(QKeySequence(tr("Ctrl+,")));
+  all->setToolTip(tr("The whole run description: placement, memory, schedule, data, inference (Ctrl+,)"));
+  connect(all, &QPushButton::clicked, this, [this] {
+    RunSettingsDialog dialog(session_, this);
+    dialog.exec();
+  });
+  connect(session_, &Session::busyChanged, all, [all](bool busy) { all->setEnabled(!busy); });
+  buttons->addWidget(all);
   layout->addLayout(buttons);
   progress_ = new QProgressBar(this);
   progress_->setRange(0, 1);

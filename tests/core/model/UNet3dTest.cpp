@@ -9,7 +9,7 @@
 
 using namespace splitseg::model;
 
-class TestUNet3d : public QObject {
+class UNet3dTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void seedNetworkParameterCount() {
@@ -127,5 +127,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestUNet3d)
-#include "test_unet3d.moc"
+QTEST_GUILESS_MAIN(UNet3dTest)
+#include "UNet3dTest.moc"

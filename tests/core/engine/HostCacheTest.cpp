@@ -162,4 +162,4 @@ private Q_SLOTS:
 };
 
 QTEST_GUILESS_MAIN(HostCacheTest)
-#include "test_host_cache.moc"
+#include "HostCacheTest.moc"

@@ -15,7 +15,7 @@ std::shared_ptr<model::StagedNetwork> net(int classes) {
 }
 } // namespace
 
-class TestInferer : public QObject {
+class InfererTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void fitsOneWindow_data() {
@@ -119,5 +119,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestInferer)
-#include "test_inferer.moc"
+QTEST_GUILESS_MAIN(InfererTest)
+#include "InfererTest.moc"

@@ -22,7 +22,7 @@ int cli(const QStringList& args, QString* err = nullptr) {
 }
 } // namespace
 
-class TestCliVolumes : public QObject {
+class CliVolumesTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void trainThenInferKeepsGeometry() {
@@ -105,5 +105,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestCliVolumes)
-#include "test_cli_volumes.moc"
+QTEST_GUILESS_MAIN(CliVolumesTest)
+#include "CliVolumesTest.moc"

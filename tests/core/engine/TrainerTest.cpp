@@ -68,7 +68,7 @@ std::string tempPath(const char* name) {
 }
 } // namespace
 
-class TestTrainer : public QObject {
+class TrainerTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void diceRisesAbove08() {
@@ -265,6 +265,6 @@ private Q_SLOTS:
   }
 };
 
-// Checkpoint format, old versions and forged files: test_checkpoint_file.
-QTEST_GUILESS_MAIN(TestTrainer)
-#include "test_trainer.moc"
+// Checkpoint format, old versions and forged files: CheckpointFileTest.
+QTEST_GUILESS_MAIN(TrainerTest)
+#include "TrainerTest.moc"

@@ -60,7 +60,7 @@ qint64 rankPid(QProcess& p, int rank, int stepsSeen, QByteArray& err, QByteArray
 }
 } // namespace
 
-class TestDistFaults : public QObject {
+class DistFaultsTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void initTestCase() { qputenv("OMP_NUM_THREADS", "1"); }
@@ -168,5 +168,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestDistFaults)
-#include "test_dist_faults.moc"
+QTEST_GUILESS_MAIN(DistFaultsTest)
+#include "DistFaultsTest.moc"

@@ -56,7 +56,7 @@ bool same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>&
 }
 } // namespace
 
-class TestTrainerOom : public QObject {
+class TrainerOomTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void initTestCase() { engine::installHostCachingAllocator(std::int64_t{1} << 30); }
@@ -203,5 +203,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestTrainerOom)
-#include "test_trainer_oom.moc"
+QTEST_GUILESS_MAIN(TrainerOomTest)
+#include "TrainerOomTest.moc"

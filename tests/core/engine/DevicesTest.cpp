@@ -7,7 +7,7 @@
 
 using namespace splitseg;
 
-class TestDevices : public QObject {
+class DevicesTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void cudnnVersionDecoding_data() {
@@ -74,5 +74,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestDevices)
-#include "test_devices.moc"
+QTEST_GUILESS_MAIN(DevicesTest)
+#include "DevicesTest.moc"

@@ -20,7 +20,7 @@ namespace {
 const char* kPlacement = "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu";
 } // namespace
 
-class TestRankMemory : public QObject {
+class RankMemoryTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void plannerMatchesRanks_data() {
@@ -111,5 +111,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestRankMemory)
-#include "test_rank_memory.moc"
+QTEST_GUILESS_MAIN(RankMemoryTest)
+#include "RankMemoryTest.moc"

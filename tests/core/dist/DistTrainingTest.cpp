@@ -59,7 +59,7 @@ const char* kEncodersDecoders = "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=
 const char* kThreeRanks = "enc0=r0:cpu,enc1=r1:cpu,bottleneck=r2:cpu,dec1=r2:cpu,dec0=r1:cpu,head=r0:cpu";
 } // namespace
 
-class TestDistTraining : public QObject {
+class DistTrainingTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void initTestCase() { qputenv("OMP_NUM_THREADS", "1"); }
@@ -255,5 +255,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestDistTraining)
-#include "test_dist_training.moc"
+QTEST_GUILESS_MAIN(DistTrainingTest)
+#include "DistTrainingTest.moc"

@@ -12,7 +12,7 @@
 
 using namespace splitseg;
 
-class TestCuda : public QObject {
+class CudaTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void init() {
@@ -54,5 +54,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestCuda)
-#include "test_cuda.moc"
+QTEST_GUILESS_MAIN(CudaTest)
+#include "CudaTest.moc"

@@ -14,7 +14,7 @@
 using namespace splitseg;
 namespace fs = std::filesystem;
 
-class TestSession : public QObject {
+class SessionTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void roundTripKeepsEverything() {
@@ -227,5 +227,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestSession)
-#include "test_session.moc"
+QTEST_GUILESS_MAIN(SessionTest)
+#include "SessionTest.moc"

@@ -5,7 +5,7 @@
 
 using namespace splitseg;
 
-class TestLoss : public QObject {
+class LossTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void dice_data() {
@@ -45,5 +45,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestLoss)
-#include "test_loss.moc"
+QTEST_GUILESS_MAIN(LossTest)
+#include "LossTest.moc"

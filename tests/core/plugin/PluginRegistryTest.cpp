@@ -35,7 +35,7 @@ QString failuresText(const plugin::PluginRegistry& r) {
 const std::string kSmall = R"({"base_channels":4,"depth":4})";
 } // namespace
 
-class TestPluginRegistry : public QObject {
+class PluginRegistryTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void initTestCase() { at::set_num_threads(2); }
@@ -180,5 +180,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestPluginRegistry)
-#include "test_plugin_registry.moc"
+QTEST_GUILESS_MAIN(PluginRegistryTest)
+#include "PluginRegistryTest.moc"

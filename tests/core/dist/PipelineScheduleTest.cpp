@@ -57,7 +57,7 @@ bool runs(const PipelineSchedule& s, int ranks, bool backward) {
 }
 } // namespace
 
-class TestPipelineSchedule : public QObject {
+class PipelineScheduleTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void ordersNeverDeadlock_data() {
@@ -164,5 +164,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_APPLESS_MAIN(TestPipelineSchedule)
-#include "test_pipeline_schedule.moc"
+QTEST_APPLESS_MAIN(PipelineScheduleTest)
+#include "PipelineScheduleTest.moc"

@@ -56,7 +56,7 @@ QJsonObject sessionRun() {
 }
 } // namespace
 
-class TestCli : public QObject {
+class CliTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void trainPrintsJsonLines() {
@@ -305,5 +305,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestCli)
-#include "test_cli.moc"
+QTEST_GUILESS_MAIN(CliTest)
+#include "CliTest.moc"

@@ -23,7 +23,7 @@ Result cli(const QStringList& args) { return run(SPLITSEG_CLI, args); }
 const QString kSmall = R"({"base_channels":4,"depth":3})";
 } // namespace
 
-class TestCliExtensions : public QObject {
+class CliExtensionsTest : public QObject {
   Q_OBJECT
   QTemporaryDir tmp_;
   QString path(const QString& name) const { return tmp_.filePath(name); }
@@ -144,5 +144,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestCliExtensions)
-#include "test_cli_extensions.moc"
+QTEST_GUILESS_MAIN(CliExtensionsTest)
+#include "CliExtensionsTest.moc"

@@ -56,7 +56,7 @@ void writeBytes(const std::string& path, const std::vector<char>& bytes) {
 }
 } // namespace
 
-class TestCheckpointFile : public QObject {
+class CheckpointFileTest : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
   std::string path(const char* name) const { return (std::filesystem::path(dir_.path().toStdString()) / name).string(); }
@@ -255,5 +255,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestCheckpointFile)
-#include "test_checkpoint_file.moc"
+QTEST_GUILESS_MAIN(CheckpointFileTest)
+#include "CheckpointFileTest.moc"

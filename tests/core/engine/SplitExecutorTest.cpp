@@ -24,7 +24,7 @@ model::UNet3dOptions tinyOptions() {
 }
 } // namespace
 
-class TestSplitExecutor : public QObject {
+class SplitExecutorTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   // Dropout on: the hand-wired reference runs each stage on its own device, so the same seed
@@ -192,5 +192,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestSplitExecutor)
-#include "test_split_executor.moc"
+QTEST_GUILESS_MAIN(SplitExecutorTest)
+#include "SplitExecutorTest.moc"
