@@ -55,6 +55,15 @@ private Q_SLOTS:
       std::array<std::int64_t, 3> v{};
       QVERIFY(view.voxelAt(view.rect().center(), v));
       QCOMPARE(state.cursor(), v);
+      // The corner labels never overlap, narrow (the four-view layout beside five device
+      // columns) or wide, and stay inside the view.
+      for (int width : {160, 220, 600}) {
+        view.resize(width, 200);
+        const auto labels = view.cornerLabels();
+        QVERIFY2(!labels[0].rect.intersects(labels[1].rect),
+                 qPrintable(QString("%1 px: '%2' overlaps '%3'").arg(width).arg(labels[0].text, labels[1].text)));
+        for (const auto& l : labels) QVERIFY(l.rect.right() <= width && l.rect.left() >= 0);
+      }
     }
   }
 

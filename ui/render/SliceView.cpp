@@ -2,6 +2,7 @@
 
 #include "ui/render/ViewState.h"
 
+#include <QFontMetricsF>
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
@@ -146,12 +147,24 @@ void SliceView::paintEvent(QPaintEvent*) {
   p.drawLine(QPointF(cp.x(), target.top()), QPointF(cp.x(), target.bottom()));
 
   p.setPen(QColor(230, 200, 90));
-  p.drawText(QRectF(6, 4, width() - 12, 18), Qt::AlignLeft | Qt::AlignVCenter,
-             tr("%1  %2/%3").arg(names[int(orientation_)]).arg(sliceIndex() + 1).arg(sliceCount()));
-  p.drawText(QRectF(6, 4, width() - 12, 18), Qt::AlignRight | Qt::AlignVCenter,
-             tr("W %1 L %2").arg(state_->window(), 0, 'f', 0).arg(state_->level(), 0, 'f', 0));
+  for (const auto& label : cornerLabels()) p.drawText(label.rect, Qt::AlignLeft | Qt::AlignVCenter, label.text);
   if (!hoverText_.isEmpty())
     p.drawText(QRectF(6, height() - 20, width() - 12, 18), Qt::AlignLeft | Qt::AlignVCenter, hoverText_);
+}
+
+std::array<SliceView::CornerLabel, 2> SliceView::cornerLabels() const {
+  static const char* names[] = {"Axial", "Coronal", "Sagittal"};
+  const QFontMetricsF fm(font());
+  CornerLabel slice{tr("%1  %2/%3").arg(names[int(orientation_)]).arg(sliceIndex() + 1).arg(sliceCount()), {}};
+  CornerLabel wl{tr("W %1 L %2").arg(state_->window(), 0, 'f', 0).arg(state_->level(), 0, 'f', 0), {}};
+  const double line = 18, margin = 6, gap = 12;
+  const double a = fm.horizontalAdvance(slice.text) + 1, b = fm.horizontalAdvance(wl.text) + 1;
+  slice.rect = QRectF(margin, 4, a, line);
+  if (margin + a + gap + b <= width() - margin)
+    wl.rect = QRectF(width() - margin - b, 4, b, line);  // top right
+  else
+    wl.rect = QRectF(margin, 4 + line, b, line);  // narrow view: under the slice label
+  return {slice, wl};
 }
 
 bool SliceView::voxelAt(const QPointF& pos, std::array<std::int64_t, 3>& voxel) const {

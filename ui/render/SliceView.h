@@ -5,7 +5,11 @@
 #include "core/volume/Volume.h"
 #include "ui/render/LabelStyle.h"
 
+#include <array>
+
 #include <QImage>
+#include <QRectF>
+#include <QString>
 #include <QWidget>
 
 #include <memory>
@@ -33,6 +37,13 @@ public:
   // Widget position -> voxel (x, y, z); false outside the image.
   bool voxelAt(const QPointF& pos, std::array<std::int64_t, 3>& voxel) const;
   const QString& hoverText() const { return hoverText_; }
+  // The corner labels (orientation and slice, window/level) where paint draws them: side by side
+  // when they fit the width, else the window/level on a second line. Never overlapping.
+  struct CornerLabel {
+    QString text;
+    QRectF rect;
+  };
+  std::array<CornerLabel, 2> cornerLabels() const;
   QSize minimumSizeHint() const override { return {160, 160}; }
 
 Q_SIGNALS:
