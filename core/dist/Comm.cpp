@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include <thread>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -57,7 +59,8 @@ struct Comm::Impl {
   int barriers = 0;  // barriers passed (every rank calls them in the same order)
 };
 
-Comm::Comm(const RankEnv& env, const std::string& identity, std::chrono::milliseconds timeout)
+Comm::Comm(const RankEnv& env, const std::string& identity, std::chrono::milliseconds timeout,
+           const CancelToken* cancel)
     : env_(env), timeout_(timeout), impl_(std::make_unique<Impl>()) {
   const std::string where = env_.masterAddr + ":" + std::to_string(env_.masterPort);
   c10d::TCPStoreOptions opts;
@@ -83,9 +86,14 @@ Comm::Comm(const RankEnv& env, const std::string& identity, std::chrono::millise
   if (env_.rank == 0) {
     for (int r = 1; r < env_.worldSize && problem.empty(); ++r) {
       const std::string key = "join/" + std::to_string(r);
-      try {
-        impl_->store->wait({key}, timeout);
-      } catch (const std::exception&) {
+      // Polled in short slices rather than one wait, so a cancel is seen while ranks are missing.
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      bool joined = false;
+      while (!(joined = impl_->store->check({key})) && std::chrono::steady_clock::now() < deadline) {
+        if (cancel && cancel->cancelled()) throw Cancelled();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (!joined) {
         problem = "rank " + std::to_string(r) + " did not join within " + secondsText(timeout) + " (WORLD_SIZE=" +
                   std::to_string(env_.worldSize) + "; is every rank started?)";
         break;

@@ -3,6 +3,7 @@
 // it at MASTER_ADDR:MASTER_PORT) and ProcessGroupGloo for tensors (point-to-point, CPU). Every
 // failure of another rank (it died, hangs past the timeout, cannot be reached) surfaces as one
 // RankError line naming that rank and what this rank was waiting for.
+#include "core/base/CancelToken.h"
 #include "core/base/Error.h"
 #include "core/dist/RankEnv.h"
 
@@ -25,8 +26,11 @@ class Comm {
 public:
   // Joins the rendezvous and checks that every rank has the same world size and `identity`
   // (SplitSeg and LibTorch versions): a mismatch, a port in use or a rank that does not join
-  // within `timeout` is refused here, on every rank, with one line.
-  Comm(const RankEnv& env, const std::string& identity, std::chrono::milliseconds timeout);
+  // within `timeout` is refused here, on every rank, with one line. `cancel` (optional): rank 0
+  // stops waiting for the others when it is cancelled (throws Cancelled), so a Stop pressed while
+  // workers have not joined yet is honoured at once instead of after the timeout.
+  Comm(const RankEnv& env, const std::string& identity, std::chrono::milliseconds timeout,
+       const CancelToken* cancel = nullptr);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;

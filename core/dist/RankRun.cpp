@@ -73,7 +73,7 @@ bool dropRanks(run::RunSpec& spec) {
 void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
                      std::shared_ptr<data::SampleSource> source, const std::string& resume, engine::MetricsSink* sink,
                      CancelToken* cancel, const std::function<void(const std::string&)>& describe) {
-  Comm comm(env, rankIdentity(), seconds(spec.rankTimeoutSeconds));
+  Comm comm(env, rankIdentity(), seconds(spec.rankTimeoutSeconds), cancel);
   comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "train"}, {"resume", !resume.empty()}}.dump());
   comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
   comm.startGroup(seconds(spec.rankTimeoutSeconds));

@@ -124,6 +124,47 @@ private Q_SLOTS:
     QVERIFY2(code == 0, worker.err().constData());
   }
 
+  // Stop pressed while a worker has not joined (the GUI waiting for a remote host): rank 0 stops
+  // at once with Cancelled, not after the rank timeout; without a stop the wait ends with the
+  // timeout's line naming the missing rank.
+  void stopDuringRendezvous_data() {
+    QTest::addColumn<bool>("stop");
+    QTest::newRow("stopped") << true;
+    QTest::newRow("not stopped") << false;
+  }
+  void stopDuringRendezvous() {
+    QFETCH(bool, stop);
+    auto spec = tinyRun(3, stop ? 120 : 2);
+    auto net = build(spec);
+    const int port = dist::freeLocalPort();  // no worker is started
+    CancelToken cancel;
+    std::string error;
+    bool cancelled = false;
+    std::atomic<bool> done{false};
+    std::thread zero([&] {
+      try {
+        dist::trainAsRankZero(rankZero(port), spec, net, std::make_shared<data::PhantomSource>(), "", nullptr, &cancel);
+      } catch (const Cancelled&) {
+        cancelled = true;
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      done = true;
+    });
+    if (stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      cancel.cancel();
+    }
+    // Far below the 120 s timeout of the stopped row; the other row's timeout is 2 s.
+    for (int i = 0; i < 300 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const bool finished = done.load();
+    if (!finished) cancel.cancel();  // let the thread end before failing
+    zero.join();
+    QVERIFY2(finished, "rank 0 still waited for the missing rank 30 s later");
+    QCOMPARE(cancelled, stop);
+    if (!stop) QVERIFY2(error.find("rank 1 did not join within") != std::string::npos, error.c_str());
+  }
+
   // Paused for twice the rank timeout: rank 0 keeps rank 1 waiting with a message every second.
   void pauseOutlastsTheRankTimeout() {
     auto spec = tinyRun(3, 2);
