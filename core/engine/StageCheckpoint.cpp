@@ -260,7 +260,7 @@ void OffloadChain::startCopyBack(Entry& e) {
     }
     ++back_;
     if (it.device.is_cuda()) {
-      // On a side stream, after the copy out finished, so it overlaps the compute stream's work.
+      // On a side stream, after the copy out finished, so it can overlap the compute stream's work.
       const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
       const c10::Stream copy = impl->getStreamFromGlobalPool(it.device, /*isHighPriority=*/false);
       it.onHost->block(copy);

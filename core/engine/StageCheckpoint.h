@@ -33,7 +33,8 @@ std::vector<torch::Tensor> runCheckpointedMulti(MultiStageFunction stage, const 
 // Host offload of the checkpointed stages of one forward pass (RunSpec::offload): each stage's
 // saved inputs are copied to pinned host memory in forward instead of being kept on their GPU,
 // copied back when the stage's backward begins, and the inputs of the stage whose backward comes
-// next are prefetched then on a side stream, so that copy overlaps this stage's recompute.
+// next are prefetched then on a side stream, so that copy can overlap this stage's recompute
+// (designed so; not yet measured on a GPU).
 // One chain per forward pass, shared by its stages in the order they ran.
 class OffloadChain {
 public:

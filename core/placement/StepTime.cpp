@@ -69,7 +69,7 @@ StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& 
     for (std::size_t j = i + 1; j < used.size(); ++j) link = std::min(link, linkBytesPerSecond(used[i], used[j]));
   t.transferSeconds = static_cast<double>(plan.bytesMoved + plan.haloBytes) / link;
   // Host offload copies each offloaded input out in forward and back in backward over PCIe. The
-  // prefetch overlaps part of it with compute; counted in full, so still an upper bound.
+  // prefetch may overlap part of it with compute; counted in full, so an upper bound.
   t.transferSeconds += 2.0 * static_cast<double>(plan.offloadBytes) / kPcieBytesPerSecond;
   t.seconds = t.computeSeconds + t.transferSeconds;
   return t;
