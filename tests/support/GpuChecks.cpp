@@ -111,6 +111,12 @@ CheckResult fail(CheckResult r, const std::string& why) {
   r.detail += why;
   return r;
 }
+
+CheckResult skip(CheckResult r, const std::string& why) {
+  r.status = CheckResult::Status::Skip;
+  r.detail = why;
+  return r;
+}
 } // namespace
 
 CheckResult splitEquivalence(const std::string& device, int edge) {
@@ -153,11 +159,8 @@ CheckResult splitEquivalence(const std::string& device, int edge) {
 
 CheckResult offloadEquivalence(const std::string& device, int edge) {
   CheckResult r{"offload_equivalence"};
-  if (device == "cpu") {
-    r.status = CheckResult::Status::Skip;
-    r.detail = "needs a GPU (on the CPU nothing is offloaded; CTest covers the path with host copies)";
-    return r;
-  }
+  if (device == "cpu")
+    return skip(r, "needs a GPU (on the CPU nothing is offloaded; CTest covers the path with host copies)");
   ExactFp32Guard exact;
   const double rtol = 1e-6, atol = 1e-6;
   auto net = tinyNet(7, 0.0);
@@ -215,11 +218,7 @@ CheckResult offloadEquivalence(const std::string& device, int edge) {
 
 CheckResult shardEquivalence(const std::string& device, int edge) {
   CheckResult r{"shard_equivalence"};
-  if (device == "cpu") {
-    r.status = CheckResult::Status::Skip;
-    r.detail = "needs a second device";
-    return r;
-  }
+  if (device == "cpu") return skip(r, "needs a second device");
   ExactFp32Guard exact;
   const double rtol = 1e-4, atol = 1e-5;
   auto net = tinyNet(7, 0.0);
@@ -383,11 +382,7 @@ CheckResult resumeExact(const std::string& device, const std::string& workDir, i
 CheckResult allowance(const std::string& device) {
   CheckResult r{"cuda_allowance"};
   r.figures["torch"] = TORCH_VERSION;
-  if (device.rfind("cuda", 0) != 0) {
-    r.status = CheckResult::Status::Skip;
-    r.detail = "no CUDA device";
-    return r;
-  }
+  if (device.rfind("cuda", 0) != 0) return skip(r, "no CUDA device");
   const int index = torch::Device(device).index();
   const auto a = engine::cudaAllowance(index);
   const auto mem = engine::cudaMemory(device);
