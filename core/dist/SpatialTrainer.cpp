@@ -5,6 +5,7 @@
 #include "core/dist/RunLoop.h"
 #include "core/engine/AutocastScope.h"
 #include "core/engine/Loss.h"
+#include "core/engine/MemoryMeter.h"
 #include "core/engine/StageCheckpoint.h"
 #include "core/engine/StepSafety.h"
 #include "core/engine/Tensors.h"
@@ -20,7 +21,7 @@ namespace splitseg::dist {
 
 namespace {
 // Message tags of the trainer's own traffic; RankShardComm's start at kHaloTags each step.
-constexpr int kInputTag = 11, kOutputTag = 12, kGradientTag = 13, kControlTag = 14, kWeightTags = 100000,
+constexpr int kInputTag = 11, kOutputTag = 12, kGradientTag = 13, kControlTag = 14, kStatsTag = 15, kWeightTags = 100000,
               kBufferTags = 700000, kHaloTags = 1000;
 // Gradients summed over the ranks: tags of RankShardComm's second instance, away from the halos'.
 constexpr int kReduceTags = 500000;
@@ -82,6 +83,7 @@ SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork>
   layout_.check(extent, multiple, deepest, network_->stageNames().front());
 
   network_->root().to(device_);
+  meter_ = std::make_unique<engine::MemoryMeter>(std::vector<std::string>{device_.str()});
   optimizer_ = std::make_unique<torch::optim::Adam>(network_->root().parameters(),
                                                     torch::optim::AdamOptions(spec_.learningRate));
   engine::allocateAdamState(*optimizer_);
@@ -169,6 +171,10 @@ torch::Tensor SpatialTrainer::forwardSlab(RankShardComm& shards, const torch::Te
 
 engine::StepMetrics SpatialTrainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
+  // This rank's memory peak of the step (on the CPU the allocations the step makes, as the
+  // one-process Trainer counts them: weights and Adam's moments exist before the first step).
+  engine::CpuMemoryScope scope(meter_->cpu());
+  meter_->resetPeaks();
   network_->root().train();
   optimizer_->zero_grad(true);
   const int me = comm_.rank();
@@ -247,13 +253,31 @@ engine::StepMetrics SpatialTrainer::step() {
   m.step = step_;
   m.totalSteps = spec_.totalSteps();
   m.seconds = since(t0);
-  engine::RankStepStats rs;
-  rs.rank = me;
-  rs.device = device_.str();
-  rs.bytesSent = comm_.counters().bytesSent;
-  rs.bytesReceived = comm_.counters().bytesReceived;
-  rs.waitSeconds = comm_.counters().waitSeconds;
-  m.ranks.push_back(rs);
+  // Every rank's figures to rank 0 (compute = the step's time not spent waiting for another rank;
+  // all ranks run every layer at once, so there is no idle time apart from those waits).
+  std::int64_t peak = 0;
+  for (const auto& d : meter_->read()) peak = std::max(peak, d.peak);
+  const auto& cnt = comm_.counters();
+  engine::RankStepStats mine{me, device_.str(), std::max(0.0, m.seconds - cnt.waitSeconds), cnt.waitSeconds, 0.0,
+                             cnt.bytesSent, cnt.bytesReceived, peak};
+  const std::vector<double> figures{mine.computeSeconds, mine.waitSeconds, double(mine.bytesSent),
+                                    double(mine.bytesReceived), double(peak)};
+  if (me != 0) {
+    comm_.send(torch::tensor(figures, torch::kDouble), 0, kStatsTag, "the step's figures");
+    comm_.flush();
+  } else {
+    m.ranks.push_back(mine);
+    for (int r = 1; r < comm_.size(); ++r) {
+      const auto f = comm_.recv(r, kStatsTag, "the step's figures");
+      if (f.numel() != static_cast<std::int64_t>(figures.size()) || f.scalar_type() != torch::kDouble)
+        throw RankError("rank " + std::to_string(r) + " sent a malformed step summary");
+      const double* v = f.data_ptr<double>();
+      m.ranks.push_back({r, "", v[0], v[1], 0.0, static_cast<std::int64_t>(v[2]), static_cast<std::int64_t>(v[3]),
+                         static_cast<std::int64_t>(v[4])});
+    }
+    for (auto& rs : m.ranks)
+      if (rs.device.empty()) rs.device = device_.str();  // the device named in rank r's placement entry
+  }
   comm_.counters() = {};
   return m;
 }

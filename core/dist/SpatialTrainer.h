@@ -21,6 +21,7 @@
 
 namespace torch::optim { class Adam; }
 namespace splitseg::data { class SampleSource; }
+namespace splitseg::engine { class MemoryMeter; }
 
 namespace splitseg::dist {
 
@@ -65,6 +66,7 @@ private:
   torch::Device device_{torch::kCPU};
   placement::ShardLayout layout_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
+  std::unique_ptr<engine::MemoryMeter> meter_;
   std::mt19937_64 rng_;
   std::int64_t step_ = 0;
 };

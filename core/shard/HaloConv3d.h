@@ -24,4 +24,9 @@ public:
 };
 TORCH_MODULE(ShardConvTranspose3d);
 
+// Whether a slab's 3x3x3 convolution calls oneDNN itself: on the CPU in fp32 at batch 1 where
+// LibTorch would give the slab its vol2col kernel but the unsharded layer (count slabs like this
+// one) oneDNN. `slab` is the slab with its halos, `dim` the cut axis (2 = D).
+bool slabUsesOneDnn(const torch::Tensor& slab, const torch::Tensor& weight, int dim, int count);
+
 } // namespace splitseg::shard

@@ -98,7 +98,9 @@ private Q_SLOTS:
     }
     const int port = dist::freeLocalPort();
     std::vector<std::string> failures(ranks);
-    std::vector<std::int64_t> sent(ranks);
+    std::vector<std::int64_t> sent(ranks), peak(ranks);
+    std::vector<double> compute(ranks);
+    std::size_t reported = 0;
     std::vector<double> losses;
     engine::ValidationMetrics validation;
     auto rank = [&](int r) {
@@ -112,8 +114,15 @@ private Q_SLOTS:
         dist::SpatialTrainer trainer(comm, replicas[r].ptr(), r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
         for (int s = 0; s < spec.steps; ++s) {
           const auto m = trainer.step();
-          if (r == 0) losses.push_back(m.loss);
-          sent[r] += m.ranks.front().bytesSent;
+          if (r != 0) continue;
+          losses.push_back(m.loss);
+          // Rank 0's step carries every rank's figures.
+          reported = std::max(reported, m.ranks.size());
+          for (const auto& rs : m.ranks) {
+            sent.at(rs.rank) += rs.bytesSent;
+            peak.at(rs.rank) = std::max(peak.at(rs.rank), rs.peakBytes);
+            compute.at(rs.rank) += rs.computeSeconds;
+          }
         }
         const auto v = trainer.validate();
         if (r == 0) validation = v;
@@ -155,7 +164,11 @@ private Q_SLOTS:
           static_cast<long long>(sent[0]));
     QVERIFY2(worst <= tolerance, qPrintable(QString("weights differ by %1 (%2)").arg(worst).arg(worstName.c_str())));
     QCOMPARE(replicaGap, 0.0);  // every rank stepped the same Adam on the same summed gradients
-    QVERIFY(sent[0] > 0);
+    QCOMPARE(reported, static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) {
+      QVERIFY2(sent[r] > 0 && peak[r] > 0 && compute[r] > 0,
+               qPrintable(QString("rank %1 reported sent %2, peak %3, compute %4").arg(r).arg(sent[r]).arg(peak[r]).arg(compute[r])));
+    }
     // Validation through the ranks: the one-process Trainer's loss and Dice on the same samples.
     QVERIFY(validation.cases > 0);
     QCOMPARE(validation.cases, refValidation.cases);

@@ -11,6 +11,7 @@
 #include "core/engine/SplitExecutor.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
+#include "core/shard/HaloConv3d.h"
 #include "tests/support/GpuChecks.h"
 
 #include <QtTest>
@@ -142,6 +143,32 @@ private Q_SLOTS:
       QVERIFY(chain->copiesToHost() >= static_cast<int>(stages.size()));
       QCOMPARE(chain->copiesBack(), chain->copiesToHost());
       QCOMPARE(chain->hostBytes(), std::int64_t{0});
+    }
+  }
+
+  // At batch 1 on the CPU in fp32 a slab can fall below LibTorch's size threshold for oneDNN while
+  // the unsharded layer is above it; the slab then calls oneDNN forward and backward itself (the
+  // unsharded layer's kernel). Base 16 and 32x48x8: enc0's and dec0's 16-channel convolutions take
+  // that path on 2 slabs of 16 planes, and the results equal the unsharded ones.
+  void oneDnnSlabs() {
+    checks::ExactFp32Guard exact;
+    QVERIFY(shard::slabUsesOneDnn(torch::zeros({1, 16, 18, 48, 8}), torch::zeros({16, 16, 3, 3, 3}), 2, 2));
+    QVERIFY(!shard::slabUsesOneDnn(torch::zeros({1, 16, 18, 48, 8}), torch::zeros({16, 16, 3, 3, 3}), 4, 2));  // W: same product
+    QVERIFY(!shard::slabUsesOneDnn(torch::zeros({2, 16, 18, 48, 8}), torch::zeros({16, 16, 3, 3, 3}), 2, 2));  // LibTorch's own pick
+    torch::manual_seed(5);
+    auto holder = model::UNet3d(model::UNet3dOptions().base_channels(16).depth(2).dropout({0.0, 0.0, 0.0}).out_channels(2));
+    std::shared_ptr<model::StagedNetwork> net = holder.ptr();
+    const auto x = torch::randn({1, 1, 32, 48, 8});
+    const auto target = torch::rand({1, 2, 32, 48, 8});
+    engine::SplitExecutor plain(net, placement::Placement::uniform(net->stageNames(), "cpu"));
+    const Result ref = forwardBackward(plain, *net, x, target);
+    engine::SplitExecutor sharded(net, placement::Placement::parse("enc0=cuda:0+cuda:1,dec0=cuda:0+cuda:1", net->stageNames(), "cpu"));
+    const Result got = forwardBackward(sharded, *net, x, target);
+    const auto o = checks::compare(got.out, ref.out, 1e-5, 1e-5);
+    QVERIFY2(o.within, qPrintable(QString("output max abs diff %1").arg(o.maxAbs)));
+    for (std::size_t i = 0; i < ref.grads.size(); ++i) {
+      const auto c = checks::compare(got.grads[i], ref.grads[i], 1e-5, 1e-5);
+      QVERIFY2(c.within, qPrintable(QString("gradient %1 max abs diff %2").arg(i).arg(c.maxAbs)));
     }
   }
 
