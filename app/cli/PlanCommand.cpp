@@ -3,7 +3,9 @@
 #include "app/cli/Commands.h"
 #include "core/base/Error.h"
 #include "core/base/Units.h"
+#include "core/engine/DeviceSpeed.h"
 #include "core/engine/Devices.h"
+#include "core/engine/MemoryMeter.h"
 #include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
 #include "core/placement/AutoPlacer.h"
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 namespace splitseg::cli {
@@ -38,6 +41,7 @@ struct PlanArgs {
   std::string devices;
   std::string placement;
   bool autoPlace = false;
+  bool measureSpeed = false;
   std::string checkpoint;
   std::string allowance;
   std::string optimizer = "adam";
@@ -161,6 +165,20 @@ void runPlan(const PlanArgs& a) {
   spec.setPlacement(Placement::parse(a.placement, names, devices.front().name));
   spec.shardAxis = shardAxisFromString(a.shardAxis);
   spec.check({}, names);
+  spec.networkOptions = nlohmann::json::parse(o.toJson());
+  // Measured speeds of the devices of this host (a rank's "r1:cpu" is taken to be like this
+  // host's CPU); planning-only GPUs that are not here keep the defaults.
+  std::map<std::string, engine::MeasuredSpeed> measured;
+  if (a.measureSpeed) {
+    for (auto& d : devices) {
+      const std::string local = splitRank(d.name).device;
+      const bool here = local == "cpu" || (local.rfind("cuda:", 0) == 0 &&
+                                            std::stoi(local.substr(5)) < engine::cudaDeviceCount());
+      if (!here) continue;
+      if (!measured.count(local)) measured[local] = engine::measureTrainingSpeed(spec, local);
+      d.flopsPerSecond = measured[local].flopsPerSecond;
+    }
+  }
   PlanRequest req = spec.planRequest(names, devices);
   req.adam = a.optimizer == "adam";
   const auto& precisions = req.precision;
@@ -187,13 +205,22 @@ void runPlan(const PlanArgs& a) {
   out["plan"]["predicted_step_seconds"] = time.seconds;
   out["plan"]["predicted_compute_seconds"] = time.computeSeconds;
   out["plan"]["predicted_transfer_seconds"] = time.transferSeconds;
+  std::string speeds;
+  for (const auto& [device, m] : measured) {
+    out["plan"]["measured_speeds"][device] = {{"flops_per_second", m.flopsPerSecond}, {"step_seconds", m.stepSeconds},
+                                              {"step_flops", m.stepFlops}, {"patch", m.patch}};
+    char one[96];
+    std::snprintf(one, sizeof one, "%s%s %.1f GFLOP/s", speeds.empty() ? "" : ", ", device.c_str(), m.flopsPerSecond / 1e9);
+    speeds += one;
+  }
   if (!a.json) {
     os << header << "\nplacement: " << req.placement.describe() << (a.autoPlace ? "  [auto: " + method + "]" : "")
        << "\n\n";
     printPlan(plan, os);
-    char line[160];
-    std::snprintf(line, sizeof line, "predicted step time: %.3g s (compute %.3g s, transfers %.3g s; default device speeds)\n",
-                  time.seconds, time.computeSeconds, time.transferSeconds);
+    char line[320];
+    std::snprintf(line, sizeof line, "predicted step time: %.3g s (compute %.3g s, transfers %.3g s; %s)\n",
+                  time.seconds, time.computeSeconds, time.transferSeconds,
+                  speeds.empty() ? "default device speeds" : ("measured: " + speeds).c_str());
     os << line;
     os << "\n" << verdict(plan) << "\n";
   }
@@ -256,6 +283,9 @@ void addPlanCommands(CLI::App& app) {
   cmd->add_option("--shard-axis", args->shardAxis,
                   "sharded stages (enc0=cuda:0+cuda:1): the axis their slabs are cut along, depth | height | width")
       ->capture_default_str();
+  cmd->add_flag("--measure-speed", args->measureSpeed,
+                "Measure the training speed of this host's devices (a few training steps at 64^3) "
+                "for the predicted step time and --auto, instead of the default speeds");
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits (with --auto: also with host offload)");
   cmd->add_flag("--offload", args->offload,

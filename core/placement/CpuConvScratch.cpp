@@ -44,7 +44,7 @@ std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, cons
 // Mirrors ATen's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for CPU
 // tensors: small single-sample inputs go to the native kernels, the rest to oneDNN.
 std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvTensor& out,
-                                                     int batch, const PlannerOptions& o) {
+                                                     int batch, const PlannerOptions& o, std::int64_t wholeFactor) {
   const std::int64_t n = batch;
   const auto bytesOf = [n](const ConvTensor& t) { return n * t.channels * voxels(t.dims) * t.dtype; };
   bool onednn;
@@ -52,7 +52,7 @@ std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const C
     onednn = o.cpuBf16OneDnn;
   } else {
     const bool a = l.stride > 1 || n >= 16 || l.kernel != 1 || o.cpuThreads > 1;
-    const bool b = l.kernel > 3 || n > 1 || n * in.channels * in.dims[0] * in.dims[1] > 20480;
+    const bool b = l.kernel > 3 || n > 1 || n * in.channels * in.dims[0] * in.dims[1] * wholeFactor > 20480;
     onednn = a && b;
   }
   const std::int64_t io = bytesOf(in) + bytesOf(out);

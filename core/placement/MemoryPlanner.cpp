@@ -171,6 +171,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
         const bool sharded = shards.size() > 1;
         sr.stageSlab.push_back(sharded ? layouts.at(placement.entryOf(s.name)).sizes[j] : 0);
         sr.stageGroup.push_back(sharded ? groupOf.at(placement.entryOf(s.name)) : -1);
+        sr.stageShards.push_back(static_cast<int>(shards.size()));
       }
     }
     return sr;

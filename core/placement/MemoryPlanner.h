@@ -22,6 +22,9 @@ struct DeviceSpec {
   std::int64_t capacity = 0;    // bytes usable for the run (0: unknown, never fits)
   std::int64_t allowance = -1;  // fixed cost outside tensors (measured on present GPUs); -1: PlannerOptions default
   bool planningOnly = false;    // given by the user for what-if planning
+  // Training speed in FLOP/s of the planner's count, measured on this device (engine/DeviceSpeed);
+  // 0: the default for its kind (StepTime.cpp).
+  double flopsPerSecond = 0;
   // "cuda:0", or a rank's "r1:cuda:0".
   bool isCuda() const {
     const auto colon = name.find(':');

@@ -61,6 +61,7 @@ private:
   std::int64_t voxels(const Dims& d) const { return d[0] * d[1] * d[2]; }
   std::int64_t bytesOf(const Value& v) const { return r_.batch * v.channels * voxels(v.dims) * v.dtype; }
   bool bf16(int stage) const { return r_.bf16.at(stage) != 0; }
+  bool sharded(int stage) const { return !r_.stageSlab.empty() && r_.stageSlab.at(stage) > 0; }
   int actBytes(int stage) const { return bf16(stage) ? 2 : 4; }
 
   int alloc(int dev, std::int64_t bytes, int owner, bool transfer = false) {
@@ -145,6 +146,17 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       for (auto& n : d)
         n = l.kind == LayerKind::Conv ? (n + 2 * l.padding - l.kernel) / l.stride + 1
                                       : (n - 1) * l.stride - 2 * l.padding + l.kernel;
+      // A sharded stage's convolution with a halo (core/shard/HaloConv3d) convolves its slab as
+      // an unsharded layer does and adds the neighbours' halos' share through thin convolutions;
+      // the halos (`padding` planes from each side) are saved for backward.
+      const bool halo = l.kind == LayerKind::Conv && l.padding > 0 && sharded(s);
+      if (halo) {
+        Value hv = vals_[cin];
+        hv.dims[r_.shardDim] = 2 * l.padding;
+        const int halos = alloc(dev, bytesOf(hv), s);
+        if (save) op.saved.push_back(halos);
+        else unref(halos);
+      }
       const std::int64_t macs = l.kernel * l.kernel * l.kernel * l.inChannels * l.outChannels *
                                 voxels(l.kind == LayerKind::Conv ? d : in.dims) * r_.batch;
       res_.stages[s].flops += 2.0 * macs * (save ? 3 : 1);  // backward: grad input + grad weight
@@ -155,7 +167,10 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       op.weightGradBytes = l.parameters * 4;
       if (!cuda) {  // CUDA's cuDNN workspace is part of the device allowance
         const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype}; };
-        const auto [fwd, bwd] = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_);
+        // A slab runs the kernel its unsharded layer would (HaloConv3d): LibTorch's size test
+        // sees the whole extent when the cut is along D or H.
+        const std::int64_t wholeFactor = halo && r_.shardDim < 2 ? r_.stageShards.at(s) : 1;
+        const auto [fwd, bwd] = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_, wholeFactor);
         if (fwd > 0) unref(alloc(dev, fwd, s));
         op.backwardScratch = bwd;
       }

@@ -33,6 +33,7 @@ struct SimRequest {
   int shardDim = 0;
   std::vector<std::int64_t> stageSlab;  // per stage (empty: nothing sharded)
   std::vector<int> stageGroup;          // per stage; -1 unsharded
+  std::vector<int> stageShards;         // per stage: its number of slabs (1 unsharded)
 };
 
 struct SimStage {

@@ -11,7 +11,7 @@ namespace {
 //    2026-11-30): fp32 0.469 s, bf16 0.304 s for kSeed256StepFlops.
 //  - CPU: this project's 2-core CI machine, the CPU benchmark's training step (docs/bench/results.jsonl
 //    train_splitseg: base 16, 64^3, 2 threads, median 0.732 s) for the planner's 89.5 GFLOP. CPUs
-//    differ widely; callers with a measured speed pass it in flopsPerSecond.
+//    differ widely: `plan --measure-speed` measures the CPU it runs on (engine/DeviceSpeed).
 constexpr double kSeed256StepFlops = 22.83e12;  // `splitseg-cli plan --patch 256` (seed network), summed stage FLOPs
 constexpr double kCudaFp32FlopsPerSecond = kSeed256StepFlops / 0.469;
 constexpr double kCudaBf16FlopsPerSecond = kSeed256StepFlops / 0.304;
@@ -29,6 +29,10 @@ double defaultFlopsPerSecond(const DeviceSpec& device, Precision precision) {
   return kCpuFlopsPerSecond;
 }
 
+double flopsPerSecondOf(const DeviceSpec& device, Precision precision) {
+  return device.flopsPerSecond > 0 ? device.flopsPerSecond : defaultFlopsPerSecond(device, precision);
+}
+
 double linkBytesPerSecond(const std::string& from, const std::string& to) {
   if (splitRank(from).rank != splitRank(to).rank) return kRankBytesPerSecond;
   const bool a = from.find("cuda") != std::string::npos, b = to.find("cuda") != std::string::npos;
@@ -36,17 +40,13 @@ double linkBytesPerSecond(const std::string& from, const std::string& to) {
   return kHostBytesPerSecond;
 }
 
-StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& devices,
-                         const std::map<std::string, double>& flopsPerSecond) {
+StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& devices) {
   auto specOf = [&](const std::string& name) {
     for (const auto& d : devices)
       if (canonicalDevice(d.name) == name) return d;
     return DeviceSpec{name};
   };
-  auto speed = [&](const std::string& name, Precision p) {
-    auto it = flopsPerSecond.find(name);
-    return it != flopsPerSecond.end() && it->second > 0 ? it->second : defaultFlopsPerSecond(specOf(name), p);
-  };
+  auto speed = [&](const std::string& name, Precision p) { return flopsPerSecondOf(specOf(name), p); };
   StepTime t;
   for (const auto& s : plan.stages) {
     // StagePlan::flops of a sharded stage is its first (largest) slab's: the slowest slab sets the pace.

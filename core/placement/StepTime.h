@@ -16,6 +16,8 @@ namespace splitseg::placement {
 // Sustained training FLOP/s of a device kind when nothing was measured; see StepTime.cpp for
 // where each figure comes from.
 double defaultFlopsPerSecond(const DeviceSpec& device, Precision precision);
+// The device's measured speed (DeviceSpec::flopsPerSecond) when it has one, else the default.
+double flopsPerSecondOf(const DeviceSpec& device, Precision precision);
 // Bytes per second between two devices (host<->GPU over PCIe, GPU<->GPU, ranks over loopback).
 double linkBytesPerSecond(const std::string& from, const std::string& to);
 
@@ -26,8 +28,6 @@ struct StepTime {
   std::map<std::string, double> busySeconds;  // per device
 };
 
-// flopsPerSecond: measured speeds by device name ("cpu"), used before the defaults.
-StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& devices,
-                         const std::map<std::string, double>& flopsPerSecond = {});
+StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& devices);
 
 } // namespace splitseg::placement

@@ -22,7 +22,9 @@ struct ConvArgs {
   std::vector<std::int64_t> stride, padding, dilation;
   std::int64_t groups = 1;
   int dim = 2;                 // the cut axis
+  std::int64_t halo = 1;       // planes taken from each neighbour
   bool oneDnn = false;         // call oneDNN directly (see useOneDnn)
+  bool previous = false, next = false;  // whether there is a neighbour before / after this slab
 };
 
 // oneDNN's convolution backward as LibTorch registers it (aten/src/ATen/native/mkldnn/Conv.cpp,
@@ -54,15 +56,51 @@ torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& w, const tor
   return at::convolution(x, w, b, a.stride, a.padding, a.dilation, false, {0, 0, 0}, a.groups);
 }
 
-// A convolution of cat({before, x, after}) along the cut axis whose padded input exists only while a
-// kernel runs: autograd keeps x (which the layer before saves anyway) and the thin halos, not a
-// padded copy of the slab, and the slab is convolved in one call (three calls on the interior and
-// two thin boundary pieces cost zero-filled gradients, their sums and an output copy per layer).
-class PaddedConv : public torch::autograd::Function<PaddedConv> {
+// What a neighbour's halo adds to the `halo` output planes beside it: output plane i next to the
+// previous slab gets sum_t w[t] * before[i + t] over the taps t that reach into the halo (t < halo - i),
+// next to the next slab sum_t w[t] * after[i + t - 2 halo] (t >= 2 halo - i). Both are convolutions of
+// the halo (and halo - 1 planes of zeros, none for a 3x3x3 kernel) with `halo` taps of the kernel.
+struct Edge {
+  torch::Tensor input;   // halo and zeros
+  std::int64_t firstTap;  // of the kernel along the cut axis
+  std::int64_t haloAt;    // where the halo sits in `input`
+};
+
+Edge edgeOf(const torch::Tensor& halo, bool low, const ConvArgs& a) {
+  if (a.halo == 1) return {halo, low ? 0 : 2, 0};
+  auto sizes = halo.sizes().vec();
+  sizes[a.dim] = a.halo - 1;
+  const torch::Tensor zeros = torch::zeros(sizes, halo.options());
+  if (low) return {torch::cat({halo, zeros}, a.dim), 0, 0};
+  return {torch::cat({zeros, halo}, a.dim), a.halo + 1, a.halo - 1};
+}
+
+std::vector<std::int64_t> edgePadding(const ConvArgs& a) {
+  auto p = a.padding;
+  p[a.dim - 2] = 0;
+  return p;
+}
+
+torch::Tensor edgeConv(const torch::Tensor& halo, bool low, const torch::Tensor& w, const ConvArgs& a) {
+  const Edge e = edgeOf(halo, low, a);
+  return at::convolution(e.input, w.narrow(a.dim, e.firstTap, a.halo), {}, a.stride, edgePadding(a), a.dilation, false,
+                         {0, 0, 0}, a.groups);
+}
+
+// A slab's convolution as the unsharded layer computes it on those planes, by linearity: the
+// slab convolved with zero padding (one call, the layer's own kernel and memory: no padded copy
+// of the slab exists at any time), plus the thin convolutions of the neighbours' halos added to
+// the planes beside them. Autograd keeps the slab (which the layer before saves anyway) and the
+// halos. Earlier versions convolved cat(halo, slab, halo): a slab-sized copy in forward and in
+// backward, which the planner now would have to hold free on every device.
+class HaloConv : public torch::autograd::Function<HaloConv> {
 public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& before, const torch::Tensor& x,
                                const torch::Tensor& after, const torch::Tensor& w, const torch::Tensor& b, ConvArgs a) {
-    torch::Tensor out = convolve(torch::cat({before, x, after}, a.dim), w, b, a);
+    torch::Tensor out = convolve(x, w, b, a);
+    const std::int64_t n = out.size(a.dim);
+    if (a.previous) out.narrow(a.dim, 0, a.halo).add_(edgeConv(before, true, w, a));
+    if (a.next) out.narrow(a.dim, n - a.halo, a.halo).add_(edgeConv(after, false, w, a));
     ctx->save_for_backward({before, x, after, w});
     ctx->saved_data["bias"] = b.defined();
     ctx->saved_data["stride"] = a.stride;
@@ -70,7 +108,10 @@ public:
     ctx->saved_data["dilation"] = a.dilation;
     ctx->saved_data["groups"] = a.groups;
     ctx->saved_data["dim"] = static_cast<std::int64_t>(a.dim);
+    ctx->saved_data["halo"] = a.halo;
     ctx->saved_data["onednn"] = a.oneDnn;
+    ctx->saved_data["previous"] = a.previous;
+    ctx->saved_data["next"] = a.next;
     return {out};
   }
 
@@ -82,29 +123,39 @@ public:
     a.dilation = ctx->saved_data["dilation"].toIntVector();
     a.groups = ctx->saved_data["groups"].toInt();
     a.dim = static_cast<int>(ctx->saved_data["dim"].toInt());
+    a.halo = ctx->saved_data["halo"].toInt();
+    a.previous = ctx->saved_data["previous"].toBool();
+    a.next = ctx->saved_data["next"].toBool();
     const bool bias = ctx->saved_data["bias"].toBool();
     const torch::Tensor& w = saved[3];
-    const torch::Tensor padded = torch::cat({saved[0], saved[1], saved[2]}, a.dim);
-    const std::array<bool, 3> mask{ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2),
-                                   ctx->needs_input_grad(3), bias && ctx->needs_input_grad(4)};
-    torch::Tensor gi, gw, gb;
     const torch::Tensor grad = grads[0].contiguous();
-    if (ctx->saved_data["onednn"].toBool())
-      std::tie(gi, gw, gb) =
-          oneDnnBackward()(padded, grad, w.contiguous(), a.padding, a.stride, a.dilation, a.groups, mask);
-    else
-      std::tie(gi, gw, gb) = at::convolution_backward(grad, padded, w, bias ? std::optional<at::IntArrayRef>(
-                                                                                   at::IntArrayRef{w.size(0)})
-                                                                             : std::nullopt,
+    const std::array<bool, 3> mask{ctx->needs_input_grad(1), ctx->needs_input_grad(3), bias && ctx->needs_input_grad(4)};
+    torch::Tensor gx, gw, gb;
+    if (ctx->saved_data["onednn"].toBool()) {
+      std::tie(gx, gw, gb) = oneDnnBackward()(saved[1].contiguous(), grad, w.contiguous(), a.padding, a.stride,
+                                              a.dilation, a.groups, mask);
+    } else {
+      const std::vector<std::int64_t> biasSizes{w.size(0)};
+      std::tie(gx, gw, gb) = at::convolution_backward(grad, saved[1], w, bias ? std::optional<at::IntArrayRef>(biasSizes)
+                                                                              : std::nullopt,
                                                       a.stride, a.padding, a.dilation, false, {0, 0, 0}, a.groups, mask);
-    const std::int64_t lo = saved[0].size(a.dim), n = saved[1].size(a.dim), hi = saved[2].size(a.dim);
-    torch::Tensor gBefore, gX, gAfter;
-    if (gi.defined()) {
-      gBefore = gi.narrow(a.dim, 0, lo);
-      gX = gi.narrow(a.dim, lo, n);
-      gAfter = gi.narrow(a.dim, lo + n, hi);
     }
-    return {gBefore, gX, gAfter, gw, gb, torch::Tensor()};
+    const std::int64_t n = grad.size(a.dim);
+    // The halos' gradients (sent back to their owners) and their share of the weight's.
+    auto edge = [&](int index, bool low) -> torch::Tensor {
+      const bool wantHalo = ctx->needs_input_grad(index);
+      if (!wantHalo && !mask[1]) return {};
+      const torch::Tensor g = grad.narrow(a.dim, low ? 0 : n - a.halo, a.halo).contiguous();
+      const Edge e = edgeOf(saved[static_cast<std::size_t>(index)], low, a);
+      const torch::Tensor taps = w.narrow(a.dim, e.firstTap, a.halo);
+      auto [gi, gwe, unused] = at::convolution_backward(g, e.input, taps, std::nullopt, a.stride, edgePadding(a),
+                                                        a.dilation, false, {0, 0, 0}, a.groups, {wantHalo, mask[1], false});
+      if (mask[1]) gw.narrow(a.dim, e.firstTap, a.halo).add_(gwe);
+      return wantHalo ? gi.narrow(a.dim, e.haloAt, a.halo) : torch::Tensor();
+    };
+    const torch::Tensor gBefore = a.previous ? edge(0, true) : torch::Tensor();
+    const torch::Tensor gAfter = a.next ? edge(2, false) : torch::Tensor();
+    return {gBefore, gx, gAfter, gw, gb, torch::Tensor()};
   }
 };
 
@@ -144,13 +195,13 @@ torch::Tensor HaloConv3dImpl::forward(const torch::Tensor& input) {
   a.dilation = vec(options.dilation());
   a.groups = options.groups();
   a.dim = comm->dim();
-  padding[axis] = 0;  // the halo takes the padding's place; at the volume's borders it is zeros
-  auto padded = x.sizes().vec();
-  padded[a.dim] += 2 * halo;
-  a.oneDnn = useOneDnn(padded, x, w, a.dim, comm->count());
-  a.padding = padding;
+  a.padding = padding;  // zero padding along the cut too: the halos' share is added afterwards
+  a.halo = halo;
+  a.previous = comm->index() > 0;
+  a.next = comm->index() + 1 < comm->count();
+  a.oneDnn = useOneDnn(x.sizes(), x, w, a.dim, comm->count());
   const auto [before, after] = comm->exchangeHalo(x, halo);
-  return PaddedConv::apply(before, x, after, w, b, a)[0];
+  return HaloConv::apply(before, x, after, w, b, a)[0];
 }
 
 torch::Tensor ShardConvTranspose3dImpl::forward(const torch::Tensor& input) {

@@ -150,6 +150,37 @@ private Q_SLOTS:
     QCOMPARE(QJsonDocument::fromJson(cpu.out.toUtf8()).object().value("plan").toObject().value("offload_bytes").toDouble(), 0.0);
   }
 
+  // plan --measure-speed: the CPU's training speed measured (a few steps of the same network at
+  // 64^3) and the predicted step time computed from it instead of the default speed; a rank's
+  // "r1:cpu" on this host gets the same measurement.
+  void planMeasuresSpeed() {
+    const QStringList base{"plan", "--patch", "32", "--base", "4", "--depth", "3", "--json"};
+    auto plain = cli(base + QStringList{"--devices", "cpu=4GiB"});
+    auto measured = cli(base + QStringList{"--devices", "cpu=4GiB", "--measure-speed"});
+    QVERIFY2(plain.code == 0 && measured.code == 0, qPrintable(plain.err + measured.err));
+    const auto p0 = QJsonDocument::fromJson(plain.out.toUtf8()).object().value("plan").toObject();
+    const auto p1 = QJsonDocument::fromJson(measured.out.toUtf8()).object().value("plan").toObject();
+    QVERIFY(!p0.contains("measured_speeds"));
+    const auto cpu = p1.value("measured_speeds").toObject().value("cpu").toObject();
+    const double speed = cpu.value("flops_per_second").toDouble();
+    QVERIFY2(speed > 0 && cpu.value("step_seconds").toDouble() > 0, qPrintable(measured.out.left(600)));
+    QCOMPARE(cpu.value("patch").toArray().size(), 3);
+    QCOMPARE(cpu.value("patch").toArray().at(0).toInt(), 64);
+    // The prediction is the plan's FLOPs at the measured speed.
+    double flops = 0;
+    for (const auto st : p1.value("stages").toArray()) flops += st.toObject().value("flops").toDouble();
+    const double compute = p1.value("predicted_compute_seconds").toDouble();
+    QVERIFY2(std::abs(compute - flops / speed) <= 1e-9 * compute,
+             qPrintable(QString("compute %1 s, flops/speed %2 s").arg(compute).arg(flops / speed)));
+    QVERIFY(std::abs(compute - p0.value("predicted_compute_seconds").toDouble()) > 1e-12);
+    auto ranks = cli(base + QStringList{"--devices", "r0:cpu=4GiB,r1:cpu=4GiB", "--placement",
+                                        "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu",
+                                        "--measure-speed"});
+    QVERIFY2(ranks.code == 0, qPrintable(ranks.err));
+    const auto rp = QJsonDocument::fromJson(ranks.out.toUtf8()).object().value("plan").toObject();
+    QCOMPARE(rp.value("measured_speeds").toObject().keys(), QStringList{"cpu"});
+  }
+
   // plan for ranks with micro-batches: devices named by rank, the schedule in the plan; the same
   // bytes cross between the ranks per step whatever M is, the peaks change with M.
   void planOverRanksWithMicroBatches() {

@@ -1,0 +1,47 @@
+#include "core/engine/DeviceSpeed.h"
+#include "core/base/Error.h"
+#include "core/data/SampleSource.h"
+#include "core/engine/NetworkFactory.h"
+#include "core/engine/Trainer.h"
+#include "core/model/NetworkStructureOf.h"
+#include "core/placement/MemoryPlanner.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace splitseg::engine {
+
+MeasuredSpeed measureTrainingSpeed(const run::RunSpec& run, const std::string& device, std::int64_t edge, int steps) {
+  if (steps < 1 || edge < 8) throw InvalidArgument("speed measurement: needs at least one step of at least 8^3");
+  run::RunSpec spec = run;
+  spec.patch = {edge, edge, edge};
+  spec.batch = 1;
+  spec.microBatches = 1;
+  spec.steps = steps + 1;
+  spec.epochs = 0;
+  spec.validateEvery = 0;
+  spec.checkpointEvery = 0;
+  spec.data = run::DataSpec{};  // synthetic phantoms of the patch size
+  spec.offload = false;
+  spec.shardSlabs.clear();
+  spec.timeline = false;
+  auto network = createNetwork(spec.architecture, spec.networkOptions.dump());
+  const auto names = network->stageNames();
+  spec.setPlacement(placement::Placement::uniform(names, device));
+  const placement::MemoryPlanner planner(model::networkStructure(*network));
+  const auto plan = planner.plan(spec.planRequest(names, {placement::DeviceSpec{device, std::int64_t{1} << 50}}));
+  MeasuredSpeed m;
+  m.patch = spec.patch;
+  for (const auto& s : plan.stages) m.stepFlops += s.flops;
+  Trainer trainer(network, std::make_shared<data::PhantomSource>(std::max<int>(1, static_cast<int>(network->outChannels()) - 1)), spec);
+  trainer.step();  // warm-up: oneDNN's kernels and the allocator's caches
+  std::vector<double> seconds;
+  for (int i = 0; i < steps; ++i) seconds.push_back(trainer.step().seconds);
+  std::sort(seconds.begin(), seconds.end());
+  m.stepSeconds = seconds[seconds.size() / 2];
+  if (!(m.stepSeconds > 0) || !(m.stepFlops > 0)) throw Error("speed measurement: no time or no work measured");
+  m.flopsPerSecond = m.stepFlops / m.stepSeconds;
+  return m;
+}
+
+} // namespace splitseg::engine

@@ -1,0 +1,31 @@
+#pragma once
+// The training speed of a real device, measured instead of taken from the planner's defaults
+// (placement/StepTime.cpp: one CPU and one GPU measured once; CPUs differ by several times). A few
+// training steps of the run's own network run on the device after a warm-up step, and the
+// planner's FLOPs for that step are divided by the median step time; the result goes into
+// DeviceSpec::flopsPerSecond, which the step-time prediction and Auto-place then use.
+#include "core/run/RunSpec.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace splitseg::engine {
+
+struct MeasuredSpeed {
+  double flopsPerSecond = 0;
+  double stepSeconds = 0;  // median of the timed steps
+  double stepFlops = 0;    // the planner's count for one such step
+  std::array<std::int64_t, 3> patch{};  // x, y, z of the steps measured
+};
+
+// `run`'s network and precision, one batch of 1 on `device` (a device of this process, such as
+// "cpu" or "cuda:0"), patch `edge`^3, `steps` timed steps after one warm-up. The default edge is
+// the size StepTime's default CPU speed was taken at. A CPU's speed grows with the patch (ATen
+// gives small single-sample convolutions its slower native kernels); measured here, seed network
+// at base 16, 2 threads: 53, 69, 85 and ~82 GFLOP/s at 48, 64, 80 and 96^3 (2026-12-02).
+// Throws DeviceError / InvalidArgument.
+MeasuredSpeed measureTrainingSpeed(const run::RunSpec& run, const std::string& device, std::int64_t edge = 64,
+                                   int steps = 3);
+
+} // namespace splitseg::engine
