@@ -236,7 +236,8 @@ fi
 # 4c. Sharded stages (issue 14), one process, batch 1, ${SHARD_SIZE}^3: the full-resolution stages cut
 # into 2 slabs that run at the same time (1 thread each; the two devices stand in on the CPU) against
 # the unsharded network with 2 threads: what the halos and slab threads cost. Then the planner's halo
-# bytes for that placement and its predicted step time of the unsharded CPU run (vs the measured one).
+# bytes for that placement and its predicted step time of the unsharded CPU run (vs the measured one),
+# with the CPU's speed measured by `plan --measure-speed`.
 SHARD_SIZE="${BENCH_SHARD_SIZE:-96}"; [ "${BENCH_QUICK:-0}" = 1 ] && SHARD_SIZE=32
 SPLACE="enc0=cuda:0+cuda:1,dec0=cuda:0+cuda:1,head=cuda:0+cuda:1"
 SRANKS=""; for st in enc0 enc1 enc2 enc3 bottleneck dec3 dec2 dec1 dec0 head; do SRANKS="$SRANKS${SRANKS:+,}$st=r0:cpu+r1:cpu"; done
@@ -255,7 +256,11 @@ done
 ROUND=0
 record shard_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cuda:0=16GiB,cuda:1=16GiB \
   --placement "$SPLACE" --json
-record shard_cpu_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cpu=20GiB --json
+# The CPU's speed measured by the planner itself (a few training steps at 64^3, not the size planned).
+record shard_cpu_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cpu=20GiB --measure-speed --json
+# The planner's per-device peak for the 2-rank sharded run (against each rank's measured CPU peak).
+record shard_rank_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 \
+  --devices r0:cpu=20GiB,r1:cpu=20GiB --placement "$SRANKS" --json
 fi
 
 # 5. UI responsiveness (GUI builds): the UI thread's longest and 99th-percentile stall while the whole
