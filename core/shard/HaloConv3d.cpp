@@ -67,7 +67,7 @@ struct Edge {
 };
 
 Edge edgeOf(const torch::Tensor& halo, bool low, const ConvArgs& a) {
-  if (a.halo == 1) return {halo, low ? 0 : 2, 0};
+  if (a.halo == 1) return {halo, low ? 0 : a.halo + 1, 0};
   auto sizes = halo.sizes().vec();
   sizes[a.dim] = a.halo - 1;
   const torch::Tensor zeros = torch::zeros(sizes, halo.options());
