@@ -1,4 +1,5 @@
 #include "core/dist/PipelineTrainer.h"
+#include "core/dist/RankFigures.h"
 #include "core/dist/RunLoop.h"
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
@@ -26,7 +27,6 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string microName(const std::string& what, int m) { return what + " of micro-batch " + std::to_string(m); }
-constexpr std::int64_t kFigures = 6;  // the step summary's numbers before the spans
 } // namespace
 
 std::vector<int> stageOwners(const placement::Placement& placement, int worldSize) {
@@ -316,8 +316,7 @@ engine::StepMetrics PipelineTrainer::step() {
   if (me != 0) {
     if (me == schedule_.owner(head))
       comm_.send(torch::tensor(result, torch::kDouble), 0, PipelineSchedule::tag(Message::Result, 0, 0), "the loss");
-    std::vector<double> figures{mine.computeSeconds, mine.waitSeconds, mine.idleSeconds,
-                                double(mine.bytesSent), double(mine.bytesReceived), double(peak)};
+    std::vector<double> figures = rankFigures(mine);
     if (rec) encodeSpans(rec->take(), figures);
     comm_.send(torch::tensor(figures, torch::kDouble), 0, PipelineSchedule::tag(Message::Stats, 0, 0), "the step's figures");
     comm_.flush();
@@ -333,10 +332,9 @@ engine::StepMetrics PipelineTrainer::step() {
   for (int r = 1; r < comm_.size(); ++r) {
     auto s = comm_.recv(r, PipelineSchedule::tag(Message::Stats, 0, 0), "the step's figures");
     const double* v = s.data_ptr<double>();
-    if (s.numel() < kFigures) throw RankError("rank " + std::to_string(r) + " sent a malformed step summary");
-    m.ranks.push_back({r, "", v[0], v[1], v[2], static_cast<std::int64_t>(v[3]), static_cast<std::int64_t>(v[4]),
-                       static_cast<std::int64_t>(v[5])});
-    decodeSpans(std::vector<double>(v + kFigures, v + s.numel()), m.timeline);
+    const std::vector<double> all(v, v + s.numel());
+    m.ranks.push_back(rankStatsFrom(r, all));
+    decodeSpans(std::vector<double>(all.begin() + kRankFigures, all.end()), m.timeline);
   }
   comm_.flush();
   for (auto& rs : m.ranks)

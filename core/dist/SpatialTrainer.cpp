@@ -1,6 +1,7 @@
 #include "core/dist/SpatialTrainer.h"
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
+#include "core/dist/RankFigures.h"
 #include "core/dist/RankShardComm.h"
 #include "core/dist/RunLoop.h"
 #include "core/engine/AutocastScope.h"
@@ -260,20 +261,15 @@ engine::StepMetrics SpatialTrainer::step() {
   const auto& cnt = comm_.counters();
   engine::RankStepStats mine{me, device_.str(), std::max(0.0, m.seconds - cnt.waitSeconds), cnt.waitSeconds, 0.0,
                              cnt.bytesSent, cnt.bytesReceived, peak};
-  const std::vector<double> figures{mine.computeSeconds, mine.waitSeconds, double(mine.bytesSent),
-                                    double(mine.bytesReceived), double(peak)};
   if (me != 0) {
-    comm_.send(torch::tensor(figures, torch::kDouble), 0, kStatsTag, "the step's figures");
+    comm_.send(torch::tensor(rankFigures(mine), torch::kDouble), 0, kStatsTag, "the step's figures");
     comm_.flush();
   } else {
     m.ranks.push_back(mine);
     for (int r = 1; r < comm_.size(); ++r) {
       const auto f = comm_.recv(r, kStatsTag, "the step's figures");
-      if (f.numel() != static_cast<std::int64_t>(figures.size()) || f.scalar_type() != torch::kDouble)
-        throw RankError("rank " + std::to_string(r) + " sent a malformed step summary");
-      const double* v = f.data_ptr<double>();
-      m.ranks.push_back({r, "", v[0], v[1], 0.0, static_cast<std::int64_t>(v[2]), static_cast<std::int64_t>(v[3]),
-                         static_cast<std::int64_t>(v[4])});
+      if (f.scalar_type() != torch::kDouble) throw RankError("rank " + std::to_string(r) + " sent a malformed step summary");
+      m.ranks.push_back(rankStatsFrom(r, std::vector<double>(f.data_ptr<double>(), f.data_ptr<double>() + f.numel())));
     }
     for (auto& rs : m.ranks)
       if (rs.device.empty()) rs.device = device_.str();  // the device named in rank r's placement entry
