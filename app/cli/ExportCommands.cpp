@@ -7,7 +7,7 @@
 #include "core/base/Error.h"
 #include "core/engine/Devices.h"
 #include "core/engine/SplitExecutor.h"
-#include "core/engine/CheckpointFile.h"
+#include "core/engine/LegacyCheckpoint.h"
 #include "core/engine/Trainer.h"
 #include "core/export/TorchScriptExport.h"
 

@@ -1,5 +1,5 @@
 #include "core/engine/Trainer.h"
-#include "core/engine/CheckpointFile.h"
+#include "core/checkpoint/CheckpointFile.h"
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
@@ -341,7 +341,7 @@ void Trainer::saveCheckpoint(const std::string& path) const {
 void writeCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer,
                      const run::RunSpec& run, std::int64_t step, const std::string& sampleRng) {
   // The run description travels with the weights: infer and --resume rebuild exactly this run.
-  CheckpointFile::capture(network.root(), optimizer, CheckpointInfo{run, step, sampleRng}).write(path);
+  checkpoint::CheckpointFile::capture(network.root(), optimizer, CheckpointInfo{run, step, sampleRng}).write(path);
 }
 
 namespace {
@@ -355,7 +355,7 @@ void checkSameNetwork(const CheckpointInfo& info, model::StagedNetwork& network,
 
 CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer) {
   // One read; every tensor checked against the network before any is used.
-  const auto file = CheckpointFile::read(path);
+  const auto file = checkpoint::CheckpointFile::read(path);
   checkSameNetwork(file.info, network, path);
   try {
     file.loadInto(network.root(), &optimizer, path);
@@ -376,10 +376,10 @@ void Trainer::loadCheckpoint(const std::string& path) {
   allocateAdamState(*optimizer_);  // parameters the checkpoint had no moments for (saved before a step)
 }
 
-CheckpointInfo readCheckpointInfo(const std::string& path) { return CheckpointFile::read(path).info; }
+CheckpointInfo readCheckpointInfo(const std::string& path) { return checkpoint::CheckpointFile::read(path).info; }
 
 std::shared_ptr<model::StagedNetwork> loadNetwork(const std::string& path, CheckpointInfo* infoOut) {
-  const auto file = CheckpointFile::read(path);
+  const auto file = checkpoint::CheckpointFile::read(path);
   auto net = createNetwork(file.info.run.architecture, file.info.run.networkOptions.dump());
   file.loadInto(net->root(), nullptr, path);
   if (infoOut) *infoOut = file.info;

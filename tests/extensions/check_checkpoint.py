@@ -3,7 +3,7 @@ refuses anything but plain containers, numbers, strings and tensors.
 
 usage: check_checkpoint.py CHECKPOINT
 Prints one JSON line (step, architecture, tensor counts); exit 0 when the layout is as documented
-in core/engine/CheckpointFile.h.
+in core/checkpoint/CheckpointFile.h.
 """
 import json
 import sys

@@ -4,7 +4,8 @@
 // command that converts them, and that conversion keeps weights and step.
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
-#include "core/engine/CheckpointFile.h"
+#include "core/checkpoint/CheckpointFile.h"
+#include "core/engine/LegacyCheckpoint.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
 
@@ -66,7 +67,7 @@ private Q_SLOTS:
     Trained t;
     const auto file = path("round.ckpt");
     t.trainer.saveCheckpoint(file);
-    const auto read = engine::CheckpointFile::read(file);
+    const auto read = checkpoint::CheckpointFile::read(file);
     QCOMPARE(read.info.step, std::int64_t(2));
     QCOMPARE(read.model.size(), t.net->root().named_parameters().size() + t.net->root().named_buffers().size());
     QCOMPARE(read.adam.size(), t.net->root().named_parameters().size());
@@ -96,7 +97,7 @@ private Q_SLOTS:
     QFETCH(QString, forgery);
     QFETCH(QString, message);
     Trained t;
-    auto f = engine::CheckpointFile::capture(t.net->root(), t.trainer.optimizer(), {t.trainer.spec(), 2, ""});
+    auto f = checkpoint::CheckpointFile::capture(t.net->root(), t.trainer.optimizer(), {t.trainer.spec(), 2, ""});
     const auto first = firstWeightName(*t.net);
     if (forgery == "shape") f.model[first] = torch::zeros({3, 3});
     if (forgery == "missing") f.model.erase(first);
@@ -178,7 +179,7 @@ private Q_SLOTS:
       archive.write("torch_rng", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
       archive.save_to(old);
     }
-    QVERIFY(engine::isLegacyCheckpoint(old));
+    QVERIFY(checkpoint::isLegacyCheckpoint(old));
     try {
       engine::readCheckpointInfo(old);
       QFAIL("old format was read");
@@ -187,12 +188,12 @@ private Q_SLOTS:
     }
     const auto converted = path("converted.ckpt");
     engine::convertLegacyCheckpoint(old, converted);
-    QVERIFY(!engine::isLegacyCheckpoint(converted));
+    QVERIFY(!checkpoint::isLegacyCheckpoint(converted));
     engine::CheckpointInfo info;
     auto net = engine::loadNetwork(converted, &info);
     QVERIFY(sameWeights(*net, *t.net));
     QCOMPARE(info.step, std::int64_t(2));
-    const auto file = engine::CheckpointFile::read(converted);
+    const auto file = checkpoint::CheckpointFile::read(converted);
     const auto first = firstWeightName(*t.net);
     auto& st = static_cast<torch::optim::AdamParamState&>(
         *t.trainer.optimizer().state().at(t.net->root().named_parameters()[first].unsafeGetTensorImpl()));

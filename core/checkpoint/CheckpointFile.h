@@ -22,7 +22,7 @@
 namespace torch::nn { class Module; }
 namespace torch::optim { class Adam; }
 
-namespace splitseg::engine {
+namespace splitseg::checkpoint {
 
 struct CheckpointFile {
   struct Moments {
@@ -62,9 +62,5 @@ struct CheckpointFile {
 
 // Whether path holds a TorchScript archive (the format before version 3).
 bool isLegacyCheckpoint(const std::string& path);
-// Reads a TorchScript-archive checkpoint (versions 1-2) and writes it in the current format.
-// Reading such an archive goes through torch::jit and may run code stored in it: only for files
-// the user trusts (splitseg-cli convert-checkpoint says so).
-void convertLegacyCheckpoint(const std::string& from, const std::string& to);
 
-} // namespace splitseg::engine
+} // namespace splitseg::checkpoint
