@@ -9,6 +9,7 @@
 #include "core/data/Phantom.h"
 #include "core/engine/Inferer.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/engine/ThreadShardGroup.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
 #include "core/shard/HaloConv3d.h"
@@ -16,6 +17,9 @@
 
 #include <QtTest>
 #include <torch/torch.h>
+
+#include <numeric>
+#include <thread>
 
 using namespace splitseg;
 
@@ -170,6 +174,70 @@ private Q_SLOTS:
       const auto c = checks::compare(got.grads[i], ref.grads[i], 1e-5, 1e-5);
       QVERIFY2(c.within, qPrintable(QString("gradient %1 max abs diff %2").arg(i).arg(c.maxAbs)));
     }
+  }
+
+  // Kernels wider than 3 along the cut axis take a halo of (k-1)/2 planes, whose edge
+  // convolutions read the halo beside halo - 1 planes of zeros (no network in the product has
+  // such a layer yet; plugins may). One HaloConv3d, slabs on threads of one group, against the
+  // same layer unsharded: output and the gradients of input, weight and bias.
+  void wideKernels_data() {
+    QTest::addColumn<QList<int>>("kernel");  // D, H, W
+    QTest::addColumn<int>("dim");            // cut axis: 2 = D, 3 = H
+    QTest::addColumn<QList<int>>("slabs");
+    QTest::newRow("5^3, 2 slabs along D") << QList<int>{5, 5, 5} << 2 << QList<int>{6, 7};
+    QTest::newRow("5^3, 3 uneven slabs along D") << QList<int>{5, 5, 5} << 2 << QList<int>{2, 5, 3};
+    QTest::newRow("7x3x3, 2 slabs along D") << QList<int>{7, 3, 3} << 2 << QList<int>{3, 8};
+    QTest::newRow("3x5x3, 3 slabs along H") << QList<int>{3, 5, 3} << 3 << QList<int>{4, 2, 5};
+  }
+  void wideKernels() {
+    QFETCH(QList<int>, kernel);
+    QFETCH(int, dim);
+    QFETCH(QList<int>, slabs);
+    checks::ExactFp32Guard exact;
+    torch::manual_seed(11);
+    const std::vector<std::int64_t> k(kernel.begin(), kernel.end());
+    shard::HaloConv3d conv(torch::nn::Conv3dOptions(3, 4, k).padding({k[0] / 2, k[1] / 2, k[2] / 2}));
+    std::vector<std::int64_t> shape{1, 3, 9, 10, 11};
+    shape[dim] = std::accumulate(slabs.begin(), slabs.end(), 0);
+    const auto x = torch::randn(shape);
+    auto refX = x.clone().requires_grad_(true);
+    const auto ref = conv->forward(refX);  // outside a shard scope: LibTorch's Conv3d
+    const auto target = torch::randn_like(ref);
+    (ref * target).mean().backward();  // a mean, as the network rows: gradients of order 1e-3, not sums over every voxel
+    const auto refW = conv->weight.grad().clone(), refB = conv->bias.grad().clone();
+    conv->zero_grad();
+
+    const std::vector<std::int64_t> sizes(slabs.begin(), slabs.end());
+    std::vector<torch::Tensor> xs, outs(sizes.size());
+    for (const auto& part : x.split_with_sizes(sizes, dim)) xs.push_back(part.clone().requires_grad_(true));
+    engine::ThreadShardGroup group(std::vector<torch::Device>(sizes.size(), torch::kCPU), dim);
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      threads.emplace_back([&, i] {
+        try {
+          shard::ShardScope scope(&group.member(i));
+          outs[i] = conv->forward(xs[i]);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+          group.abort();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+    const auto got = torch::cat(outs, dim);
+    (got * target).mean().backward();
+
+    const auto o = checks::compare(got, ref, 1e-5, 1e-5);
+    QVERIFY2(o.within, qPrintable(QString("output max abs diff %1").arg(o.maxAbs)));
+    std::vector<torch::Tensor> slabGrads;
+    for (const auto& part : xs) slabGrads.push_back(part.grad());
+    const auto gx = checks::compare(torch::cat(slabGrads, dim), refX.grad(), 1e-5, 1e-5);
+    QVERIFY2(gx.within, qPrintable(QString("input gradient max abs diff %1").arg(gx.maxAbs)));
+    const auto gw = checks::compare(conv->weight.grad(), refW, 1e-5, 1e-5);
+    QVERIFY2(gw.within, qPrintable(QString("weight gradient max abs diff %1").arg(gw.maxAbs)));
+    const auto gb = checks::compare(conv->bias.grad(), refB, 1e-5, 1e-5);
+    QVERIFY2(gb.within, qPrintable(QString("bias gradient max abs diff %1").arg(gb.maxAbs)));
   }
 
   // The halo matters: without it (each slab zero-padded on its own) the output differs.
