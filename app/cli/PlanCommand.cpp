@@ -167,7 +167,8 @@ void runPlan(const PlanArgs& a) {
   spec.check({}, names);
   spec.networkOptions = nlohmann::json::parse(o.toJson());
   // Measured speeds of the devices of this host (a rank's "r1:cpu" is taken to be like this
-  // host's CPU); planning-only GPUs that are not here keep the defaults.
+  // host's CPU), at the planned patch or the largest like it under kMeasureVoxels; planning-only
+  // GPUs that are not here keep the defaults.
   std::map<std::string, engine::MeasuredSpeed> measured;
   if (a.measureSpeed) {
     for (auto& d : devices) {
@@ -175,7 +176,9 @@ void runPlan(const PlanArgs& a) {
       const bool here = local == "cpu" || (local.rfind("cuda:", 0) == 0 &&
                                             std::stoi(local.substr(5)) < engine::cudaDeviceCount());
       if (!here) continue;
-      if (!measured.count(local)) measured[local] = engine::measureTrainingSpeed(spec, local);
+      if (!measured.count(local))
+        measured[local] = engine::measureTrainingSpeed(
+            spec, local, engine::measurementPatch(spec.patch, planner.network().sizeDivisor));
       d.flopsPerSecond = measured[local].flopsPerSecond;
     }
   }
@@ -284,7 +287,8 @@ void addPlanCommands(CLI::App& app) {
                   "sharded stages (enc0=cuda:0+cuda:1): the axis their slabs are cut along, depth | height | width")
       ->capture_default_str();
   cmd->add_flag("--measure-speed", args->measureSpeed,
-                "Measure the training speed of this host's devices (a few training steps at 64^3) "
+                "Measure the training speed of this host's devices (a few training steps at the planned "
+                "patch, or the largest like it up to 96^3) "
                 "for the predicted step time and --auto, instead of the default speeds");
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits (with --auto: also with host offload)");

@@ -7,14 +7,34 @@
 #include "core/placement/MemoryPlanner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace splitseg::engine {
 
-MeasuredSpeed measureTrainingSpeed(const run::RunSpec& run, const std::string& device, std::int64_t edge, int steps) {
-  if (steps < 1 || edge < 8) throw InvalidArgument("speed measurement: needs at least one step of at least 8^3");
+std::array<std::int64_t, 3> measurementPatch(const std::array<std::int64_t, 3>& planned, std::int64_t divisor,
+                                             std::int64_t maxVoxels) {
+  if (divisor < 1 || maxVoxels < 1) throw InvalidArgument("speed measurement: bad size divisor or voxel budget");
+  double voxels = 1;
+  for (auto s : planned) {
+    if (s < 1) throw InvalidArgument("speed measurement: the planned patch has a side below 1");
+    voxels *= static_cast<double>(s);
+  }
+  const double scale = voxels > static_cast<double>(maxVoxels) ? std::cbrt(static_cast<double>(maxVoxels) / voxels) : 1.0;
+  std::array<std::int64_t, 3> out{};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto side = static_cast<std::int64_t>(std::floor(static_cast<double>(planned[i]) * scale));
+    out[i] = std::max(divisor, side / divisor * divisor);
+  }
+  return out;
+}
+
+MeasuredSpeed measureTrainingSpeed(const run::RunSpec& run, const std::string& device,
+                                   const std::array<std::int64_t, 3>& patch, int steps) {
+  if (steps < 1 || *std::min_element(patch.begin(), patch.end()) < 1)
+    throw InvalidArgument("speed measurement: needs at least one step of a non-empty patch");
   run::RunSpec spec = run;
-  spec.patch = {edge, edge, edge};
+  spec.patch = patch;
   spec.batch = 1;
   spec.microBatches = 1;
   spec.steps = steps + 1;

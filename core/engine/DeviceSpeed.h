@@ -19,13 +19,23 @@ struct MeasuredSpeed {
   std::array<std::int64_t, 3> patch{};  // x, y, z of the steps measured
 };
 
+// The largest patch a speed is measured at. A CPU step of the seed network at base 16 takes about
+// 4 s there (this Intel Xeon, 2 threads, 2026-12-02), so a measurement of 1 + 3 steps stays
+// under half a minute.
+constexpr std::int64_t kMeasureVoxels = 96 * 96 * 96;
+
+// The patch to measure a run planned at `planned` with: the planned patch itself, since a CPU's
+// speed grows with the patch (ATen gives small single-sample convolutions its slower native
+// kernels; measured here, seed network at base 16, 2 threads: 53, 69, 85 and ~82 GFLOP/s at 48,
+// 64, 80 and 96^3, 2026-12-02); when it holds more than maxVoxels, the planned shape scaled down
+// to fit, each side a multiple of `divisor` (at least one).
+std::array<std::int64_t, 3> measurementPatch(const std::array<std::int64_t, 3>& planned, std::int64_t divisor,
+                                             std::int64_t maxVoxels = kMeasureVoxels);
+
 // `run`'s network and precision, one batch of 1 on `device` (a device of this process, such as
-// "cpu" or "cuda:0"), patch `edge`^3, `steps` timed steps after one warm-up. The default edge is
-// the size StepTime's default CPU speed was taken at. A CPU's speed grows with the patch (ATen
-// gives small single-sample convolutions its slower native kernels); measured here, seed network
-// at base 16, 2 threads: 53, 69, 85 and ~82 GFLOP/s at 48, 64, 80 and 96^3 (2026-12-02).
+// "cpu" or "cuda:0"), patch `patch` (x, y, z), `steps` timed steps after one warm-up.
 // Throws DeviceError / InvalidArgument.
-MeasuredSpeed measureTrainingSpeed(const run::RunSpec& run, const std::string& device, std::int64_t edge = 64,
-                                   int steps = 3);
+MeasuredSpeed measureTrainingSpeed(const run::RunSpec& run, const std::string& device,
+                                   const std::array<std::int64_t, 3>& patch, int steps = 3);
 
 } // namespace splitseg::engine

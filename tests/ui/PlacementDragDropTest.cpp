@@ -337,6 +337,35 @@ private Q_SLOTS:
     QTRY_VERIFY(!view_->planning());
     QVERIFY(!view_->findChild<QProgressBar*>("plannerBusy")->isVisible());
   }
+
+  // Measure speed: a few training steps on this machine's CPU at the patch; the planner's request
+  // then carries that speed for the CPU (not for the planning-only GPU), the summary says the
+  // prediction uses it, and a new network drops it (it was measured with the old one).
+  void measureSpeedFeedsThePrediction() {
+    session_->createUNet(4, 3);
+    view_->patchBox()->setValue(32);
+    QTRY_VERIFY(!view_->planning());
+    auto* summary = view_->findChild<QLabel*>("placementSummary");
+    QTRY_VERIFY(summary->text().contains("default device speeds"));
+    QSignalSpy measured(view_.get(), &PlacementView::speedsMeasured);
+    QSignalSpy messages(session_.get(), &Session::message);
+    QTest::mouseClick(view_->findChild<QPushButton*>("measureSpeed"), Qt::LeftButton);
+    QVERIFY(view_->planning());  // on the worker: the busy bar and Cancel are up
+    QVERIFY(measured.wait(120000));
+    QCOMPARE(measured.front().at(0).toBool(), true);
+    const auto* cpu = session_->measuredSpeed("cpu");
+    QVERIFY(cpu);
+    QVERIFY(cpu->flopsPerSecond > 0 && cpu->stepSeconds > 0);
+    QCOMPARE((std::vector<std::int64_t>(cpu->patch.begin(), cpu->patch.end())), (std::vector<std::int64_t>{32, 32, 32}));
+    QCOMPARE(session_->measuredSpeeds().size(), std::size_t(1));  // planning-only GPUs are not measured
+    for (const auto& d : StageMemoryModel::request(*session_).devices)
+      QCOMPARE(d.flopsPerSecond, d.name == "cpu" ? cpu->flopsPerSecond : 0.0);
+    QVERIFY2(messages.back().at(0).toString().startsWith("Measured: cpu"), qPrintable(messages.back().at(0).toString()));
+    QTRY_VERIFY2(summary->text().contains("measured: cpu"), qPrintable(summary->text()));
+    session_->createUNet(4, 3);
+    QVERIFY(session_->measuredSpeeds().empty());
+    QTRY_VERIFY(summary->text().contains("default device speeds"));
+  }
 };
 
 SPLITSEG_UI_TEST_MAIN(PlacementDragDropTest)

@@ -120,6 +120,26 @@ private Q_SLOTS:
     s->removePlanningDevice(gpu);
   }
 
+  // Measure speed: the predicted step with this machine's CPU speed, measured at the patch (48^3
+  // here, to keep the test short), named in the summary.
+  void placementMeasuredSpeed() {
+    window_->tabs()->setCurrentWidget(window_->placementView());
+    auto* view = window_->placementView();
+    const int patch = view->patchBox()->value();
+    view->patchBox()->setValue(48);
+    QTRY_VERIFY(!view->planning());
+    QSignalSpy measured(view, &PlacementView::speedsMeasured);
+    QTest::mouseClick(view->findChild<QPushButton*>("measureSpeed"), Qt::LeftButton);
+    QVERIFY(measured.wait(300000));
+    QVERIFY(measured.front().at(0).toBool());
+    QTRY_VERIFY(!view->planning());
+    QTRY_VERIFY(view->findChild<QLabel*>("placementSummary")->text().contains("measured: cpu"));
+    save(view->grab().toImage(), "placement-measured-speed.png");
+    window_->session()->setMeasuredSpeeds({});
+    view->patchBox()->setValue(patch);
+    QTRY_VERIFY(!view->planning());
+  }
+
   // The whole run in one form (Training tab, "All settings…").
   void runSettings() {
     RunSettingsDialog dialog(window_->session(), window_.get());

@@ -88,6 +88,13 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   largest->setToolTip(tr("The largest cube whose training step fits with this placement"));
   connect(largest, &QPushButton::clicked, this, &PlacementView::findLargestVolume);
   bar->addWidget(largest);
+  auto* speed = new QPushButton(tr("Measure speed"), this);
+  speed->setObjectName("measureSpeed");
+  speed->setToolTip(tr("Time a few training steps of this network on this machine's devices (at the patch, "
+                       "or the largest like it up to 96³) so that the predicted step time and Auto-place use "
+                       "this machine's speeds instead of the defaults"));
+  connect(speed, &QPushButton::clicked, this, &PlacementView::measureSpeeds);
+  bar->addWidget(speed);
   busy_ = new QProgressBar(this);
   busy_->setObjectName("plannerBusy");
   busy_->setRange(0, 0);  // indeterminate: the planner cannot say how far it is
@@ -98,7 +105,7 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   bar->addWidget(busy_);
   cancel_ = new QPushButton(tr("Cancel"), this);
   cancel_->setObjectName("plannerCancel");
-  cancel_->setToolTip(tr("Stop Auto-place or Largest cube (Esc)"));
+  cancel_->setToolTip(tr("Stop Auto-place, Largest cube or the speed measurement (Esc)"));
   cancel_->setShortcut(Qt::Key_Escape);
   cancel_->hide();
   connect(cancel_, &QPushButton::clicked, this, &PlacementView::cancelPlanning);
@@ -203,6 +210,7 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   connect(session_, &Session::networkChanged, this, [this] { rebuildCards(); placeCards(); refreshNumbers(); });
   connect(session_, &Session::placementChanged, this, [this] { largest_.clear(); placeCards(); refreshNumbers(); });
   connect(session_, &Session::runChanged, this, [this] { largest_.clear(); syncControls(); refreshNumbers(); });
+  connect(session_, &Session::speedsChanged, this, &PlacementView::showNumbers);
   rebuildColumns();
   rebuildCards();
   placeCards();
@@ -413,10 +421,16 @@ void PlacementView::showNumbers() {
                       : tr("<br><span style='color:#ff6b6b'>Planner: does not fit at %1<sup>3</sup> × %2 — %3 runs out in %4</span>")
                             .arg(settings.patch[0]).arg(settings.batch)
                             .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage));
-    // What Auto-place ranks placements by: the predicted step time (default device speeds).
+    // What Auto-place ranks placements by: the predicted step time, with the speeds measured
+    // here where there are some (Measure speed), else the planner's defaults.
     const auto time = placement::predictStepTime(plan, StageMemoryModel::request(*session_).devices);
-    text += tr("<br>Predicted step: %1 s (compute %2 s, transfers %3 s)")
-                .arg(time.seconds, 0, 'g', 3).arg(time.computeSeconds, 0, 'g', 3).arg(time.transferSeconds, 0, 'g', 3);
+    QStringList speeds;
+    for (const auto& [device, m] : session_->measuredSpeeds())
+      speeds << tr("%1 %2 GFLOP/s at %3×%4×%5").arg(QString::fromStdString(device)).arg(m.flopsPerSecond / 1e9, 0, 'f', 1)
+                    .arg(m.patch[0]).arg(m.patch[1]).arg(m.patch[2]);
+    text += tr("<br>Predicted step: %1 s (compute %2 s, transfers %3 s; %4)")
+                .arg(time.seconds, 0, 'g', 3).arg(time.computeSeconds, 0, 'g', 3).arg(time.transferSeconds, 0, 'g', 3)
+                .arg(speeds.isEmpty() ? tr("default device speeds") : tr("measured: %1").arg(speeds.join(", ")));
   }
   if (!estimate_.error.empty())
     text += tr("<br><span style='color:#ff6b6b'>Planner: cannot plan this run — %1</span>")
@@ -591,6 +605,42 @@ void PlacementView::findLargestVolume() {
                              : tr("Not even the smallest cube fits with this placement");
     showNumbers();
     Q_EMIT largestDone();
+  });
+}
+
+void PlacementView::measureSpeeds() {
+  const auto structure = session_->structure();
+  if (!structure) return;
+  if (session_->busy()) {
+    // Measuring beside a run would time both.
+    Q_EMIT session_->message(tr("Measure speed: stop the run first (it would share the devices with the measurement)"));
+    Q_EMIT speedsMeasured(false);
+    return;
+  }
+  // This process's devices that stages can run on; a rank's device is measured here as its kind.
+  std::vector<std::string> devices;
+  for (const auto& d : session_->devices())
+    if (!d.planningOnly && placement::splitRank(d.name).rank < 0) devices.push_back(d.name);
+  const auto patch = engine::measurementPatch(session_->run().patch, structure->sizeDivisor);
+  QStringList names;
+  for (const auto& d : devices) names << QString::fromStdString(d);
+  Q_EMIT session_->message(tr("Measuring the training speed of %1 at %2×%3×%4…")
+                               .arg(names.join(", ")).arg(patch[0]).arg(patch[1]).arg(patch[2]));
+  planner_->measureSpeeds(structure, session_->run(), devices, patch,
+                          [this](std::optional<PlannerWorker::Speeds> speeds, const QString& error) {
+    if (!speeds) {
+      Q_EMIT session_->message(error == tr("cancelled") ? tr("Speed measurement cancelled: the speeds are unchanged")
+                                                        : tr("Speed measurement failed: %1").arg(error));
+      Q_EMIT speedsMeasured(false);
+      return;
+    }
+    QStringList parts;
+    for (const auto& [device, m] : *speeds)
+      parts << tr("%1 %2 GFLOP/s (step %3 s)").arg(QString::fromStdString(device)).arg(m.flopsPerSecond / 1e9, 0, 'f', 1)
+                   .arg(m.stepSeconds, 0, 'g', 3);
+    session_->setMeasuredSpeeds(std::move(*speeds));
+    Q_EMIT session_->message(tr("Measured: %1").arg(parts.join(", ")));
+    Q_EMIT speedsMeasured(true);
   });
 }
 

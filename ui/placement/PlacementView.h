@@ -58,6 +58,10 @@ public:
   void autoPlace();
   void findLargestVolume();
   void cancelPlanning();
+  // Times a few training steps of the network on this machine's devices (at the patch, or the
+  // largest like it up to 96^3), so that the predicted step time and Auto-place use this
+  // machine's speeds instead of the defaults (speedsMeasured; the session keeps them).
+  void measureSpeeds();
   // True while the planner works on an edit or a search (the view shows a busy bar).
   bool planning() const;
   // Keyboard: the selection moves to the column `delta` places over (Alt+Left/Right), or is
@@ -71,6 +75,7 @@ Q_SIGNALS:
   void placementEdited();
   void autoPlaceDone(bool changed);
   void largestDone();
+  void speedsMeasured(bool ok);
   // The planner's numbers for the current placement arrived (cards, columns, overlay, summary).
   void estimateShown();
 

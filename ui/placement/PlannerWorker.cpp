@@ -96,6 +96,22 @@ void PlannerWorker::largestCube(Structure structure, placement::PlanRequest requ
       std::move(done));
 }
 
+void PlannerWorker::measureSpeeds(Structure structure, run::RunSpec run, std::vector<std::string> devices,
+                                  std::array<std::int64_t, 3> patch, std::function<void(std::optional<Speeds>, QString)> done) {
+  runSearch<Speeds>(
+      {std::move(structure), {}},
+      [run = std::move(run), devices = std::move(devices), patch](const placement::MemoryPlanner&,
+                                                                  const placement::PlanRequest&, const CancelToken* cancel) {
+        Speeds out;
+        for (const auto& d : devices) {
+          if (cancel->cancelled()) throw Cancelled();
+          out[d] = engine::measureTrainingSpeed(run, d, patch);
+        }
+        return out;
+      },
+      std::move(done));
+}
+
 void PlannerWorker::cancelSearch() {
   if (searchCancel_) searchCancel_->cancel();
 }

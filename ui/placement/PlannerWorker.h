@@ -5,6 +5,7 @@
 // Estimates coalesce: while one runs, only the newest request waits; a result that an edit has
 // made stale is dropped. A new search cancels the one running. Results arrive on the UI thread.
 #include "core/base/CancelToken.h"
+#include "core/engine/DeviceSpeed.h"
 #include "core/placement/AutoPlacer.h"
 #include "core/placement/LargestVolume.h"
 #include "ui/placement/StageMemoryModel.h"
@@ -12,7 +13,9 @@
 #include <QObject>
 #include <QThreadPool>
 
+#include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -32,6 +35,12 @@ public:
                  std::function<void(std::optional<placement::AutoPlaceResult>, QString)> done);
   void largestCube(Structure structure, placement::PlanRequest request,
                    std::function<void(std::optional<placement::LargestVolume>, QString)> done);
+  // Times a few training steps of `run`'s network at `patch` on each of `devices` (this
+  // process's, such as "cpu", "cuda:0"), one after another; Cancel stops before the next device.
+  // Counts as a search (one at a time, the busy bar, Cancel).
+  using Speeds = std::map<std::string, engine::MeasuredSpeed>;
+  void measureSpeeds(Structure structure, run::RunSpec run, std::vector<std::string> devices,
+                     std::array<std::int64_t, 3> patch, std::function<void(std::optional<Speeds>, QString)> done);
   void cancelSearch();
 
   bool estimating() const { return estimateRunning_ || pending_.has_value(); }

@@ -10,6 +10,8 @@ placement::PlanRequest StageMemoryModel::request(const Session& session) {
     spec.capacity = d.totalBytes;
     spec.planningOnly = d.planningOnly;
     spec.allowance = d.allowanceBytes;  // measured on present CUDA devices, else the planner's default
+    if (!d.planningOnly)
+      if (const auto* speed = session.measuredSpeed(d.name)) spec.flopsPerSecond = speed->flopsPerSecond;
     devices.push_back(spec);
   }
   auto r = session.run().planRequest(session.stageNames(), devices);

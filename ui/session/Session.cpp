@@ -85,7 +85,11 @@ void Session::setNetwork(std::shared_ptr<model::StagedNetwork> network) {
   for (auto it = run_.recompute.begin(); it != run_.recompute.end();)
     it = std::find(names.begin(), names.end(), *it) == names.end() ? run_.recompute.erase(it) : std::next(it);
   undo_->clear();
+  // Speeds were measured with the previous network.
+  const bool hadSpeeds = !speeds_.empty();
+  speeds_.clear();
   Q_EMIT networkChanged();
+  if (hadSpeeds) Q_EMIT speedsChanged();
   Q_EMIT placementChanged();
   Q_EMIT runChanged();
 }
@@ -115,6 +119,16 @@ const engine::DeviceInfo* Session::device(const std::string& name) const {
   for (const auto& d : devices_)
     if (d.name == name) return &d;
   return nullptr;
+}
+
+void Session::setMeasuredSpeeds(std::map<std::string, engine::MeasuredSpeed> speeds) {
+  speeds_ = std::move(speeds);
+  Q_EMIT speedsChanged();
+}
+
+const engine::MeasuredSpeed* Session::measuredSpeed(const std::string& device) const {
+  const auto it = speeds_.find(placement::splitRank(device).device);
+  return it == speeds_.end() ? nullptr : &it->second;
 }
 
 void Session::setDevices(const QVector<engine::DeviceInfo>& devices) {

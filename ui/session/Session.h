@@ -2,6 +2,7 @@
 // The open work of one main window: image, ground-truth label and prediction, the network
 // and its placement over the devices, the run settings the placement view and the panels
 // share, and the undo stack of placement edits. Views observe it through signals.
+#include "core/engine/DeviceSpeed.h"
 #include "core/engine/Devices.h"
 #include "core/placement/NetworkStructure.h"
 #include "core/placement/Placement.h"
@@ -66,6 +67,12 @@ public:
   std::string addPlanningDevice(std::int64_t totalBytes);
   void removePlanningDevice(const std::string& name);
   std::vector<std::string> runnableDevices() const;
+  // Training speeds measured on this machine's devices (the placement view's Measure speed),
+  // by local device name ("cpu", "cuda:0"); a rank's "r1:cpu" is taken to be like this
+  // machine's CPU. The planner's defaults stand where none is measured. A new network clears them.
+  const std::map<std::string, engine::MeasuredSpeed>& measuredSpeeds() const { return speeds_; }
+  void setMeasuredSpeeds(std::map<std::string, engine::MeasuredSpeed> speeds);
+  const engine::MeasuredSpeed* measuredSpeed(const std::string& device) const;
 
   // Ranks (other processes, here or on other machines): each adds its device as a column
   // "r<rank>:<device>". The next free rank is taken; returns the column's device name. A local
@@ -111,6 +118,7 @@ Q_SIGNALS:
   void datasetChanged();
   void networkChanged();
   void devicesChanged();
+  void speedsChanged();
   void placementChanged();
   void runChanged();
   void busyChanged(bool busy);
@@ -126,6 +134,7 @@ private:
   QVector<StageInfo> stages_;
   std::shared_ptr<const placement::NetworkStructure> structure_;
   QVector<engine::DeviceInfo> devices_;
+  std::map<std::string, engine::MeasuredSpeed> speeds_;
   placement::Placement placement_;
   run::RunSpec run_;
   QUndoStack* undo_;

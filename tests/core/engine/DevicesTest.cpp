@@ -1,5 +1,7 @@
 // The cuDNN/torch version rule for 3D convolutions (a pure function), version decoding, and the
-// device list's allowance fields (measured only on present CUDA devices).
+// device list's allowance fields (measured only on present CUDA devices), and the patch a
+// device's training speed is measured at.
+#include "core/engine/DeviceSpeed.h"
 #include "core/engine/Devices.h"
 #include "core/engine/MemoryMeter.h"
 
@@ -71,6 +73,27 @@ private Q_SLOTS:
       }
     }
     if (!engine::cudaAvailable()) QCOMPARE(engine::cudaAllowance(0).measured(), false);
+  }
+
+  // The planned patch itself up to kMeasureVoxels; beyond, the planned shape scaled down, each
+  // side a multiple of the network's size divisor.
+  void measurementPatch_data() {
+    QTest::addColumn<QList<qint64>>("planned");
+    QTest::addColumn<int>("divisor");
+    QTest::addColumn<QList<qint64>>("expected");
+    QTest::newRow("small: as planned") << QList<qint64>{32, 48, 16} << 8 << QList<qint64>{32, 48, 16};
+    QTest::newRow("96^3: as planned") << QList<qint64>{96, 96, 96} << 16 << QList<qint64>{96, 96, 96};
+    QTest::newRow("128^3 -> 96^3") << QList<qint64>{128, 128, 128} << 8 << QList<qint64>{96, 96, 96};
+    QTest::newRow("CT slab 512x512x200 keeps its shape") << QList<qint64>{512, 512, 200} << 16 << QList<qint64>{128, 128, 48};
+    QTest::newRow("never below the divisor") << QList<qint64>{4096, 16, 16} << 16 << QList<qint64>{3856, 16, 16};
+  }
+  void measurementPatch() {
+    QFETCH(QList<qint64>, planned);
+    QFETCH(int, divisor);
+    QFETCH(QList<qint64>, expected);
+    const auto got = engine::measurementPatch({planned[0], planned[1], planned[2]}, divisor);
+    QCOMPARE((QList<qint64>{got[0], got[1], got[2]}), expected);
+    QVERIFY(got[0] * got[1] * got[2] <= std::max<qint64>(engine::kMeasureVoxels, planned[0] * planned[1] * planned[2]));
   }
 };
 
