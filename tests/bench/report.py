@@ -213,7 +213,7 @@ def sharding(rep):
     meas = per_round(rows, "shard_none")
     if pred and meas:
         est = Estimate([pred / v for v in meas.values()])
-        rep.add("  planner's predicted step time of the unsharded CPU run (CPU speed measured at 64^3 by plan "
+        rep.add("  planner's predicted step time of the unsharded CPU run (CPU speed measured at the size planned by plan "
                 "--measure-speed) / measured", fmt_s(pred),
                 fmt_s(pooled_median(rows, "shard_none")), est.text(suffix="x"), "within 30%",
                 verdict_within(est, 0.7, 1.3), "step_time", est)

@@ -256,7 +256,8 @@ done
 ROUND=0
 record shard_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cuda:0=16GiB,cuda:1=16GiB \
   --placement "$SPLACE" --json
-# The CPU's speed measured by the planner itself (a few training steps at 64^3, not the size planned).
+# The CPU's speed measured by the planner itself (a few training steps at the size planned, 96^3: a
+# calibration run of its own, apart from the timed rounds).
 record shard_cpu_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cpu=20GiB --measure-speed --json
 # The planner's per-device peak for the 2-rank sharded run (against each rank's measured CPU peak).
 record shard_rank_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 \
