@@ -1,4 +1,5 @@
 #include "core/checkpoint/CheckpointFile.h"
+#include "core/checkpoint/PickleCheck.h"
 #include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 
@@ -230,6 +231,8 @@ CheckpointFile CheckpointFile::parse(const std::vector<char>& bytes, const std::
       if (reader.getRecordSize(r) > bytes.size()) throw FormatError(path, "checkpoint record '" + r + "' is damaged");
     }
     if (!reader.hasRecord("data.pkl")) throw FormatError(path, "not a SplitSeg checkpoint (no data.pkl)");
+    const auto [pickle, pickleSize] = reader.getRecord("data.pkl");
+    checkPickle(static_cast<const char*>(pickle.get()), pickleSize, path);  // before LibTorch's unpickler trusts it
     value = torch::pickle_load(bytes);
   } catch (const c10::Error& e) {
     throw FormatError(path, std::string("not a readable checkpoint: ") + e.what_without_backtrace());
@@ -284,9 +287,11 @@ void checkWeights(const std::map<std::string, torch::Tensor>& model,
     checkLike(it->second, want, name, path);
   }
   if (model.size() != named.size())
-    for (const auto& [name, t] : model)
+    for (const auto& entry : model) {
+      const std::string& name = entry.first;  // C++17 lambdas cannot capture a structured binding (clang)
       if (std::none_of(named.begin(), named.end(), [&](const auto& n) { return n.first == name; }))
         throw FormatError(path, "tensor '" + name + "' is not part of the network");
+    }
 }
 
 void checkMoments(const std::map<std::string, CheckpointFile::Moments>& adam, torch::nn::Module& root,
@@ -324,6 +329,12 @@ void CheckpointFile::loadInto(torch::nn::Module& root, torch::optim::Adam* optim
       const auto current = torch::globalContext().defaultGenerator(*device).get_state();
       if (state.sizes() != current.sizes() || state.scalar_type() != current.scalar_type())
         throw FormatError(path, "checkpoint 'rng." + name + "' is not a generator state");
+      // LibTorch checks the content only when a state is set: try it on a copy of the generator.
+      try {
+        torch::globalContext().defaultGenerator(*device).clone().set_state(state);
+      } catch (const c10::Error&) {
+        throw FormatError(path, "checkpoint 'rng." + name + "' is not a valid generator state");
+      }
     }
   }
   torch::NoGradGuard noGrad;

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root(argv[1]);
-  for (const char* t : {"fuzz_nifti", "fuzz_nrrd", "fuzz_metaimage", "fuzz_dicom", "fuzz_inv3", "fuzz_dataset_json", "fuzz_run_json"})
+  for (const char* t : {"fuzz_nifti", "fuzz_nrrd", "fuzz_metaimage", "fuzz_dicom", "fuzz_inv3", "fuzz_dataset_json", "fuzz_run_json",
+                        "fuzz_checkpoint"})
     fs::create_directories(root / t);
   const fs::path scratch = root / "scratch";
   fs::remove_all(scratch);

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 secs="${1:-60}"; shift || true
 targets=("$@")
 [ "$secs" = build ] && targets=()
-[ "${#targets[@]}" -gt 0 ] || targets=(fuzz_nifti fuzz_nrrd fuzz_metaimage fuzz_dicom fuzz_inv3 fuzz_dataset_json fuzz_run_json)
+[ "${#targets[@]}" -gt 0 ] || targets=(fuzz_nifti fuzz_nrrd fuzz_metaimage fuzz_dicom fuzz_inv3 fuzz_dataset_json fuzz_run_json fuzz_checkpoint)
 export CCACHE_BASEDIR="$PWD" CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 if [ ! -f build-fuzz/build.ninja ]; then
@@ -22,9 +22,10 @@ if [ ! -f build-fuzz/build.ninja ]; then
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags -include $PWD/tests/fuzz/itk_clang_compat.h" -DCMAKE_CXX_FLAGS_RELEASE="-O1" -DCMAKE_C_FLAGS_RELEASE="-O1" \
     -DSPLITSEG_BUILD_GUI=OFF -DSPLITSEG_BUILD_TESTS=OFF -DSPLITSEG_FUZZ=ON >/dev/null || exit 1
 fi
-nice -n 10 cmake --build build-fuzz -j"${FUZZ_JOBS:-1}" --target make_fuzz_seeds "${targets[@]}" || exit 1
+nice -n 10 cmake --build build-fuzz -j"${FUZZ_JOBS:-1}" --target make_fuzz_seeds make_checkpoint_seeds "${targets[@]}" || exit 1
 corpus=build-fuzz/fuzz-corpus
 ./build-fuzz/bin/make_fuzz_seeds "$corpus" || exit 1
+ASAN_OPTIONS=detect_leaks=0 ./build-fuzz/bin/make_checkpoint_seeds "$corpus/fuzz_checkpoint" || exit 1
 [ "$secs" = build ] && exit 0
 mkdir -p build-fuzz/fuzz-artifacts
 status=0

@@ -5,6 +5,7 @@
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
 #include "core/checkpoint/CheckpointFile.h"
+#include "core/checkpoint/PickleCheck.h"
 #include "core/engine/LegacyCheckpoint.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
@@ -92,6 +93,9 @@ private Q_SLOTS:
     QTest::newRow("adam options") << "options" << "adam_options";
     QTest::newRow("other network") << "network" << "trained with another network";
     QTest::newRow("generator state") << "rng" << "rng.cpu";
+    // The right size and type, but a state LibTorch refuses (found by fuzz_checkpoint): refused
+    // before any weight is copied in.
+    QTest::newRow("invalid generator state") << "rng-invalid" << "rng.cpu' is not a valid generator state";
   }
   void forgedCheckpointsAreRefused() {
     QFETCH(QString, forgery);
@@ -109,6 +113,7 @@ private Q_SLOTS:
     if (forgery == "options") f.adamOptions.beta1 = 1.5;
     if (forgery == "network") f.info.run.networkOptions["base_channels"] = 8;
     if (forgery == "rng") f.rng["cpu"] = torch::zeros({16}, torch::kByte);
+    if (forgery == "rng-invalid") f.rng["cpu"] = torch::full_like(f.rng["cpu"], 0xff);
     const auto file = path("forged.ckpt");
     f.write(file);
 
@@ -126,6 +131,36 @@ private Q_SLOTS:
     }
     QVERIFY(sameWeights(*target, *before));
     QVERIFY(adam.state().empty());
+  }
+
+  // The pickle walk before LibTorch's unpickler: sizes and memo indices a pickle of that size
+  // cannot justify are refused (the unpickler would allocate them: a LONG_BINPUT of 2^32 - 1
+  // asked for 15.6 GB, found by fuzz_checkpoint), every opcode the protocol has is accepted.
+  void pickleWalk_data() {
+    QTest::addColumn<QByteArray>("pickle");
+    QTest::addColumn<QString>("expected");  // "" = accepted
+    QTest::newRow("empty dict") << QByteArray("\x80\x02}q\x00.", 6) << "";
+    QTest::newRow("memo index in range") << QByteArray("\x80\x02}r\x01\x00\x00\x00.", 9) << "";
+    QTest::newRow("string and int") << QByteArray("\x80\x02X\x02\x00\x00\x00hiK\x07\x86.", 13) << "";
+    QTest::newRow("global") << QByteArray("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n.", 36) << "";
+    QTest::newRow("memo index 2^32-1") << QByteArray("\x80\x02}r\xff\xff\xff\xff.", 9) << "memo index beyond";
+    QTest::newRow("text memo index") << QByteArray("\x80\x02}p99999999\n.", 14) << "memo index beyond";
+    QTest::newRow("string longer than the pickle") << QByteArray("\x80\x02X\x00\x00\x00\x80.", 8) << "bytes in a pickle of";
+    QTest::newRow("8-byte length") << QByteArray("\x80\x02\x8e\xff\xff\xff\xff\xff\xff\xff\x7f.", 12) << "bytes in a pickle of";
+    QTest::newRow("unknown opcode") << QByteArray("\x80\x02\xff.", 4) << "unknown opcode 255";
+    QTest::newRow("text runs off") << QByteArray("\x80\x02" "ctorch", 8) << "runs past the end";
+    QTest::newRow("no STOP") << QByteArray("\x80\x02}", 3) << "no STOP";
+  }
+  void pickleWalk() {
+    QFETCH(QByteArray, pickle);
+    QFETCH(QString, expected);
+    try {
+      checkpoint::checkPickle(pickle.constData(), static_cast<std::size_t>(pickle.size()), "x.ckpt");
+      QVERIFY2(expected.isEmpty(), "accepted");
+    } catch (const FormatError& e) {
+      QVERIFY2(!expected.isEmpty() && QString(e.what()).contains(expected), e.what());
+      QVERIFY(QString(e.what()).contains("x.ckpt"));
+    }
   }
 
   void notCheckpointsAreRefused_data() {
