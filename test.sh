@@ -5,15 +5,18 @@
 #   ./test.sh --bench    also run the benchmarks and write docs/benchmarks.md
 #   ./test.sh --sanitize AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
 #                        (core + CLI, no GUI) running the core, cli and dist tests only
+#   ./test.sh --tsan     ThreadSanitizer build in build-tsan/ running the GUI worker tests
+#                        (training, inference, volume loading, stop/cancel) under Xvfb
 #   ./test.sh --no-fuzz  without the 30-second libFuzzer smoke of every target (build-fuzz/,
 #                        clang; it runs by default when no CTest arguments are given)
 set -euo pipefail
 cd "$(dirname "$0")"
-bench=0; sanitize=0; fuzz=1; args=()
+bench=0; sanitize=0; tsan=0; fuzz=1; args=()
 for a in "$@"; do
   case "$a" in
     --bench) bench=1 ;;
     --sanitize) sanitize=1 ;;
+    --tsan) tsan=1 ;;
     --no-fuzz) fuzz=0 ;;
     *) args+=("$a") ;;
   esac
@@ -21,6 +24,10 @@ done
 if [ "$sanitize" = 1 ]; then
   ./packaging/install-deps.sh
   exec tests/sanitize/run.sh "${args[@]}"
+fi
+if [ "$tsan" = 1 ]; then
+  ./packaging/install-deps.sh
+  exec tests/sanitize/tsan.sh "${args[@]}"
 fi
 deps_args=(); [ "$bench" = 1 ] && deps_args+=(--bench)
 ./packaging/install-deps.sh "${deps_args[@]}"
