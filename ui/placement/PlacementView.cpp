@@ -80,8 +80,9 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   bar->addWidget(undo);
   bar->addWidget(redo);
   auto* autoPlace = new QPushButton(tr("Auto-place"), this);
-  autoPlace->setToolTip(tr("Let the memory planner choose the devices: fit first, then the smallest peak, "
-                           "even compute, least traffic (one undo step)"));
+  autoPlace->setToolTip(tr("Let the planner choose the devices: the placement that fits with the shortest "
+                           "predicted step time (a CPU only when the GPUs cannot hold the stages), then the "
+                           "smallest peak, then the least traffic (one undo step)"));
   connect(autoPlace, &QPushButton::clicked, this, &PlacementView::autoPlace);
   bar->addWidget(autoPlace);
   auto* largest = new QPushButton(tr("Largest cube"), this);
