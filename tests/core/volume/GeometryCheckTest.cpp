@@ -4,6 +4,7 @@
 #include "core/volume/GeometryCheck.h"
 
 #include <QtTest>
+#include <algorithm>
 
 #include <cmath>
 
@@ -68,9 +69,15 @@ private Q_SLOTS:
   }
 
   void capFollowsAvailableMemory() {
-    const std::uint64_t avail = availableMemoryBytes();
-    QVERIFY(avail > 0);
-    QVERIFY(static_cast<std::uint64_t>(voxelCap(4)) <= avail / 4);
+    // Available memory moves while other processes run (a CI build beside this test freed memory
+    // between two reads once): bound the cap by the larger of a reading before and after, plus
+    // 1 GiB. Still far below the fixed 2^34-voxel ceiling on a machine with tens of GiB.
+    const std::uint64_t before = availableMemoryBytes();
+    QVERIFY(before > 0);
+    const auto cap = static_cast<std::uint64_t>(voxelCap(4));
+    const std::uint64_t after = availableMemoryBytes();
+    QVERIFY2(cap <= (std::max(before, after) + (std::uint64_t{1} << 30)) / 4,
+             qPrintable(QString("cap %1 voxels, available %2 / %3 bytes").arg(cap).arg(before).arg(after)));
     QVERIFY(voxelCap(8) <= voxelCap(4));
     QVERIFY(voxelCap(1) <= (std::int64_t(1) << 34));
   }
