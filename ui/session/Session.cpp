@@ -277,7 +277,14 @@ void Session::setRun(const run::RunSpec& in) {
   }
   if (run == run_) return;
   const bool placementChanged = run.placement != run_.placement;
+  // Speeds were measured in the old precisions.
+  const bool precisionChanged =
+      run.precision.fallback != run_.precision.fallback || run.precision.stages != run_.precision.stages;
   run_ = run;
+  if (precisionChanged && !speeds_.empty()) {
+    speeds_.clear();
+    Q_EMIT speedsChanged();
+  }
   if (placementChanged && !stages_.isEmpty()) {
     try {
       placement_ = run_.resolvePlacement(stageNames(), defaultDevice());

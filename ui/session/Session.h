@@ -69,7 +69,8 @@ public:
   std::vector<std::string> runnableDevices() const;
   // Training speeds measured on this machine's devices (the placement view's Measure speed),
   // by local device name ("cpu", "cuda:0"); a rank's "r1:cpu" is taken to be like this
-  // machine's CPU. The planner's defaults stand where none is measured. A new network clears them.
+  // machine's CPU. The planner's defaults stand where none is measured. A new network or a
+  // change of precision clears them (they were measured with the old ones).
   const std::map<std::string, engine::MeasuredSpeed>& measuredSpeeds() const { return speeds_; }
   void setMeasuredSpeeds(std::map<std::string, engine::MeasuredSpeed> speeds);
   const engine::MeasuredSpeed* measuredSpeed(const std::string& device) const;
