@@ -2,7 +2,8 @@
 // fuzz_checkpoint's second input kind: a pickle stored in a well-formed checkpoint archive beside
 // eight fixed 8 KiB tensor records ("data/0".."data/7"), so that mutated pickles reach LibTorch's
 // unpickler and SplitSeg's value checks instead of ending at the zip's CRC check. make_fuzz_seeds
-// checks that its seed pickle, stored this way, reads as a checkpoint.
+// checks that its seed pickle, stored this way, reads as a checkpoint. CheckpointTarget is the
+// network both load into, so the seeds' tensors match it.
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/torch.h>
@@ -30,5 +31,12 @@ inline std::vector<char> archiveAround(const std::uint8_t* pickle, std::size_t s
   writer.writeEndOfFile();
   return out;
 }
+
+// The network a checkpoint is checked against: small enough for many executions per second,
+// with parameters, Adam moments and the CPU generator all in play.
+struct CheckpointTarget {
+  torch::nn::Linear net{torch::nn::LinearOptions(3, 2)};
+  torch::optim::Adam adam{net->parameters(), torch::optim::AdamOptions(1e-3)};
+};
 
 } // namespace splitseg::fuzz

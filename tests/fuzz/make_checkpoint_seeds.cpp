@@ -22,11 +22,10 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   try {
     torch::manual_seed(1);
-    torch::nn::Linear net(torch::nn::LinearOptions(3, 2));
-    torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
-    net->forward(torch::ones({1, 3})).sum().backward();
-    adam.step();
-    const auto ckpt = checkpoint::CheckpointFile::capture(*net, adam, {run::RunSpec{}, 1, "1 2 3"}).serialize();
+    fuzz::CheckpointTarget t;
+    t.net->forward(torch::ones({1, 3})).sum().backward();
+    t.adam.step();
+    const auto ckpt = checkpoint::CheckpointFile::capture(*t.net, t.adam, {run::RunSpec{}, 1, "1 2 3"}).serialize();
     std::istringstream in(std::string(ckpt.begin(), ckpt.end()));
     caffe2::serialize::PyTorchStreamReader reader(&in);
     const auto [pickle, size] = reader.getRecord("data.pkl");

@@ -620,8 +620,8 @@ void PlacementView::measureSpeeds() {
   }
   // This process's devices that stages can run on; a rank's device is measured here as its kind.
   std::vector<std::string> devices;
-  for (const auto& d : session_->devices())
-    if (!d.planningOnly && placement::splitRank(d.name).rank < 0) devices.push_back(d.name);
+  for (const auto& d : session_->runnableDevices())
+    if (placement::splitRank(d).rank < 0) devices.push_back(d);
   const auto patch = engine::measurementPatch(session_->run().patch, structure->sizeDivisor);
   QStringList names;
   for (const auto& d : devices) names << QString::fromStdString(d);
