@@ -45,10 +45,11 @@ void checkMetaImageHeader(const std::string& path) {
   static const std::set<std::string> perAxis{"dimsize", "elementspacing", "elementsize", "offset", "origin",
                                              "position", "centerofrotation"};
   static const std::set<std::string> matrix{"transformmatrix", "rotation", "orientation"};
-  static const std::set<std::string> single{"headersize", "elementnumberofchannels", "compresseddatasize", "id",
-                                            "parentid", "elementmin", "elementmax"};
-  long long dims = 0;
+  static const std::set<std::string> single{"headersize", "elementnumberofchannels", "id", "parentid", "elementmin",
+                                            "elementmax"};
+  long long dims = 0, compressed = -1;
   bool sawDataFile = false;
+  std::string dataFile;
   std::istringstream lines(head);
   std::string line;
   int lineNo = 0;
@@ -62,6 +63,10 @@ void checkMetaImageHeader(const std::string& path) {
     const auto values = text::words(line.substr(eq + 1));
     if (key == "elementdatafile") {
       sawDataFile = true;
+      dataFile = text::trim(line.substr(eq + 1));
+    } else if (key == "compresseddatasize") {
+      if (values.size() != 1 || !wholeNumber(values[0], 0, 1LL << 62, compressed))
+        throw FormatError(path, "MetaImage CompressedDataSize is not a whole number of bytes");
     } else if (key == "ndims") {
       if (values.size() != 1 || !wholeNumber(values[0], 1, kMaxDims, dims))
         throw FormatError(path, "MetaImage NDims must be a whole number from 1 to " + std::to_string(kMaxDims));
@@ -87,6 +92,20 @@ void checkMetaImageHeader(const std::string& path) {
   }
   if (!sawDataFile) throw FormatError(path, "MetaImage header has no ElementDataFile line within 64 KiB");
   if (dims == 0) throw FormatError(path, "MetaImage header has no NDims");
+  // MetaIO allocates CompressedDataSize bytes before reading them (found by fuzz_metaimage):
+  // no more than the file holding the data can give. A detached file that is not one regular
+  // file here (a LIST, a pattern, missing) is left to the reader's own checks.
+  if (compressed >= 0) {
+    std::error_code ec;
+    const bool local = text::lower(dataFile) == "local";
+    const auto dataPath = local ? std::filesystem::path(path) : std::filesystem::path(path).parent_path() / dataFile;
+    if (local || std::filesystem::is_regular_file(dataPath, ec)) {
+      const auto bytes = std::filesystem::file_size(dataPath, ec);
+      if (!ec && static_cast<unsigned long long>(compressed) > bytes)
+        throw FormatError(path, "MetaImage CompressedDataSize " + std::to_string(compressed) + " is larger than the " +
+                                    (local ? "file" : "data file") + " (" + std::to_string(bytes) + " bytes)");
+    }
+  }
 }
 
 } // namespace splitseg::io
