@@ -51,6 +51,7 @@ public:
   QPushButton* pauseButton() const { return pause_; }
   QPushButton* stopButton() const { return stop_; }
   QThread* workerThread() const { return thread_; }
+  TrainingWorker* worker() const { return worker_; }  // tests count its steps where they happen
   RankProcesses* rankProcesses() const { return ranks_; }
   QComboBox* architectureBox() const { return arch_; }
   QPushButton* optionsButton() const { return options_; }
