@@ -61,7 +61,9 @@ std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const C
     // fp32 oneDNN 3x3x3 convolutions reorder into layouts blocked by 16 channels too: their
     // transients follow the padded channel counts (bases 12 and 20 at 64^3 measured 7% above the
     // unpadded figure with the allocation hook; padded, they and base 24 at 48^3 are exact, bases
-    // 4, 8 and 16 unchanged; 2026-12-02).
+    // 4, 8 and 16 unchanged; 2026-12-02). On AVX2 (no AVX-512) oneDNN blocks by 8: with 16 the
+    // batch-2 rows of PlannerMeasuredTest were +15.8% on an AVX2-only AMD EPYC, with 8 +7.4%
+    // (2026-12-03; PlannerOptions takes the block from HostCpu).
     std::int64_t blocked = io;
     if (l.kernel == 3 && o.cpuFp32ChannelBlock > 1) {
       const std::int64_t block = o.cpuFp32ChannelBlock;

@@ -3,6 +3,7 @@
 // before anything runs. It replays the step tensor by tensor — what each layer allocates, what
 // autograd saves for backward, when backward frees it, the gradients it creates, the copies
 // between devices — so the numbers follow the real network's layers, not a lookup table.
+#include "core/placement/HostCpu.h"
 #include "core/placement/NetworkStructure.h"
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
@@ -58,15 +59,15 @@ struct PlannerOptions {
   double cpuOneDnnForwardScratch = 1.0;
   double cpuOneDnnBackwardScratch = 1.0;
   // For 3x3x3 kernels that transient is of input and output with channels padded to this block
-  // (oneDNN's nCdhw16c layouts; CpuConvScratch.cpp says what was measured).
-  int cpuFp32ChannelBlock = 16;
+  // (oneDNN's nCdhw16c layouts on AVX-512, nCdhw8c on AVX2; CpuConvScratch.cpp says what was measured).
+  int cpuFp32ChannelBlock = hostCpu().avx512Core ? 16 : 8;
   // bf16 convolutions in oneDNN work on channel-blocked layouts: channels are padded up to
   // this block, so layers with few channels (small base, the 1-channel head) cost far more
   // than their tensors. CpuConvScratch.cpp holds the per-kernel model, measured
   // with CpuMemoryCounter on this LibTorch (AVX-512 bf16 CPU).
   int cpuBf16ChannelBlock = 16;
   int cpuThreads = 2;            // ATen's heuristic differs for one thread
-  bool cpuBf16OneDnn = true;     // bf16 convolutions run in oneDNN (CPUs with AVX-512)
+  bool cpuBf16OneDnn = hostCpu().avx512Core;  // bf16 convolutions run in oneDNN (CPUs with AVX-512)
 };
 
 struct PlanRequest {

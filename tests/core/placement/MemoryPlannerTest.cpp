@@ -2,6 +2,7 @@
 #include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
 #include "core/placement/AutoPlacer.h"
+#include "core/placement/HostCpu.h"
 #include "core/placement/LargestVolume.h"
 #include "core/placement/MemoryPlanner.h"
 
@@ -40,6 +41,39 @@ class MemoryPlannerTest : public QObject {
   Q_OBJECT
 
 private Q_SLOTS:
+  // The planner's CPU layout follows this machine's oneDNN ISA: AVX-512 (F, BW, VL, DQ) as
+  // /proc/cpuinfo lists it, unless ONEDNN_MAX_CPU_ISA caps oneDNN below it.
+  void hostCpuFollowsTheMachine_data() {
+    QTest::addColumn<QByteArray>("cap");
+    QTest::addColumn<bool>("capped");
+    QTest::newRow("no cap") << QByteArray() << false;
+    QTest::newRow("AVX2") << QByteArray("AVX2") << true;
+    QTest::newRow("avx2, lower case") << QByteArray("avx2") << true;
+    QTest::newRow("SSE41") << QByteArray("SSE41") << true;
+    QTest::newRow("AVX512_CORE_BF16") << QByteArray("AVX512_CORE_BF16") << false;
+    QTest::newRow("ALL") << QByteArray("ALL") << false;
+  }
+  void hostCpuFollowsTheMachine() {
+    QFETCH(QByteArray, cap);
+    QFETCH(bool, capped);
+    QFile info("/proc/cpuinfo");
+    if (!info.open(QIODevice::ReadOnly)) QSKIP("no /proc/cpuinfo");
+    QByteArray flags;
+    for (const QByteArray& line : info.readAll().split('\n'))
+      if (line.startsWith("flags")) { flags = " " + line.mid(line.indexOf(':') + 1).simplified() + " "; break; }
+    QVERIFY(!flags.isEmpty());
+    bool avx512 = true;
+    for (const char* f : {"avx512f", "avx512bw", "avx512vl", "avx512dq"}) avx512 = avx512 && flags.contains(" " + QByteArray(f) + " ");
+    const QByteArray before = qgetenv("ONEDNN_MAX_CPU_ISA");
+    if (cap.isEmpty()) qunsetenv("ONEDNN_MAX_CPU_ISA");
+    else qputenv("ONEDNN_MAX_CPU_ISA", cap);
+    const bool got = placement::probeHostCpu().avx512Core;
+    if (before.isEmpty()) qunsetenv("ONEDNN_MAX_CPU_ISA");
+    else qputenv("ONEDNN_MAX_CPU_ISA", before);
+    QCOMPARE(got, avx512 && !capped);
+    qInfo("AVX-512 core: %s", avx512 ? "yes" : "no");
+  }
+
   void structureFromNetwork() {
     const auto& net = seedPlanner().network();
     QCOMPARE(net.stages.size(), std::size_t{10});
@@ -225,7 +259,12 @@ private Q_SLOTS:
   void oneBf16StageLowersOnlyItsActivations() {
     QFETCH(QString, stage);
     QFETCH(QString, device);
-    const MemoryPlanner planner = smallPlanner(4, 8);
+    // A CPU whose bf16 convolutions run in oneDNN (AVX-512), whatever this machine is: without it
+    // LibTorch's native bf16 kernels unfold columns that can outweigh what the stage saves.
+    PlannerOptions avx512;
+    avx512.cpuBf16OneDnn = true;
+    avx512.cpuFp32ChannelBlock = 16;
+    const MemoryPlanner planner(model::unetStructure(model::UNet3dOptions().base_channels(8).depth(4)), avx512);
     auto r = request(64, {{device.toStdString(), 64 * GiB}});
     const MemoryPlan fp32 = planner.plan(r);
     r.precision.stages[stage.toStdString()] = Precision::BF16;
