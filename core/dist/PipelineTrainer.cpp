@@ -11,6 +11,7 @@
 #include "core/engine/StepSafety.h"
 #include "core/engine/Tensors.h"
 #include "core/engine/Trainer.h"
+#include "core/shard/HaloConv3d.h"
 #include "core/dist/PipelineInferer.h"
 
 #include <torch/torch.h>
@@ -104,6 +105,8 @@ engine::StepMetrics PipelineTrainer::step() {
   const auto t0 = Clock::now();
   comm_.counters() = {};
   engine::CpuMemoryScope scope(meter_->cpu());
+  // Micro-batches run the convolution kernels of their whole batch, forward and backward.
+  shard::WholeBatchScope whole(spec_.batch);
   meter_->resetPeaks();
   network_->root().train();
   const int me = comm_.rank();
@@ -145,7 +148,7 @@ engine::StepMetrics PipelineTrainer::step() {
   std::vector<torch::Tensor> outputs(static_cast<std::size_t>(S * M)), gradients(outputs.size());
   std::vector<std::vector<torch::Tensor>> leaves(outputs.size());
   std::map<std::pair<int, int>, torch::Tensor> received, outgoing;
-  std::map<std::pair<int, int>, int> readsLeft;
+  std::map<std::pair<int, int>, int> readsLeft, fetchesLeft;
   std::vector<torch::Tensor> losses(M), labels(M), headTargets(M);
   double lossValue = 0;
 
@@ -161,7 +164,14 @@ engine::StepMetrics PipelineTrainer::step() {
                                 microName(schedule_.spec(p).name + "'s output", m));
       if (rec) rec->add(myLane, p < 0 ? "input" : schedule_.spec(p).name, engine::SpanKind::Wait, start, rec->now(), m);
     }
-    return slot;
+    torch::Tensor t = slot;
+    // Let go of a received activation once its last reader here has it: the readers' graphs
+    // keep it as long as backward needs it, and no longer (the planner counts it that way).
+    if (p >= 0) {
+      auto left = fetchesLeft.try_emplace({p, m}, schedule_.readsOn(p, me)).first;
+      if (--left->second <= 0) received.erase({p, m});
+    }
+    return t;
   };
 
   // Forward, on the wavefront order.

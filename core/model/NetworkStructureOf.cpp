@@ -97,6 +97,7 @@ NetworkStructure networkStructure(StagedNetwork& net, const std::map<std::string
       LayerSpec l;
       if (auto* c = m->as<torch::nn::Conv3dImpl>()) {
         l.kind = LayerKind::Conv;
+        l.followsWhole = m->as<shard::HaloConv3dImpl>() != nullptr;
         readConv(c->options, l, spec.name);
         l.padding = convPadding(c->options.padding(), l.kernel, spec.name);
       } else if (auto* t = m->as<torch::nn::ConvTranspose3dImpl>()) {

@@ -52,7 +52,9 @@ std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const C
     onednn = o.cpuBf16OneDnn;
   } else {
     const bool a = l.stride > 1 || n >= 16 || l.kernel != 1 || o.cpuThreads > 1;
-    const bool b = l.kernel > 3 || n > 1 || n * in.channels * in.dims[0] * in.dims[1] * wholeFactor > 20480;
+    // A HaloConv3d slab or micro-batch runs the kernel of its whole (shard::callsOneDnn).
+    const std::int64_t whole = l.followsWhole ? wholeFactor : 1;
+    const bool b = l.kernel > 3 || n > 1 || n * in.channels * in.dims[0] * in.dims[1] * whole > 20480;
     onednn = a && b;
   }
   const std::int64_t io = bytesOf(in) + bytesOf(out);

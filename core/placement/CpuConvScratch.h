@@ -16,8 +16,9 @@ struct ConvTensor {
 };
 
 // (forward, backward) bytes beyond the layer's output (forward) or input gradient (backward).
-// `wholeFactor`: how many times larger the extent LibTorch's kernel choice should see is (a
-// sharded slab runs the kernel of its unsharded layer); 1 for a whole tensor.
+// `wholeFactor`: how many times larger the tensor whose kernel a layer that follows its whole
+// (LayerSpec::followsWhole) runs is: the slab count when the cut is along D or H, times the whole
+// batch over the micro-batch; 1 for a whole tensor.
 std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& layer, const ConvTensor& in,
                                                      const ConvTensor& out, int batch,
                                                      const PlannerOptions& options, std::int64_t wholeFactor = 1);

@@ -144,6 +144,10 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   // forward before the first backward), which the replay reports as endOfForward - persistent.
   const int M = req.microBatches;
   const int micro = (req.batch + M - 1) / M;
+  // A device's peak over the M micro-batches (see above).
+  auto microPeak = [M](const detail::SimDevice& d) {
+    return d.peak + std::int64_t{M - 1} * std::max<std::int64_t>(0, d.endOfForward - d.persistent);
+  };
   // One replay per slab index: in view j every sharded stage runs its j-th slab on its j-th device
   // (a stage with fewer slabs repeats one), unsharded stages run whole. A device's peak is its
   // largest over the views.
@@ -153,10 +157,16 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     sr.options = &options_;
     sr.size = req.size;
     sr.batch = micro;
+    sr.wholeBatch = req.batch;
     sr.adam = req.adam;
     sr.offload = req.offload;
     sr.shardDim = axis;
     for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
+    // Stages on ranks run the pipeline trainer's way; sharded over ranks, the spatial trainer
+    // runs one graph per slab as one process does.
+    for (const auto& d : deviceNames)
+      if (splitRank(d).rank >= 0 && layouts.empty()) sr.deviceRank.resize(deviceNames.size(), -1);
+    for (std::size_t d = 0; d < sr.deviceRank.size(); ++d) sr.deviceRank[d] = splitRank(deviceNames[d]).rank;
     for (const auto& s : network_.stages) {
       const auto shards = placement.shardsOf(s.name);
       const std::size_t j = static_cast<std::size_t>(view) % shards.size();
@@ -254,14 +264,12 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     // The view where this device peaks (sharded stages: the slab it holds).
     const detail::SimDevice* best = &sim.devices[d];
     for (const auto& o : others)
-      if (o.devices[d].peak + std::int64_t{M - 1} * std::max<std::int64_t>(0, o.devices[d].endOfForward - o.devices[d].persistent) >
-          best->peak + std::int64_t{M - 1} * std::max<std::int64_t>(0, best->endOfForward - best->persistent))
-        best = &o.devices[d];
+      if (microPeak(o.devices[d]) > microPeak(*best)) best = &o.devices[d];
     const auto& sd = *best;
     dp.capacity = req.devices[d].capacity;
     dp.allowance = allowanceFor(req.devices[d]);
     dp.persistentBytes = sd.persistent;
-    dp.peak = sd.peak + std::int64_t{M - 1} * std::max<std::int64_t>(0, sd.endOfForward - sd.persistent) + dp.allowance;
+    dp.peak = microPeak(sd) + dp.allowance;
     dp.peakStage = sd.peakStage >= 0 ? network_.stages[sd.peakStage].name : "";
     dp.peakPhase = detail::toString(sd.peakPhase);
     plan.fits = plan.fits && dp.fits();

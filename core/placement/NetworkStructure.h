@@ -20,6 +20,9 @@ struct LayerSpec {
   int stride = 1;
   int padding = 0;
   bool inplace = false;      // ReLU
+  // Conv: SplitSeg's own module (shard::HaloConv3d), whose slabs and micro-batches run the kernel
+  // LibTorch picks for the whole layer or batch (shard::callsOneDnn); false for LibTorch's Conv3d.
+  bool followsWhole = false;
   // Norm: its output is a view of the normalised tensor (LibTorch's instance_norm reshapes to a
   // batch norm over N*C channels and views the result back). An in-place op on that view makes
   // autograd rebase the base's history (CopySlices), whose backward copies the gradient.

@@ -53,6 +53,9 @@ public:
     res_.devices.assign(nd, {});
     res_.stages.assign(net_.stages.size(), {});
     gradsDone_.assign(net_.stages.size(), 0);
+    stageOut_.assign(net_.stages.size(), -1);
+    stageHeld_.assign(net_.stages.size(), {});
+    remoteGrads_.assign(net_.stages.size(), {});
   }
 
   SimResult run();
@@ -62,6 +65,13 @@ private:
   std::int64_t bytesOf(const Value& v) const { return r_.batch * v.channels * voxels(v.dims) * v.dtype; }
   bool bf16(int stage) const { return r_.bf16.at(stage) != 0; }
   bool sharded(int stage) const { return !r_.stageSlab.empty() && r_.stageSlab.at(stage) > 0; }
+  bool ranks() const { return !r_.deviceRank.empty(); }
+  // Two devices in different ranks' processes: a tensor between them is sent and received.
+  bool crossesRanks(int a, int b) const {
+    return ranks() && r_.deviceRank.at(a) >= 0 && r_.deviceRank.at(b) >= 0 && r_.deviceRank.at(a) != r_.deviceRank.at(b);
+  }
+  // Kept until the step's sends complete, after the optimizer (dist::Comm::flush).
+  void holdToEnd(int storage) { heldToEnd_.push_back(storage); }
   int actBytes(int stage) const { return bf16(stage) ? 2 : 4; }
 
   int alloc(int dev, std::int64_t bytes, int owner, bool transfer = false) {
@@ -105,6 +115,8 @@ private:
   void backward(Op& op);
   void fetch(Op& op);
   void deliver(int value, int gradStorage);
+  void beginStageBackward(int s);
+  void endStageBackward(int s);
 
   const SimRequest& r_;
   const NetworkStructure& net_;
@@ -114,6 +126,13 @@ private:
   std::vector<int> pending_;  // per value: storage holding its gradient, or -1
   std::vector<std::int64_t> cur_;
   std::vector<char> gradsDone_;
+  // Ranks (SimRequest::deviceRank): storages kept until the step ends; per stage, its output value,
+  // the values its graph holds until its backward ends, and the outputs whose gradients other
+  // ranks send it; the gradients held through the current stage's backward.
+  std::vector<int> heldToEnd_;
+  std::vector<int> stageOut_;
+  std::vector<std::vector<int>> stageHeld_, remoteGrads_;
+  std::vector<int> heldGrad_;
   SimResult res_;
   int stage_ = -1;
   Phase phase_ = Phase::Setup;
@@ -167,10 +186,12 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       op.weightGradBytes = l.parameters * 4;
       if (!cuda) {  // CUDA's cuDNN workspace is part of the device allowance
         const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype}; };
-        // A slab runs the kernel its unsharded layer would (HaloConv3d): LibTorch's size test
-        // sees the whole extent when the cut is along D or H.
-        const std::int64_t wholeFactor = halo && r_.shardDim < 2 ? r_.stageShards.at(s) : 1;
-        const auto [fwd, bwd] = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_, wholeFactor);
+        // A slab runs the kernel its unsharded layer would, a micro-batch that of its batch
+        // (HaloConv3d): LibTorch's size test sees the whole extent when the cut is along D or H.
+        // A sharded 1x1x1 convolution (no halo) keeps LibTorch's choice.
+        const std::int64_t shards = halo && r_.shardDim < 2 ? r_.stageShards.at(s) : 1;
+        const std::int64_t whole = halo || !sharded(s) ? shards * std::max(1, r_.wholeBatch / r_.batch) : 1;
+        const auto [fwd, bwd] = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_, whole);
         if (fwd > 0) unref(alloc(dev, fwd, s));
         op.backwardScratch = bwd;
       }
@@ -342,7 +363,14 @@ void Simulator::backward(Op& op) {
   switch (op.kind) {
     case OpKind::Concat:
       // Input gradients are views of the output gradient: its storage lives until all are used.
-      for (int v : op.inputs) {
+      for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        const int v = op.inputs[i];
+        if (ranks() && i > 0 && r_.batch > 1 && vals_[v].requiresGrad) {
+          // A stage input is a leaf on ranks: autograd's AccumulateGrad copies a view that is not
+          // laid out like the leaf (a channel slice of a batch > 1) into a gradient of its own.
+          deliver(v, alloc(vals_[v].device, bytesOf(vals_[v]), op.stage));
+          continue;
+        }
         ref(g);
         deliver(v, g);
       }
@@ -351,6 +379,14 @@ void Simulator::backward(Op& op) {
     case OpKind::Copy: {
       const Value src = vals_[op.inputs[0]];
       res_.bytesMoved += bytesOf(src);
+      if (crossesRanks(src.device, dev)) {
+        // Sent to the producer's rank, which receives it when that stage's backward begins; the
+        // send keeps this rank's gradient (at batch 1, the whole storage it is a view of).
+        holdToEnd(g);
+        for (int s = 0; s < static_cast<int>(stageOut_.size()); ++s)
+          if (stageOut_[s] == op.inputs[0]) remoteGrads_[s].push_back(op.inputs[0]);
+        break;
+      }
       const int gs = alloc(src.device, bytesOf(src), -1);
       unref(g);
       deliver(op.inputs[0], gs);
@@ -362,14 +398,17 @@ void Simulator::backward(Op& op) {
       if (op.offloaded) fetch(op);
       const int y = runStage(op.stage, op.offloaded ? op.fetched : op.inputs, true, local);
       // The incoming gradient is an argument of the checkpoint's backward: it stays alive until
-      // the whole recomputed stage has run backward, not only until the stage's last layer.
-      ref(g);
+      // the whole recomputed stage has run backward, not only until the stage's last layer. On
+      // ranks (each stage's backward its own call) the measured peaks show no such hold:
+      // RankMemoryTest's recompute rows at M=1 and 2 were 4-13% over with it, within 2.2% without.
+      const bool held = !ranks();
+      if (held) ref(g);
       pending_[y] = g;
       // The engine enters the recomputed graph by its edges and lets go of the outputs first:
       // they live on only where the graph saved them.
       drop(y);
       for (auto it = local.rbegin(); it != local.rend(); ++it) backward(*it);
-      unref(g);
+      if (held) unref(g);
       for (std::size_t i = 0; i < op.fetched.size(); ++i) {
         // Gradients of the fetched copies are those of the stage's inputs.
         const int f = op.fetched[i];
@@ -394,6 +433,31 @@ void Simulator::backward(Op& op) {
     }
   }
   for (int s : op.saved) unref(s);
+}
+
+void Simulator::beginStageBackward(int s) {
+  if (!ranks()) return;
+  for (int v : remoteGrads_[s]) {
+    const int g = alloc(vals_[v].device, bytesOf(vals_[v]), s);
+    if (pending_[v] < 0) {
+      pending_[v] = g;
+      continue;
+    }
+    // A local reader's gradient is there already: the trainer keeps it and passes their sum on,
+    // a tensor of its own until the stage is done. (The output gradient itself needs no extra
+    // hold: without one the replay meets the measured peaks, RankMemoryTest M=1/2 within 1.1%;
+    // with one it was 6-13% over.)
+    heldGrad_.push_back(g);
+  }
+  remoteGrads_[s].clear();
+}
+
+void Simulator::endStageBackward(int s) {
+  if (!ranks()) return;
+  for (int g : heldGrad_) unref(g);
+  heldGrad_.clear();
+  for (int v : stageHeld_[s]) drop(v);
+  stageHeld_[s].clear();
 }
 
 SimResult Simulator::run() {
@@ -430,8 +494,18 @@ SimResult Simulator::run() {
     Value tmp{0, net_.inChannels, r_.size, 4, inputDev, false};
     const int in = newValue(alloc(inputDev, bytesOf(tmp), inputStage), net_.inChannels, r_.size, 4, false);
     outputs["input"] = in;
+    if (ranks()) {  // rank 0 keeps each micro-batch's input and labels for the step
+      hold(in);
+      holdToEnd(vals_[in].storage);
+      if (crossesRanks(inputDev, headDev)) holdToEnd(alloc(inputDev, r_.batch * voxels(r_.size) * 8, inputStage));
+    }
   }
   const int target = alloc(headDev, r_.batch * voxels(r_.size) * 8, head);
+  if (ranks()) {  // the head's rank keeps the labels for the step's Dice
+    ref(target);
+    holdToEnd(target);
+  }
+  std::map<std::pair<int, int>, int> received;  // ranks: (value, device) -> the copy received there
 
   for (int s = 0; s < ns; ++s) {
     stage_ = s;
@@ -442,14 +516,22 @@ SimResult Simulator::run() {
       if (!r_.stageSlab.empty()) v = reshard(s, name, v, dev, ops);
       if (v < 0) {  // resharded into a new tensor on this device (held once)
         local.push_back(-v - 1);
+      } else if (received.count({v, dev})) {  // one receive per rank for all its readers
+        hold(received.at({v, dev}));
+        local.push_back(received.at({v, dev}));
       } else if (vals_[v].device != dev) {  // the executor copies the input to the stage's device
         const Value src = vals_[v];
+        if (crossesRanks(src.device, dev)) {  // sent: the sender keeps it until the step ends
+          ref(src.storage);
+          holdToEnd(src.storage);
+        }
         const int c = newValue(alloc(dev, bytesOf(src), s, true), src.channels, src.dims, src.dtype,
                                src.requiresGrad);
         res_.stages[s].transferBytes += bytesOf(src);
         res_.bytesMoved += bytesOf(src);
         ops.push_back({OpKind::Copy, s, {v}, c, {}});
         local.push_back(c);
+        if (crossesRanks(src.device, dev)) received[{v, dev}] = c;
       } else {
         hold(v);
         local.push_back(v);
@@ -482,8 +564,9 @@ SimResult Simulator::run() {
     } else {
       y = runStage(s, local, true, ops);
     }
-    for (int v : local) drop(v);
-    if (r_.offload) {
+    if (ranks()) stageHeld_[s] = local;  // the stage's leaves, until its backward ends
+    else for (int v : local) drop(v);
+    if (r_.offload && !ranks()) {
       // The executor lets go of a stage's output after its last consumer ran; with offloaded
       // checkpoints nothing else may hold it on the device.
       for (const auto& name : stages[s].inputs)
@@ -494,6 +577,7 @@ SimResult Simulator::run() {
     }
     res_.stages[s].outputBytes = bytesOf(vals_[y]);
     outputs[stages[s].name] = y;
+    stageOut_[s] = y;
   }
   int logits = outputs.at(stages[head].name);
   if (vals_[logits].dtype != 4) {  // the executor hands the loss fp32 logits
@@ -504,7 +588,10 @@ SimResult Simulator::run() {
   } else {
     hold(logits);
   }
-  for (auto& [name, v] : outputs) drop(v);  // the executor's map of stage outputs goes away
+  for (auto& [name, v] : outputs) {
+    if (ranks() && name != "input") stageHeld_[net_.indexOf(name)].push_back(v);  // until its backward ends
+    else drop(v);  // the executor's map of stage outputs goes away
+  }
 
   phase_ = Phase::Loss;
   stage_ = head;
@@ -516,6 +603,7 @@ SimResult Simulator::run() {
     for (int i = 0; i < o_.lossForwardTensors; ++i) scratch.push_back(alloc(headDev, logitBytes, head));
     for (int t : scratch) unref(t);
   }
+  if (ranks()) holdToEnd(alloc(headDev, r_.batch * voxels(r_.size) * 8, head));  // the predicted labels, for Dice
   for (int d = 0; d < static_cast<int>(cur_.size()); ++d) res_.devices[d].endOfForward = cur_[d];
   for (const auto& t : st_) {
     if (t.refs <= 0 || t.owner < 0) continue;
@@ -538,7 +626,9 @@ SimResult Simulator::run() {
   std::vector<std::int64_t> atStart(ns, 0);
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     if (it->stage != stage_) {
+      if (stage_ >= 0) endStageBackward(stage_);
       stage_ = it->stage;
+      beginStageBackward(stage_);
       const int dev = r_.stageDevice[stage_];
       if (res_.stages[stage_].backwardPeak == 0) {
         atStart[stage_] = cur_[dev];
@@ -556,6 +646,7 @@ SimResult Simulator::run() {
     }
     backward(*it);
   }
+  if (stage_ >= 0) endStageBackward(stage_);
   for (int s = 0; s < ns; ++s)
     res_.stages[s].backwardTransient = res_.stages[s].backwardPeak - atStart[s];
   drop(logits);
@@ -570,6 +661,7 @@ SimResult Simulator::run() {
       largest[r_.stageDevice[s]] = std::max(largest[r_.stageDevice[s]], l.largestParameter * 4 * 2);
   for (int d = 0; d < static_cast<int>(cur_.size()); ++d)
     if (r_.adam && largest[d] > 0) unref(alloc(d, largest[d], -1));
+  for (int t : heldToEnd_) unref(t);
   return std::move(res_);
 }
 

@@ -18,6 +18,7 @@ struct SimRequest {
   const PlannerOptions* options = nullptr;
   std::array<std::int64_t, 3> size{};
   int batch = 1;
+  int wholeBatch = 0;  // the batch `batch` is a micro-batch of (0: itself)
   std::vector<char> bf16;          // per stage: runs under bf16 autocast
   bool adam = true;
   std::vector<char> checkpointed;  // per stage
@@ -26,6 +27,11 @@ struct SimRequest {
   bool offload = false;
   std::vector<int> stageDevice;    // per stage: index into deviceIsCuda
   std::vector<char> deviceIsCuda;  // per device
+  // Per device: the rank whose process owns it (placement "r1:cpu"), or empty when no device names
+  // a rank. Ranks run dist::PipelineTrainer: each stage's inputs are leaves of its own graph, a
+  // stage's inputs and output live until its backward ends, and what a rank sends to another rank
+  // stays until the step's sends complete at its end.
+  std::vector<int> deviceRank;
   // Sharded stages, as one slab's view of the step: the stage runs on stageDevice with the volume
   // cut to stageSlab planes (at full resolution) along size[shardDim]; 0 = the whole volume.
   // Stages of the same stageGroup (>= 0) pass their slabs on directly; elsewhere a slab is cut

@@ -35,18 +35,29 @@ at::native::mkldnn_convolution_backward_fn oneDnnBackward() {
   return at::native::mkldnn_convolution_backward_stub_DECLARE_DISPATCH_type::DEFAULT;
 }
 
+thread_local std::int64_t tWholeBatch = 0;
+
 // LibTorch sends a CPU fp32 convolution at batch 1 to oneDNN only when N*C*D*H > 20480 ("for some
 // case, native is faster": use_mkldnn in aten/src/ATen/native/Convolution.cpp, torch 2.11), else
-// to its vol2col kernel. Cutting D or H divides that product by the number of slabs, so a slab
-// would fall to vol2col where the unsharded layer runs oneDNN: 2-13x slower per convolution at 1
-// thread for this network's shapes (measured here, torch 2.11, 16-128 channels). A slab therefore
-// runs the kernel the unsharded layer would; the unsharded extent is taken as count x this slab's.
-bool useOneDnn(at::IntArrayRef sizes, const torch::Tensor& x, const torch::Tensor& w, int dim, int count) {
-  if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat || !at::globalContext().userEnabledMkldnn() ||
-      sizes[0] != 1 || (w.size(-1) > 3 && w.size(-2) > 3) || dim > 3 || !oneDnnBackward())
+// to its vol2col kernel, which is 2-13x slower per convolution at 1 thread for this network's
+// shapes (measured here, torch 2.11, 16-128 channels). That test splits one computation over two
+// kernels: cutting D or H divides the product by the number of slabs, and a micro-batch of one
+// sample divides it by the batch, so a slab or a micro-batch would fall to vol2col where the whole
+// runs oneDNN (GPipe's micro-batches ran 1.2x slower per sample than their batch). They run the
+// whole's kernel instead. LibTorch's other conditions (the "a" of use_mkldnn) hold for the whole
+// as for the part, except that a 1x1x1 kernel at stride 1 on one thread stays native for both.
+// False where LibTorch picks oneDNN itself, in a build without oneDNN, and for channels-last or
+// other non-contiguous layouts (LibTorch's own path handles those).
+bool useOneDnn(const torch::Tensor& x, const torch::Tensor& w, std::int64_t wholeFactor) {
+  if (wholeFactor <= 1 || !x.device().is_cpu() || x.scalar_type() != torch::kFloat ||
+      w.scalar_type() != torch::kFloat || !at::globalContext().userEnabledMkldnn() || x.dim() != 5 ||
+      x.size(0) != 1 || !x.is_contiguous() || !w.is_contiguous() || (w.size(-1) > 3 && w.size(-2) > 3) ||
+      !oneDnnBackward())
     return false;
-  const std::int64_t slab = sizes[0] * sizes[1] * sizes[2] * sizes[3];
-  return slab <= 20480 && slab * count > 20480;
+  const bool pointwise = w.size(-1) == 1 && w.size(-2) == 1 && w.size(-3) == 1;
+  if (pointwise && at::get_num_threads() == 1) return false;  // use_mkldnn's "a" (stride 1 here)
+  const std::int64_t part = x.size(1) * x.size(2) * x.size(3);
+  return part <= 20480 && part * wholeFactor > 20480;
 }
 
 torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const ConvArgs& a) {
@@ -97,12 +108,14 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
 public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& before, const torch::Tensor& x,
                                const torch::Tensor& after, const torch::Tensor& w, const torch::Tensor& b, ConvArgs a) {
-    torch::Tensor out = convolve(x, w, b, a);
+    // A layer without bias passes an empty tensor (autograd wants defined arguments).
+    const torch::Tensor bias = b.numel() > 0 ? b : torch::Tensor();
+    torch::Tensor out = convolve(x, w, bias, a);
     const std::int64_t n = out.size(a.dim);
     if (a.previous) out.narrow(a.dim, 0, a.halo).add_(edgeConv(before, true, w, a));
     if (a.next) out.narrow(a.dim, n - a.halo, a.halo).add_(edgeConv(after, false, w, a));
     ctx->save_for_backward({before, x, after, w});
-    ctx->saved_data["bias"] = b.defined();
+    ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["stride"] = a.stride;
     ctx->saved_data["padding"] = a.padding;
     ctx->saved_data["dilation"] = a.dilation;
@@ -161,15 +174,36 @@ public:
 
 } // namespace
 
-bool slabUsesOneDnn(const torch::Tensor& slab, const torch::Tensor& weight, int dim, int count) {
-  return useOneDnn(slab.sizes(), slab, weight, dim, count);
+WholeBatchScope::WholeBatchScope(std::int64_t batch) : previous_(tWholeBatch) { tWholeBatch = batch; }
+WholeBatchScope::~WholeBatchScope() { tWholeBatch = previous_; }
+
+bool callsOneDnn(const torch::Tensor& input, const torch::Tensor& weight, std::int64_t wholeFactor) {
+  return useOneDnn(input, weight, wholeFactor);
 }
 
 torch::Tensor HaloConv3dImpl::forward(const torch::Tensor& input) {
   ShardComm* comm = current();
-  if (!comm) return torch::nn::Conv3dImpl::forward(input);
   const auto* pad = std::get_if<torch::ExpandingArray<3>>(&options.padding());
-  if (!pad || !std::holds_alternative<torch::enumtype::kZeros>(options.padding_mode()))
+  const bool zeros = std::holds_alternative<torch::enumtype::kZeros>(options.padding_mode());
+  if (!comm) {
+    // Under bf16 autocast the convolution runs in bf16 (oneDNN already): LibTorch's path casts.
+    if (!pad || !zeros || at::autocast::is_autocast_enabled(input.device().type()) ||
+        !useOneDnn(input, weight, tWholeBatch))
+      return torch::nn::Conv3dImpl::forward(input);
+    ConvArgs a;
+    a.stride = vec(options.stride());
+    a.dilation = vec(options.dilation());
+    a.groups = options.groups();
+    a.padding = vec(*pad);
+    a.halo = 0;
+    a.oneDnn = true;
+    if (!torch::GradMode::is_enabled() || (!input.requires_grad() && !weight.requires_grad()))
+      return convolve(input, weight, bias, a);
+    // No neighbours: the halo arguments are never read, but autograd wants defined tensors.
+    const torch::Tensor none = input.new_empty({0});
+    return HaloConv::apply(none, input, none, weight, bias.defined() ? bias : none, a)[0];
+  }
+  if (!pad || !zeros)
     throw InvalidArgument("a sharded stage holds a convolution with 'same'/'valid' or non-zero padding, which sharding does not handle");
   const int axis = comm->dim() - 2;
   const std::int64_t k = (*options.kernel_size())[axis];
@@ -199,9 +233,9 @@ torch::Tensor HaloConv3dImpl::forward(const torch::Tensor& input) {
   a.halo = halo;
   a.previous = comm->index() > 0;
   a.next = comm->index() + 1 < comm->count();
-  a.oneDnn = useOneDnn(x.sizes(), x, w, a.dim, comm->count());
+  a.oneDnn = useOneDnn(x, w, std::max<std::int64_t>(tWholeBatch, 1) * (a.dim <= 3 ? comm->count() : 1));
   const auto [before, after] = comm->exchangeHalo(x, halo);
-  return HaloConv::apply(before, x, after, w, b, a)[0];
+  return HaloConv::apply(before, x, after, w, b.defined() ? b : x.new_empty({0}), a)[0];
 }
 
 torch::Tensor ShardConvTranspose3dImpl::forward(const torch::Tensor& input) {

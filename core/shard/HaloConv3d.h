@@ -25,9 +25,26 @@ public:
 };
 TORCH_MODULE(ShardConvTranspose3d);
 
-// Whether a slab's 3x3x3 convolution calls oneDNN itself: on the CPU in fp32 at batch 1 where
-// LibTorch would give the slab its vol2col kernel but the unsharded layer (count slabs like this
-// one) oneDNN. `dim` is the cut axis (2 = D).
-bool slabUsesOneDnn(const torch::Tensor& slab, const torch::Tensor& weight, int dim, int count);
+// The batch that the micro-batches run on this thread belong to (GPipe, dist::PipelineTrainer),
+// for the scope's lifetime; 0 (none) outside. Forward and backward, recomputation included, must
+// run inside it so that a micro-batch runs the kernels its whole batch would (callsOneDnn).
+class WholeBatchScope {
+public:
+  explicit WholeBatchScope(std::int64_t batch);
+  ~WholeBatchScope();
+  WholeBatchScope(const WholeBatchScope&) = delete;
+  WholeBatchScope& operator=(const WholeBatchScope&) = delete;
+
+private:
+  std::int64_t previous_;
+};
+
+// Whether this module's convolution of `input` calls oneDNN itself rather than leaving the choice
+// to LibTorch: on the CPU in fp32 at batch 1, where LibTorch would pick its vol2col kernel for
+// `input` but oneDNN for a tensor `wholeFactor` times larger (a micro-batch of one sample of a
+// batch of that many, a slab of a layer cut into that many along D or H, or both multiplied). A
+// micro-batch or a slab then runs the kernel its whole batch or unsharded layer runs: the same
+// numbers up to the order of the sums, and 2-13x faster. The planner mirrors it (cpuConvScratch).
+bool callsOneDnn(const torch::Tensor& input, const torch::Tensor& weight, std::int64_t wholeFactor);
 
 } // namespace splitseg::shard

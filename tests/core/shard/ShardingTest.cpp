@@ -150,15 +150,105 @@ private Q_SLOTS:
     }
   }
 
-  // At batch 1 on the CPU in fp32 a slab can fall below LibTorch's size threshold for oneDNN while
-  // the unsharded layer is above it; the slab then calls oneDNN forward and backward itself (the
-  // unsharded layer's kernel). Base 16 and 32x48x8: enc0's and dec0's 16-channel convolutions take
-  // that path on 2 slabs of 16 planes, and the results equal the unsharded ones.
+  // Which convolutions HaloConv3d hands to oneDNN itself: on the CPU in fp32 at batch 1 where
+  // LibTorch's size test (N*C*D*H <= 20480) picks vol2col for the part but oneDNN for the whole
+  // (`whole` times larger: slabs along D or H, a micro-batch's batch).
+  void oneDnnChoice_data() {
+    QTest::addColumn<QList<int>>("input");  // N, C, D, H, W
+    QTest::addColumn<int>("kernel");
+    QTest::addColumn<int>("whole");
+    QTest::addColumn<int>("threads");
+    QTest::addColumn<QString>("how");       // "", "channels-last", "bf16"
+    QTest::addColumn<bool>("oneDnn");
+    const QList<int> small{1, 16, 18, 48, 8}, big{1, 16, 32, 48, 8};
+    QTest::newRow("slab of 2") << small << 3 << 2 << 1 << QString() << true;
+    QTest::newRow("micro-batch of 4") << small << 3 << 4 << 1 << QString() << true;
+    QTest::newRow("whole: LibTorch's vol2col") << small << 3 << 1 << 1 << QString() << false;
+    QTest::newRow("whole still small") << QList<int>{1, 256, 4, 4, 4} << 3 << 4 << 1 << QString() << false;
+    QTest::newRow("bottleneck 4^3 of batch 8") << QList<int>{1, 256, 4, 4, 4} << 3 << 8 << 1 << QString() << true;
+    QTest::newRow("part large: LibTorch picks oneDNN") << big << 3 << 4 << 1 << QString() << false;
+    QTest::newRow("batch 2: LibTorch picks oneDNN") << QList<int>{2, 16, 18, 48, 8} << 3 << 2 << 1 << QString() << false;
+    QTest::newRow("1x1x1, 1 thread: native for the whole too") << small << 1 << 4 << 1 << QString() << false;
+    QTest::newRow("1x1x1, 2 threads") << small << 1 << 4 << 2 << QString() << true;
+    QTest::newRow("channels-last: LibTorch's path") << small << 3 << 4 << 1 << QString("channels-last") << false;
+    QTest::newRow("bf16: oneDNN already") << small << 3 << 4 << 1 << QString("bf16") << false;
+  }
+  void oneDnnChoice() {
+    QFETCH(QList<int>, input);
+    QFETCH(int, kernel);
+    QFETCH(int, whole);
+    QFETCH(int, threads);
+    QFETCH(QString, how);
+    QFETCH(bool, oneDnn);
+    auto x = torch::zeros(std::vector<std::int64_t>(input.begin(), input.end()));
+    auto w = torch::zeros({16, input[1], kernel, kernel, kernel});
+    if (how == "channels-last") x = x.contiguous(at::MemoryFormat::ChannelsLast3d);
+    if (how == "bf16") x = x.to(torch::kBFloat16), w = w.to(torch::kBFloat16);
+    const int before = at::get_num_threads();
+    at::set_num_threads(threads);
+    const bool got = shard::callsOneDnn(x, w, whole);
+    at::set_num_threads(before);
+    QCOMPARE(got, oneDnn);
+  }
+
+  // A micro-batch of one sample inside a WholeBatchScope runs oneDNN itself (its batch's kernel),
+  // forward and backward, against a float64 reference: output and input/weight/bias gradients,
+  // with strides, padding and no bias too. A weight gradient sums 10^3-10^4 products, so two fp32
+  // kernels summing in different orders differ by more than 1e-5 on elements near zero; each
+  // result is held to 1e-5 of its tensor's largest magnitude (a gradient scaled by 1.001 fails).
+  // Inference (no grad) takes the forward alone; outside the scope LibTorch chooses.
+  void microBatchRunsItsBatchKernel_data() {
+    QTest::addColumn<QList<int>>("input");
+    QTest::addColumn<int>("stride");
+    QTest::addColumn<int>("padding");
+    QTest::addColumn<bool>("bias");
+    QTest::newRow("16 ch, 12^3, pad 1") << QList<int>{1, 16, 12, 12, 12} << 1 << 1 << true;
+    QTest::newRow("5 ch, odd 7x9x11, pad 1") << QList<int>{1, 5, 7, 9, 11} << 1 << 1 << true;
+    QTest::newRow("8 ch, stride 2, pad 0") << QList<int>{1, 8, 9, 10, 11} << 2 << 0 << true;
+    QTest::newRow("no bias") << QList<int>{1, 8, 10, 10, 10} << 1 << 1 << false;
+  }
+  void microBatchRunsItsBatchKernel() {
+    QFETCH(QList<int>, input);
+    QFETCH(int, stride);
+    QFETCH(int, padding);
+    QFETCH(bool, bias);
+    checks::ExactFp32Guard exact;
+    torch::manual_seed(3);
+    shard::HaloConv3d conv(torch::nn::Conv3dOptions(input[1], 6, 3).stride(stride).padding(padding).bias(bias));
+    const auto x = torch::randn(std::vector<std::int64_t>(input.begin(), input.end())).requires_grad_();
+    const std::int64_t batch = 20480 / (input[1] * input[2] * input[3]) + 1;  // the whole batch picks oneDNN
+    QVERIFY(!shard::callsOneDnn(x, conv->weight, 1));
+    QVERIFY(shard::callsOneDnn(x, conv->weight, batch));
+    shard::WholeBatchScope whole(batch);
+    const auto out = conv(x);
+    std::vector<torch::Tensor> of{x, conv->weight};
+    if (bias) of.push_back(conv->bias);
+    std::vector<torch::Tensor> of64;
+    for (const auto& t : of) of64.push_back(t.detach().to(torch::kDouble).requires_grad_());
+    const auto ref = at::convolution(of64[0], of64[1], bias ? of64[2] : torch::Tensor(), {stride, stride, stride},
+                                     {padding, padding, padding}, {1, 1, 1}, false, {0, 0, 0}, 1);
+    QCOMPARE(out.sizes(), ref.sizes());
+    QVERIFY(out.grad_fn() && out.grad_fn()->name().find("HaloConv") != std::string::npos);  // the oneDNN path ran
+    const auto g = torch::randn_like(out);
+    const auto got = torch::autograd::grad({out}, of, {g});
+    const auto want = torch::autograd::grad({ref}, of64, {g.to(torch::kDouble)});
+    auto check = [](const torch::Tensor& a, const torch::Tensor& b, const QString& what) {
+      const double scale = b.abs().max().item<double>();
+      const auto c = checks::compare(a, b, 0.0, 1e-5 * scale);
+      QVERIFY2(c.within, qPrintable(QString("%1: max abs diff %2 (largest magnitude %3)").arg(what).arg(c.maxAbs).arg(scale)));
+    };
+    check(out, ref, "output");
+    for (std::size_t i = 0; i < got.size(); ++i) check(got[i], want[i], QString("gradient %1").arg(i));
+    torch::NoGradGuard noGrad;
+    check(conv(x), ref.detach(), "inference output");
+  }
+
+  // A slab below LibTorch's size test whose unsharded layer is above it: both run oneDNN, and the
+  // sharded results equal the unsharded ones. Base 16 and 32x48x8: enc0's and dec0's 16-channel
+  // convolutions on 2 slabs of 16 planes.
   void oneDnnSlabs() {
     checks::ExactFp32Guard exact;
-    QVERIFY(shard::slabUsesOneDnn(torch::zeros({1, 16, 18, 48, 8}), torch::zeros({16, 16, 3, 3, 3}), 2, 2));
-    QVERIFY(!shard::slabUsesOneDnn(torch::zeros({1, 16, 18, 48, 8}), torch::zeros({16, 16, 3, 3, 3}), 4, 2));  // W: same product
-    QVERIFY(!shard::slabUsesOneDnn(torch::zeros({2, 16, 18, 48, 8}), torch::zeros({16, 16, 3, 3, 3}), 2, 2));  // LibTorch's own pick
+    QVERIFY(shard::callsOneDnn(torch::zeros({1, 16, 18, 48, 8}), torch::zeros({16, 16, 3, 3, 3}), 2));
     torch::manual_seed(5);
     auto holder = model::UNet3d(model::UNet3dOptions().base_channels(16).depth(2).dropout({0.0, 0.0, 0.0}).out_channels(2));
     std::shared_ptr<model::StagedNetwork> net = holder.ptr();
