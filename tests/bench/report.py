@@ -176,6 +176,19 @@ def split_and_ranks(rep):
     if moved:
         rep.add("  bytes moved between the ranks per step", f"{max(moved) / 2**20:.1f} MiB", "", "", "", "",
                 "ranks_bytes", extra={"mib": f"{max(moved) / 2**20:.0f} MiB"})
+    # What GPipe can reach with this split: M=1's per-rank compute (c_r) pipelined over M micro-batches
+    # without communication, sum(c) / (max(c) (M-1)/M + sum(c)/M); 1.6x for two equal ranks at M=4.
+    r4m = (first(rows, "ranks_m4") or {}).get("micro_batches", 4)
+    bounds = []
+    for r in rows:
+        if r.get("kind") == "ranks_m1" and not r.get("error") and len(r.get("per_rank") or []) > 1:
+            c = [x["compute_s"] for x in r["per_rank"]]
+            if min(c) > 0:
+                bounds.append(sum(c) / (max(c) * (r4m - 1) / r4m + sum(c) / r4m))
+    if bounds:
+        est = Estimate(bounds)
+        rep.add(f"  diagnostic: GPipe's bound for this split at M={r4m} (M=1's per-rank compute, no communication)",
+                "", "", est.text(suffix="x") + " throughput", "", "", "gpipe_bound", est)
     for kind in ("ranks_m1", "ranks_m4"):
         per = {}
         for r in rows:
@@ -185,7 +198,9 @@ def split_and_ranks(rep):
         if per:
             text = "; ".join(f"r{k}: {Estimate([c for c, _ in v]).median:.2f} / {Estimate([w for _, w in v]).median:.2f} s"
                              for k, v in sorted(per.items()))
-            rep.add(f"  diagnostic, {kind[-2:].upper()}: per rank compute / wait (last step, median over rounds)", text)
+            extra = {f"r{k}_compute": f"{Estimate([c for c, _ in v]).median:.2f} s" for k, v in per.items()}
+            rep.add(f"  diagnostic, {kind[-2:].upper()}: per rank compute / wait (last step, median over rounds)", text,
+                    rid=f"{kind}_ranks", extra=extra)
 
 
 def sharding(rep):
