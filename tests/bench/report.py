@@ -374,18 +374,23 @@ def goals_table(summary):
     return "\n".join(lines)
 
 
+def isa(r):
+    """The CPU's vector extension as run.sh recorded it (records before 2026-12-03 have none)."""
+    return f" ({r['isa']})" if r.get("isa") else ""
+
+
 def machine_line(rows, date, quick):
     m = first(rows, "machine") or {}
     torch_v = next((r.get("torch") for r in rows if r.get("torch")), "?")
     rounds = max((int(r.get("round", 0)) for r in rows), default=0)
-    cpu = m.get("cpu") or platform.processor() or "unknown CPU"
+    cpu = (m.get("cpu") or platform.processor() or "unknown CPU") + isa(m)
     return (f"Measured {m.get('date', date)} by `./test.sh --bench` (tests/bench/run.sh) on {cpu}, "
             f"{m.get('cores', '?')} cores, {m.get('threads', '?')} threads on every side, torch {torch_v}; "
             f"{rounds} interleaved rounds, the order of the sides reversed every other round, warm-up steps "
             "never timed. Each ratio is the median of the per-round ratios with a 95% bootstrap interval over the "
             "rounds; a goal is met only when the whole interval is on its side, missed when the whole interval "
             "is on the other side, and not shown otherwise."
-            + "".join(f" Rerun on {r.get('date', '?')} on {r.get('cpu', '?')}, {r.get('cores', '?')} cores: "
+            + "".join(f" Rerun on {r.get('date', '?')} on {r.get('cpu', '?')}{isa(r)}, {r.get('cores', '?')} cores: "
                       + ", ".join(f"`{k}`" for k in r.get("kinds", [])) + "."
                       for r in rows if r.get("kind") == "machine_rerun")
             + (" QUICK MODE: tiny sizes and one round, numbers meaningless." if quick else ""))

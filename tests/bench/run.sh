@@ -70,9 +70,13 @@ record() {
 }
 
 log "machine: $(nproc) cores, $THREADS threads; training ${SIZE}^3 base $BASE; volume $VOLUME window $WINDOW; $ROUNDS rounds"
+# The vector extension too: LibTorch's CPU kernels (and the planner's CPU model) differ with and
+# without AVX-512, and two machines can share a model name ("AMD EPYC").
+ISA=avx2; grep -qw avx512f /proc/cpuinfo && ISA=avx512; grep -qw amx_tile /proc/cpuinfo && ISA="avx512 + amx"
+grep -qw avx2 /proc/cpuinfo || ISA="no avx2"
 "$PY" -c "import json,sys,datetime; print(json.dumps({'kind':'machine','cpu':sys.argv[1],'cores':int(sys.argv[2]),
-  'threads':int(sys.argv[3]),'date':datetime.date.today().isoformat()}))" \
-  "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)" "$(nproc)" "$THREADS" >>"$OUTD/results.jsonl"
+  'threads':int(sys.argv[3]),'date':datetime.date.today().isoformat(),'isa':sys.argv[4]}))" \
+  "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)" "$(nproc)" "$THREADS" "$ISA" >>"$OUTD/results.jsonl"
 STATE="$WORK/state.pt"
 "$BENCH" export --size "$SIZE" --base "$BASE" --state "$STATE" --threads "$THREADS" >/dev/null || {
   log "export failed"; exit 1; }
