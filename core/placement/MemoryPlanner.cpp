@@ -142,6 +142,12 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   // With M micro-batches the step is replayed for the largest micro-batch; each device then also
   // holds what the other M-1 micro-batches left on it at the end of their forward (GPipe runs every
   // forward before the first backward), which the replay reports as endOfForward - persistent.
+  // Stages on ranks run the pipeline trainer's way; sharded over ranks, the spatial trainer runs
+  // one graph per slab as one process does.
+  std::vector<int> deviceRank;
+  if (layouts.empty() && std::any_of(deviceNames.begin(), deviceNames.end(),
+                                     [](const std::string& d) { return splitRank(d).rank >= 0; }))
+    for (const auto& d : deviceNames) deviceRank.push_back(splitRank(d).rank);
   const int M = req.microBatches;
   const int micro = (req.batch + M - 1) / M;
   // A device's peak over the M micro-batches (see above).
@@ -162,11 +168,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     sr.offload = req.offload;
     sr.shardDim = axis;
     for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
-    // Stages on ranks run the pipeline trainer's way; sharded over ranks, the spatial trainer
-    // runs one graph per slab as one process does.
-    for (const auto& d : deviceNames)
-      if (splitRank(d).rank >= 0 && layouts.empty()) sr.deviceRank.resize(deviceNames.size(), -1);
-    for (std::size_t d = 0; d < sr.deviceRank.size(); ++d) sr.deviceRank[d] = splitRank(deviceNames[d]).rank;
+    sr.deviceRank = deviceRank;
     for (const auto& s : network_.stages) {
       const auto shards = placement.shardsOf(s.name);
       const std::size_t j = static_cast<std::size_t>(view) % shards.size();

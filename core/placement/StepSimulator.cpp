@@ -383,8 +383,8 @@ void Simulator::backward(Op& op) {
         // Sent to the producer's rank, which receives it when that stage's backward begins; the
         // send keeps this rank's gradient (at batch 1, the whole storage it is a view of).
         holdToEnd(g);
-        for (int s = 0; s < static_cast<int>(stageOut_.size()); ++s)
-          if (stageOut_[s] == op.inputs[0]) remoteGrads_[s].push_back(op.inputs[0]);
+        const auto producer = std::find(stageOut_.begin(), stageOut_.end(), op.inputs[0]);
+        if (producer != stageOut_.end()) remoteGrads_[producer - stageOut_.begin()].push_back(op.inputs[0]);
         break;
       }
       const int gs = alloc(src.device, bytesOf(src), -1);
@@ -490,6 +490,7 @@ SimResult Simulator::run() {
     for (const auto& n : stages[s].inputs) lastUse[n] = s;
   const int head = ns - 1;
   const int headDev = r_.stageDevice[head];
+  const std::int64_t labelBytes = r_.batch * voxels(r_.size) * 8;  // int64 per voxel
   {  // the batch: fp32 input on its first device, int64 labels beside the loss
     Value tmp{0, net_.inChannels, r_.size, 4, inputDev, false};
     const int in = newValue(alloc(inputDev, bytesOf(tmp), inputStage), net_.inChannels, r_.size, 4, false);
@@ -497,10 +498,10 @@ SimResult Simulator::run() {
     if (ranks()) {  // rank 0 keeps each micro-batch's input and labels for the step
       hold(in);
       holdToEnd(vals_[in].storage);
-      if (crossesRanks(inputDev, headDev)) holdToEnd(alloc(inputDev, r_.batch * voxels(r_.size) * 8, inputStage));
+      if (crossesRanks(inputDev, headDev)) holdToEnd(alloc(inputDev, labelBytes, inputStage));
     }
   }
-  const int target = alloc(headDev, r_.batch * voxels(r_.size) * 8, head);
+  const int target = alloc(headDev, labelBytes, head);
   if (ranks()) {  // the head's rank keeps the labels for the step's Dice
     ref(target);
     holdToEnd(target);
@@ -521,7 +522,8 @@ SimResult Simulator::run() {
         local.push_back(received.at({v, dev}));
       } else if (vals_[v].device != dev) {  // the executor copies the input to the stage's device
         const Value src = vals_[v];
-        if (crossesRanks(src.device, dev)) {  // sent: the sender keeps it until the step ends
+        const bool sent = crossesRanks(src.device, dev);
+        if (sent) {  // the sender keeps it until the step ends
           ref(src.storage);
           holdToEnd(src.storage);
         }
@@ -531,7 +533,7 @@ SimResult Simulator::run() {
         res_.bytesMoved += bytesOf(src);
         ops.push_back({OpKind::Copy, s, {v}, c, {}});
         local.push_back(c);
-        if (crossesRanks(src.device, dev)) received[{v, dev}] = c;
+        if (sent) received[{v, dev}] = c;
       } else {
         hold(v);
         local.push_back(v);
@@ -603,7 +605,7 @@ SimResult Simulator::run() {
     for (int i = 0; i < o_.lossForwardTensors; ++i) scratch.push_back(alloc(headDev, logitBytes, head));
     for (int t : scratch) unref(t);
   }
-  if (ranks()) holdToEnd(alloc(headDev, r_.batch * voxels(r_.size) * 8, head));  // the predicted labels, for Dice
+  if (ranks()) holdToEnd(alloc(headDev, labelBytes, head));  // the predicted labels, for Dice
   for (int d = 0; d < static_cast<int>(cur_.size()); ++d) res_.devices[d].endOfForward = cur_[d];
   for (const auto& t : st_) {
     if (t.refs <= 0 || t.owner < 0) continue;

@@ -23,9 +23,22 @@ struct ConvArgs {
   std::int64_t groups = 1;
   int dim = 2;                 // the cut axis
   std::int64_t halo = 1;       // planes taken from each neighbour
-  bool oneDnn = false;         // call oneDNN directly (see useOneDnn)
+  bool oneDnn = false;         // call oneDNN directly (see callsOneDnn)
   bool previous = false, next = false;  // whether there is a neighbour before / after this slab
 };
+
+// The layer's own arguments; the caller sets the cut, the halo and the kernel choice.
+ConvArgs argsOf(const torch::nn::detail::ConvNdOptions<3>& o, std::vector<std::int64_t> padding) {
+  ConvArgs a;
+  a.stride = vec(o.stride());
+  a.dilation = vec(o.dilation());
+  a.groups = o.groups();
+  a.padding = std::move(padding);
+  return a;
+}
+
+// Autograd wants defined tensor arguments: an absent halo or bias travels as an empty tensor.
+torch::Tensor orEmpty(const torch::Tensor& t, const torch::Tensor& like) { return t.defined() ? t : like.new_empty({0}); }
 
 // oneDNN's convolution backward as LibTorch registers it (aten/src/ATen/native/mkldnn/Conv.cpp,
 // REGISTER_ALL_CPU_DISPATCH: the same function for every CPU capability, so DEFAULT is it). Reached
@@ -48,7 +61,9 @@ thread_local std::int64_t tWholeBatch = 0;
 // as for the part, except that a 1x1x1 kernel at stride 1 on one thread stays native for both.
 // False where LibTorch picks oneDNN itself, in a build without oneDNN, and for channels-last or
 // other non-contiguous layouts (LibTorch's own path handles those).
-bool useOneDnn(const torch::Tensor& x, const torch::Tensor& w, std::int64_t wholeFactor) {
+} // namespace
+
+bool callsOneDnn(const torch::Tensor& x, const torch::Tensor& w, std::int64_t wholeFactor) {
   if (wholeFactor <= 1 || !x.device().is_cpu() || x.scalar_type() != torch::kFloat ||
       w.scalar_type() != torch::kFloat || !at::globalContext().userEnabledMkldnn() || x.dim() != 5 ||
       x.size(0) != 1 || !x.is_contiguous() || !w.is_contiguous() || (w.size(-1) > 3 && w.size(-2) > 3) ||
@@ -59,6 +74,8 @@ bool useOneDnn(const torch::Tensor& x, const torch::Tensor& w, std::int64_t whol
   const std::int64_t part = x.size(1) * x.size(2) * x.size(3);
   return part <= 20480 && part * wholeFactor > 20480;
 }
+
+namespace {
 
 torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const ConvArgs& a) {
   if (a.oneDnn)
@@ -177,10 +194,6 @@ public:
 WholeBatchScope::WholeBatchScope(std::int64_t batch) : previous_(tWholeBatch) { tWholeBatch = batch; }
 WholeBatchScope::~WholeBatchScope() { tWholeBatch = previous_; }
 
-bool callsOneDnn(const torch::Tensor& input, const torch::Tensor& weight, std::int64_t wholeFactor) {
-  return useOneDnn(input, weight, wholeFactor);
-}
-
 torch::Tensor HaloConv3dImpl::forward(const torch::Tensor& input) {
   ShardComm* comm = current();
   const auto* pad = std::get_if<torch::ExpandingArray<3>>(&options.padding());
@@ -188,20 +201,15 @@ torch::Tensor HaloConv3dImpl::forward(const torch::Tensor& input) {
   if (!comm) {
     // Under bf16 autocast the convolution runs in bf16 (oneDNN already): LibTorch's path casts.
     if (!pad || !zeros || at::autocast::is_autocast_enabled(input.device().type()) ||
-        !useOneDnn(input, weight, tWholeBatch))
+        !callsOneDnn(input, weight, tWholeBatch))
       return torch::nn::Conv3dImpl::forward(input);
-    ConvArgs a;
-    a.stride = vec(options.stride());
-    a.dilation = vec(options.dilation());
-    a.groups = options.groups();
-    a.padding = vec(*pad);
+    ConvArgs a = argsOf(options, vec(*pad));
     a.halo = 0;
     a.oneDnn = true;
     if (!torch::GradMode::is_enabled() || (!input.requires_grad() && !weight.requires_grad()))
       return convolve(input, weight, bias, a);
-    // No neighbours: the halo arguments are never read, but autograd wants defined tensors.
-    const torch::Tensor none = input.new_empty({0});
-    return HaloConv::apply(none, input, none, weight, bias.defined() ? bias : none, a)[0];
+    // No neighbours: the halo arguments are never read.
+    return HaloConv::apply(orEmpty({}, input), input, orEmpty({}, input), weight, orEmpty(bias, input), a)[0];
   }
   if (!pad || !zeros)
     throw InvalidArgument("a sharded stage holds a convolution with 'same'/'valid' or non-zero padding, which sharding does not handle");
@@ -224,18 +232,14 @@ torch::Tensor HaloConv3dImpl::forward(const torch::Tensor& input) {
     w = w.to(dtype);
     if (b.defined()) b = b.to(dtype);
   }
-  ConvArgs a;
-  a.stride = vec(options.stride());
-  a.dilation = vec(options.dilation());
-  a.groups = options.groups();
+  ConvArgs a = argsOf(options, padding);  // zero padding along the cut too: the halos' share is added afterwards
   a.dim = comm->dim();
-  a.padding = padding;  // zero padding along the cut too: the halos' share is added afterwards
   a.halo = halo;
   a.previous = comm->index() > 0;
   a.next = comm->index() + 1 < comm->count();
-  a.oneDnn = useOneDnn(x, w, std::max<std::int64_t>(tWholeBatch, 1) * (a.dim <= 3 ? comm->count() : 1));
+  a.oneDnn = callsOneDnn(x, w, std::max<std::int64_t>(tWholeBatch, 1) * (a.dim <= 3 ? comm->count() : 1));
   const auto [before, after] = comm->exchangeHalo(x, halo);
-  return HaloConv::apply(before, x, after, w, b.defined() ? b : x.new_empty({0}), a)[0];
+  return HaloConv::apply(before, x, after, w, orEmpty(b, x), a)[0];
 }
 
 torch::Tensor ShardConvTranspose3dImpl::forward(const torch::Tensor& input) {
