@@ -203,11 +203,12 @@ void runPlan(const PlanArgs& a) {
                    {"placement", nlohmann::json::parse(r.placement.toJson())}};
   }
   const MemoryPlan plan = planner.plan(req);
-  const StepTime time = predictStepTime(plan, req.devices);
+  const StepTime time = predictStepTime(plan, req.devices, planner.network());
   out["plan"] = nlohmann::json::parse(plan.toJson());
   out["plan"]["predicted_step_seconds"] = time.seconds;
   out["plan"]["predicted_compute_seconds"] = time.computeSeconds;
   out["plan"]["predicted_transfer_seconds"] = time.transferSeconds;
+  out["plan"]["predicted_pipelined_ranks"] = time.pipelinedRanks;
   std::string speeds;
   for (const auto& [device, m] : measured) {
     out["plan"]["measured_speeds"][device] = {{"flops_per_second", m.flopsPerSecond}, {"step_seconds", m.stepSeconds},
@@ -221,9 +222,14 @@ void runPlan(const PlanArgs& a) {
        << "\n\n";
     printPlan(plan, os);
     char line[320];
-    std::snprintf(line, sizeof line, "predicted step time: %.3g s (compute %.3g s, transfers %.3g s; %s)\n",
-                  time.seconds, time.computeSeconds, time.transferSeconds,
-                  speeds.empty() ? "default device speeds" : ("measured: " + speeds).c_str());
+    char how[96] = "";
+    if (time.pipelinedRanks > 0)
+      std::snprintf(how, sizeof how, "GPipe over %d ranks x %d micro-batches, busiest rank computes %.3g s; ",
+                    time.pipelinedRanks, plan.microBatches, time.computeSeconds);
+    else
+      std::snprintf(how, sizeof how, "compute %.3g s, ", time.computeSeconds);
+    std::snprintf(line, sizeof line, "predicted step time: %.3g s (%stransfers %.3g s; %s)\n", time.seconds, how,
+                  time.transferSeconds, speeds.empty() ? "default device speeds" : ("measured: " + speeds).c_str());
     os << line;
     os << "\n" << verdict(plan) << "\n";
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
 
 namespace splitseg::placement {
 
@@ -29,8 +30,9 @@ bool preferred(const MemoryPlan& a, double ta, const MemoryPlan& b, double tb) {
 }
 } // namespace
 
-bool AutoPlacer::better(const MemoryPlan& a, const MemoryPlan& b, const std::vector<DeviceSpec>& devices) {
-  return preferred(a, predictStepTime(a, devices).seconds, b, predictStepTime(b, devices).seconds);
+bool AutoPlacer::better(const MemoryPlan& a, const MemoryPlan& b, const std::vector<DeviceSpec>& devices,
+                        const NetworkStructure& network) {
+  return preferred(a, predictStepTime(a, devices, network).seconds, b, predictStepTime(b, devices, network).seconds);
 }
 
 namespace {
@@ -40,6 +42,7 @@ public:
   Search(const MemoryPlanner& planner, const PlanRequest& request, const CancelToken* cancel)
       : planner_(planner), cancel_(cancel), req_(request), names_(planner.network().stageNames()) {
     const std::size_t nd = req_.devices.size();
+    std::set<int> ranks;
     for (std::size_t d = 0; d < nd; ++d) {
       devices_.push_back(canonicalDevice(req_.devices[d].name));
       allowance_.push_back(planner.allowanceFor(req_.devices[d]));
@@ -52,7 +55,12 @@ public:
           break;
         }
       klass_.push_back(cls);
+      ranks.insert(splitRank(devices_.back()).rank);
     }
+    // Stages on ranks work at the same time (StepTime's GPipe replay), so the sum of their times
+    // is no lower bound on the step; the busiest device's time and an even share of all are.
+    pipelined_ = ranks.size() > 1 && !ranks.count(-1);
+    busy_.assign(nd, 0.0);
     // Lower bound per stage: what it holds at the end of forward wherever it runs (its saved
     // activations and persistent state); transfers only add to it. Checkpointed stages may
     // keep nothing of their own, so they contribute only persistent state.
@@ -64,14 +72,14 @@ public:
       bound_.push_back(persistent + (s.checkpointed ? 0 : s.activationBytes));
       // Time bound: the stage at the fastest device's speed (transfers only add).
       double fastest = 0;
-      for (const auto& d : req_.devices) fastest = std::max(fastest, defaultFlopsPerSecond(d, s.precision));
+      for (const auto& d : req_.devices) fastest = std::max(fastest, flopsPerSecondOf(d, s.precision));
       timeBound_.push_back(s.flops / fastest);
       speed_.emplace_back();
-      for (const auto& d : req_.devices) speed_.back().push_back(defaultFlopsPerSecond(d, s.precision));
+      for (const auto& d : req_.devices) speed_.back().push_back(flopsPerSecondOf(d, s.precision));
     }
   }
 
-  double secondsOf(const MemoryPlan& p) const { return predictStepTime(p, req_.devices).seconds; }
+  double secondsOf(const MemoryPlan& p) const { return predictStepTime(p, req_.devices, planner_.network()).seconds; }
 
   void checkCancel() const {
     if (cancel_ && cancel_->cancelled()) throw Cancelled();
@@ -204,7 +212,7 @@ public:
     else
       for (std::size_t s = 0; s < names_.size(); ++s) r.placement.assign(names_[s], devices_[bestAssign_[s]]);
     r.checkpoint = bestPlacement_ ? bestCheckpoint_ : req_.checkpoint;
-    r.time = predictStepTime(best_, req_.devices);
+    r.time = predictStepTime(best_, req_.devices, planner_.network());
     r.plan = best_;
     r.exact = exact;
     r.method = std::move(method);
@@ -254,14 +262,23 @@ private:
       if (haveBest_ && best_.fits) {
         const auto cap = req_.devices[d].capacity;
         if (l > cap) continue;  // cannot fit, and a fitting placement is known
-        // Cannot beat the best time: what is placed so far plus the rest at the fastest speed.
-        if (spent + restBound(s + 1) > 1.0101 * bestSeconds_) continue;
+        // Cannot beat the best time: what is placed so far plus the rest at the fastest speed
+        // (pipelined: the busiest device so far, or that total spread over every device).
+        double lower = spent + restBound(s + 1);
+        if (pipelined_) {
+          lower /= static_cast<double>(devices_.size());
+          for (std::size_t e = 0; e < devices_.size(); ++e)
+            lower = std::max(lower, busy_[e] + (e == d ? flopsSeconds(s, d) : 0.0));
+        }
+        if (lower > 1.0101 * bestSeconds_) continue;
       }
       assign[s] = static_cast<int>(d);
       load[d] = l;
+      busy_[d] += flopsSeconds(s, d);
       ++used[d];
       branch(s + 1, assign, load, used, spent);
       --used[d];
+      busy_[d] -= flopsSeconds(s, d);
       load[d] -= bound_[s];
       assign[s] = -1;
     }
@@ -276,6 +293,8 @@ private:
   std::vector<int> klass_;
   std::vector<std::int64_t> bound_;
   std::vector<double> timeBound_;           // per stage: seconds at the fastest device
+  bool pipelined_ = false;                  // the devices are ranks
+  std::vector<double> busy_;                // per device: seconds of the stages branch() placed on it
   std::vector<std::vector<double>> speed_;  // per stage and device: FLOP/s
   double bestSeconds_ = 0;
   std::optional<Placement> bestPlacement_;  // set when the best came from offerPlacement

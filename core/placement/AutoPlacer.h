@@ -1,6 +1,6 @@
 #pragma once
 // Chooses which device runs each stage. Order of preference: the placement fits; then its
-// predicted step time (StepTime) is shortest, so a CPU takes stages only when the GPUs cannot
+// predicted step time (StepTime; over ranks, the GPipe schedule's) is shortest, so a CPU takes stages only when the GPUs cannot
 // hold them; then the largest per-device peak is smallest; then the fewest bytes cross between
 // devices. Exact (branch and bound over every assignment, identical devices deduplicated) up to
 // `exactMaxDevices`; beyond that a heuristic, reported as such. When no assignment of whole
@@ -35,9 +35,10 @@ public:
   // when the token is cancelled.
   AutoPlaceResult place(const PlanRequest& request) const;
 
-  // True when `a` is preferred to `b` under the order above (speeds from `devices`' kinds).
-  // Times within 1% count as equal, and so do peaks.
-  static bool better(const MemoryPlan& a, const MemoryPlan& b, const std::vector<DeviceSpec>& devices);
+  // True when `a` is preferred to `b` (plans of `network`) under the order above (speeds from
+  // `devices`' kinds). Times within 1% count as equal, and so do peaks.
+  static bool better(const MemoryPlan& a, const MemoryPlan& b, const std::vector<DeviceSpec>& devices,
+                     const NetworkStructure& network);
 
 private:
   const MemoryPlanner& planner_;

@@ -3,9 +3,16 @@
 // fastest placement that fits instead of the one with the lowest peak. One process runs its
 // stages one after another, so the step is the sum over stages of each stage's FLOPs at its
 // device's speed (a sharded stage: its largest slab at its slowest device), plus the bytes
-// moved between devices and the halos at the link's bandwidth. Ranks' pipelining and transfers
-// that overlap compute are not modelled (the prediction is then an upper bound).
+// moved between devices and the halos at the link's bandwidth (transfers that overlap compute
+// are not modelled: an upper bound).
+//
+// Stages on two or more ranks (and none sharded) run at the same time under the GPipe schedule
+// (PipelineOrder): the step is then the finish time of a replay of that schedule, each
+// (stage, micro-batch) cell starting when its rank is free and its inputs (forward) or its
+// output's gradients (backward) have arrived, with each cell's share of the stage's FLOPs and
+// each crossing tensor's micro-batch share of bytes at the link's bandwidth.
 #include "core/placement/MemoryPlanner.h"
+#include "core/placement/NetworkStructure.h"
 
 #include <map>
 #include <string>
@@ -22,12 +29,15 @@ double flopsPerSecondOf(const DeviceSpec& device, Precision precision);
 double linkBytesPerSecond(const std::string& from, const std::string& to);
 
 struct StepTime {
-  double seconds = 0;          // compute + transfers
-  double computeSeconds = 0;
+  double seconds = 0;          // compute + transfers; pipelined: the replayed schedule's finish time
+  double computeSeconds = 0;   // pipelined: the busiest rank's compute
   double transferSeconds = 0;  // bytes between devices + halos + host offload
   std::map<std::string, double> busySeconds;  // per device
+  int pipelinedRanks = 0;      // ranks working at the same time (0: stages one after another)
 };
 
-StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& devices);
+// `network`: the planned network (the stages' inputs, which the GPipe replay follows).
+StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& devices,
+                         const NetworkStructure& network);
 
 } // namespace splitseg::placement

@@ -176,19 +176,24 @@ def split_and_ranks(rep):
     if moved:
         rep.add("  bytes moved between the ranks per step", f"{max(moved) / 2**20:.1f} MiB", "", "", "", "",
                 "ranks_bytes", extra={"mib": f"{max(moved) / 2**20:.0f} MiB"})
-    # What GPipe can reach with this split: M=1's per-rank compute (c_r) pipelined over M micro-batches
-    # without communication, sum(c) / (max(c) (M-1)/M + sum(c)/M); 1.6x for two equal ranks at M=4.
-    r4m = (first(rows, "ranks_m4") or {}).get("micro_batches", 4)
-    bounds = []
-    for r in rows:
-        if r.get("kind") == "ranks_m1" and not r.get("error") and len(r.get("per_rank") or []) > 1:
-            c = [x["compute_s"] for x in r["per_rank"]]
-            if min(c) > 0:
-                bounds.append(sum(c) / (max(c) * (r4m - 1) / r4m + sum(c) / r4m))
-    if bounds:
-        est = Estimate(bounds)
-        rep.add(f"  diagnostic: GPipe's bound for this split at M={r4m} (M=1's per-rank compute, no communication)",
-                "", "", est.text(suffix="x") + " throughput", "", "", "gpipe_bound", est)
+    # Each stage's compute at M=1, one rank per stage (what the placement was chosen from).
+    st = first(rows, "ranks_stages")
+    if st and not st.get("error") and st.get("per_rank"):
+        owner = {int(dev.split(":")[0][1:]): name for name, dev in
+                 (e.split("=", 1) for e in (st.get("placement") or "").split(",") if "=" in e)}
+        comp = {x["rank"]: x["compute_s"] for x in st["per_rank"]}
+        total = sum(comp.values())
+        text = ", ".join(f"{owner.get(r, f'r{r}')} {c:.2f}" for r, c in sorted(comp.items()))
+        rep.add("  diagnostic: each stage's compute at M=1, one rank per stage (s)", text, rid="ranks_stages",
+                extra={"total": f"{total:.1f} s",
+                       **{f"{owner.get(r, r)}_share": f"{100 * c / total:.0f}%" for r, c in comp.items()}})
+    # The planner's GPipe replay for this placement (StepTime), every stage at one CPU speed: its
+    # predicted M=1 over M=4 step time, against the measured ratio above.
+    p1 = ((first(rows, "ranks_plan_m1") or {}).get("plan") or {}).get("predicted_step_seconds")
+    p4 = ((first(rows, "ranks_plan_m4") or {}).get("plan") or {}).get("predicted_step_seconds")
+    if p1 and p4:
+        rep.add("  diagnostic: the planner's GPipe replay of this placement, M=4 vs M=1 (FLOPs at one speed)", "", "",
+                f"{p1 / p4:.2f}x throughput", "", "", "gpipe_plan", extra={"ratio": f"{p1 / p4:.2f}"})
     for kind in ("ranks_m1", "ranks_m4"):
         per = {}
         for r in rows:

@@ -50,7 +50,7 @@ OUTD="$WORK/results"; mkdir -p "$OUTD"
 # counts work, not waiting: on a shared 2-core machine wall time swings by 2-3x between rounds.
 export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 log() { echo "bench: $*" >&2; }
-# BENCH_ONLY=planner,ranks runs only those sections (training inference planner volume ranks sharding
+# BENCH_ONLY=planner,ranks runs only those sections (training inference planner volume ranks ranks_plan sharding
 # ui); with BENCH_MERGE=old-results.jsonl the other sections' records are taken from that file, so
 # the report is still regenerated whole from one results file.
 want() { [ -z "${BENCH_ONLY:-}" ] || [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
@@ -219,8 +219,13 @@ fi
 # 4b. Ranks (issue 13): 2 local ranks x 1 thread, the seed network at base $BASE, batch 4, ${SIZE}^3:
 # GPipe with 4 micro-batches against 1, and against one process with 2 threads. Interleaved rounds.
 RSTEPS="${BENCH_RANK_STEPS:-2}"; [ "${BENCH_QUICK:-0}" = 1 ] && RSTEPS=1
-# A contiguous split balanced by FLOPs (the decoders at full resolution cost about twice their encoders).
-RPLACE="enc0=r0:cpu,enc1=r0:cpu,enc2=r0:cpu,enc3=r0:cpu,bottleneck=r0:cpu,dec3=r0:cpu,dec2=r0:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu"
+# Rank 0 runs the full-resolution stages (enc0, dec0, head), rank 1 the stages between: rank 0 then
+# works at both ends of every micro-batch, its encoder filling the pipeline while rank 1 has nothing
+# yet and its decoder draining it. dec0 alone does nearly half of the step's compute (ranks_stages below),
+# so no cut of the stage order gives two ranks of equal cost; the contiguous split enc0..dec2 |
+# dec1..head gave 1.35x the throughput at M=4 as at M=1 (docs/bench/results.jsonl at 1e4ecbb).
+RPLACE="enc0=r0:cpu,enc1=r1:cpu,enc2=r1:cpu,enc3=r1:cpu,bottleneck=r1:cpu,dec3=r1:cpu,dec2=r1:cpu,dec1=r1:cpu,dec0=r0:cpu,head=r0:cpu"
+RSTAGES=""; i=0; for st in enc0 enc1 enc2 enc3 bottleneck dec3 dec2 dec1 dec0 head; do RSTAGES="$RSTAGES${RSTAGES:+,}$st=r$i:cpu"; i=$((i + 1)); done
 RB=("$PY" "$HERE/ranks_bench.py" --cli "$CLI" --size "$SIZE" --base "$BASE" --batch 4 --steps "$RSTEPS")
 r_m1() { record ranks_m1 "${RB[@]}" --ranks 2 --micro 1 --threads 1 --placement "$RPLACE"; }
 r_m4() { record ranks_m4 "${RB[@]}" --ranks 2 --micro 4 --threads 1 --placement "$RPLACE"; }
@@ -230,11 +235,19 @@ r_one() { record ranks_one "${RB[@]}" --ranks 0 --threads 2; }
 r_b4() { record ranks_b4 "${RB[@]}" --ranks 0 --threads 1; }
 r_b1() { record ranks_b1 "${RB[@]}" --ranks 0 --threads 1 --batch 1; }
 if want ranks; then
+# Each stage's compute at M=1 (one rank per stage, 1 thread each; only one computes at a time).
+record ranks_stages "${RB[@]}" --ranks 10 --micro 1 --threads 1 --placement "$RSTAGES"
 for ROUND in $(seq 1 "$ROUNDS"); do
   log "ranks round $ROUND/$ROUNDS"
   in_order r_m1 r_b4 r_m4 r_one r_b1
 done
 ROUND=0
+fi
+# The planner's GPipe replay of the same placement (StepTime), every stage at one CPU speed.
+if want ranks || want ranks_plan; then
+  RP=("$CLI" plan --patch "$SIZE" --base "$BASE" --batch 4 --devices r0:cpu=8GiB,r1:cpu=8GiB --placement "$RPLACE" --json)
+  record ranks_plan_m1 "${RP[@]}" --micro-batches 1
+  record ranks_plan_m4 "${RP[@]}" --micro-batches 4
 fi
 
 # 4c. Sharded stages (issue 14), one process, batch 1, ${SHARD_SIZE}^3: the full-resolution stages cut

@@ -414,7 +414,7 @@ void PlacementView::showNumbers() {
   for (auto* col : columns_)
     if (col->overCapacity()) over << QString::fromStdString(col->device());
   if (!over.isEmpty()) text += tr("<br><span style='color:#ff6b6b'>Over capacity: %1</span>").arg(over.join(", "));
-  if (estimate_.plan) {
+  if (estimate_.plan && estimate_.structure) {
     const auto& plan = *estimate_.plan;
     text += plan.fits ? tr("<br>Planner: fits at %1<sup>3</sup> × %2; tightest %3 (peak in %4)")
                             .arg(settings.patch[0]).arg(settings.batch)
@@ -424,13 +424,17 @@ void PlacementView::showNumbers() {
                             .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage));
     // What Auto-place ranks placements by: the predicted step time, with the speeds measured
     // here where there are some (Measure speed), else the planner's defaults.
-    const auto time = placement::predictStepTime(plan, StageMemoryModel::request(*session_).devices);
+    const auto time = placement::predictStepTime(plan, StageMemoryModel::request(*session_).devices, *estimate_.structure);
     QStringList speeds;
     for (const auto& [device, m] : session_->measuredSpeeds())
       speeds << tr("%1 %2 GFLOP/s at %3×%4×%5").arg(QString::fromStdString(device)).arg(m.flopsPerSecond / 1e9, 0, 'f', 1)
                     .arg(m.patch[0]).arg(m.patch[1]).arg(m.patch[2]);
-    text += tr("<br>Predicted step: %1 s (compute %2 s, transfers %3 s; %4)")
-                .arg(time.seconds, 0, 'g', 3).arg(time.computeSeconds, 0, 'g', 3).arg(time.transferSeconds, 0, 'g', 3)
+    const QString compute = time.pipelinedRanks > 0
+                                ? tr("GPipe over %1 ranks × %2 micro-batches, busiest rank computes %3 s")
+                                      .arg(time.pipelinedRanks).arg(plan.microBatches).arg(time.computeSeconds, 0, 'g', 3)
+                                : tr("compute %1 s").arg(time.computeSeconds, 0, 'g', 3);
+    text += tr("<br>Predicted step: %1 s (%2, transfers %3 s; %4)")
+                .arg(time.seconds, 0, 'g', 3).arg(compute).arg(time.transferSeconds, 0, 'g', 3)
                 .arg(speeds.isEmpty() ? tr("default device speeds") : tr("measured: %1").arg(speeds.join(", ")));
   }
   if (!estimate_.error.empty())

@@ -35,6 +35,7 @@ PlacementEstimate StageMemoryModel::estimate(const std::shared_ptr<const placeme
   try {
     const placement::MemoryPlanner planner(*structure);
     out.plan = planner.plan(request);
+    out.structure = structure;
   } catch (const std::exception& e) {
     out.error = e.what();
     return out;

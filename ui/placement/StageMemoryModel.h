@@ -25,6 +25,7 @@ struct PlacementEstimate {
   std::map<std::string, std::int64_t> deviceBytes;  // predicted peak of the step on that device
   std::vector<CrossTransfer> transfers;
   std::optional<placement::MemoryPlan> plan;        // the planner's full answer
+  std::shared_ptr<const placement::NetworkStructure> structure;  // the network planned (set with plan)
   std::string error;                                // why there is no plan
 };
 

@@ -156,7 +156,8 @@ private Q_SLOTS:
     }
     QVERIFY(offloaded.maxPeak() < kept.maxPeak());
     // The copies out and back cost time in the prediction.
-    QVERIFY(predictStepTime(offloaded, r.devices).transferSeconds > predictStepTime(kept, r.devices).transferSeconds);
+    const auto& net = seedPlanner().network();
+    QVERIFY(predictStepTime(offloaded, r.devices, net).transferSeconds > predictStepTime(kept, r.devices, net).transferSeconds);
   }
 
   // Auto-place with a CPU beside two 16 GiB GPUs: at 128^3 the whole network on one GPU (fastest:
@@ -174,7 +175,42 @@ private Q_SLOTS:
     qInfo("256^3: %s, predicted %.3f s", big.placement.describe().c_str(), big.time.seconds);
     // The model's order: the CPU is far slower than a GPU, a transfer costs time.
     const auto onCpu = seedPlanner().plan(request(128, gpus(2, true), Precision::FP32, everyStage("cpu")));
-    QVERIFY(predictStepTime(onCpu, gpus(2, true)).seconds > 10 * small.time.seconds);
+    QVERIFY(predictStepTime(onCpu, gpus(2, true), seedPlanner().network()).seconds > 10 * small.time.seconds);
+  }
+
+  // Over two ranks with micro-batches the stages work at the same time, so auto-placement weighs
+  // the GPipe schedule: its choice must beat every cut of the stage order into two runs (the
+  // full-resolution decoder outweighs the rest, so no cut balances the ranks), and micro-batches
+  // must shorten the predicted step of that placement.
+  void autoPlaceOverRanksPipelines_data() {
+    QTest::addColumn<int>("micro");
+    QTest::newRow("M=2") << 2;
+    QTest::newRow("M=4") << 4;
+  }
+  void autoPlaceOverRanksPipelines() {
+    QFETCH(int, micro);
+    const std::vector<DeviceSpec> ranks{{"r0:cpu", 8 * GiB, 0, true}, {"r1:cpu", 8 * GiB, 0, true}};
+    auto r = request(64, ranks, Precision::FP32, "");
+    r.batch = 4;
+    r.microBatches = micro;
+    const auto& net = seedPlanner().network();
+    const auto got = AutoPlacer(seedPlanner()).place(r);
+    QVERIFY(got.plan.fits);
+    QCOMPARE(got.time.pipelinedRanks, 2);
+    const auto names = net.stageNames();
+    double bestCut = 0;
+    for (std::size_t cut = 1; cut < names.size(); ++cut) {
+      auto c = r;
+      for (std::size_t s = 0; s < names.size(); ++s) c.placement.assign(names[s], s < cut ? "r0:cpu" : "r1:cpu");
+      const double t = predictStepTime(seedPlanner().plan(c), ranks, net).seconds;
+      bestCut = bestCut == 0 ? t : std::min(bestCut, t);
+    }
+    qInfo("M=%d: %s, predicted %.3f s; best cut %.3f s", micro, got.placement.describe().c_str(), got.time.seconds, bestCut);
+    QVERIFY(got.time.seconds < 0.99 * bestCut);
+    auto one = r;
+    one.placement = got.placement;
+    one.microBatches = 1;
+    QVERIFY(predictStepTime(seedPlanner().plan(one), ranks, net).seconds > 1.2 * got.time.seconds);
   }
 };
 
