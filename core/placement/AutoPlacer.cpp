@@ -55,11 +55,11 @@ public:
           break;
         }
       klass_.push_back(cls);
-      ranks.insert(splitRank(devices_.back()).rank);
+      ranks.insert(std::max(0, splitRank(devices_.back()).rank));  // a bare device is rank 0's
     }
     // Stages on ranks work at the same time (StepTime's GPipe replay), so the sum of their times
     // is no lower bound on the step; the busiest device's time and an even share of all are.
-    pipelined_ = ranks.size() > 1 && !ranks.count(-1);
+    pipelined_ = ranks.size() > 1;
     busy_.assign(nd, 0.0);
     // Lower bound per stage: what it holds at the end of forward wherever it runs (its saved
     // activations and persistent state); transfers only add to it. Checkpointed stages may

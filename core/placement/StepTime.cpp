@@ -28,14 +28,14 @@ constexpr double kRankBytesPerSecond = 2e9;
 constexpr double kHostBytesPerSecond = 10e9;
 
 // The rank of each stage when the stages run as a pipeline over ranks (two or more ranks, none
-// sharded: a sharded stage over ranks runs in the spatial trainer); empty otherwise.
+// sharded: a sharded stage over ranks runs in the spatial trainer); empty otherwise. As in
+// Placement::rankOf, a device without a rank is rank 0's.
 std::vector<int> pipelineOwners(const MemoryPlan& plan) {
   std::vector<int> owner;
   std::set<int> ranks;
   for (const auto& s : plan.stages) {
     if (splitShards(s.device).size() > 1) return {};
-    const int r = splitRank(s.device).rank;
-    if (r < 0) return {};
+    const int r = std::max(0, splitRank(s.device).rank);  // a bare device is in rank 0's process
     owner.push_back(r);
     ranks.insert(r);
   }

@@ -58,6 +58,8 @@ private Q_SLOTS:
     QTest::newRow("two ranks 1 + 1 s, M=1") << 1 << 1 << 2.0 << 2;
     QTest::newRow("two ranks 1 + 1 s, M=2") << 1 << 2 << 1.5 << 2;
     QTest::newRow("two ranks 1 + 1 s, M=4") << 1 << 4 << 1.25 << 2;
+    // A device without a rank is in rank 0's process (the workstation's "cpu" beside "r1:cpu").
+    QTest::newRow("cpu + r1:cpu 1 + 1 s, M=4") << 7 << 4 << 1.25 << 2;
     // Unequal: the cheap rank's one micro-batch plus the whole of the dear one, either way round.
     QTest::newRow("two ranks 1 + 3 s, M=4") << 2 << 4 << 3.25 << 2;
     QTest::newRow("two ranks 3 + 1 s, M=4") << 3 << 4 << 3.25 << 2;
@@ -86,6 +88,7 @@ private Q_SLOTS:
         {{"r0:cpu", "r1:cpu"}, {1, 1}, {}, {}, static_cast<std::int64_t>(0.5 * link)},
         {{"r0:cpu", "r1:cpu"}, {1, 1}, {}, {1}, 0},
         {{"r0:cpu", "r1:cpu", "r0:cpu"}, {1, 1, 1}, {{"input"}, {"s0"}, {"s1", "s0"}}, {}, 0},
+        {{"cpu", "r1:cpu"}, {1, 1}, {}, {}, 0},
     };
     const StepTime t = predict(cases.at(row), micro);
     QVERIFY2(std::abs(t.seconds - expected) < 1e-9, qPrintable(QString("%1 s, expected %2 s").arg(t.seconds).arg(expected)));
