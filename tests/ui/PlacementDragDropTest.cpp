@@ -117,6 +117,10 @@ private Q_SLOTS:
     QCOMPARE(session_->placement().rankCount(), 2);
     QTRY_VERIFY(!view_->planning());
     QVERIFY(view_->overlay()->transferCount() >= 2);  // dec1 -> dec0 and the enc0 skip cross ranks
+    // The predicted step is the ranks' GPipe schedule ("cpu" is in rank 0's process).
+    auto* summary = view_->findChild<QLabel*>("placementSummary");
+    QVERIFY(summary);
+    QVERIFY2(summary->text().contains("GPipe over 2 ranks"), qPrintable(summary->text()));
     labelsCoverNoCard();
     session_->undoStack()->undo();
     QCOMPARE(session_->placement().deviceOf("dec0"), std::string("cpu"));
