@@ -8,6 +8,7 @@
 #include "core/model/UNet3d.h"
 #include "core/placement/MemoryPlanner.h"
 
+#include "tests/support/RanksAsThreads.h"
 #include "core/dist/RankEnv.h"
 
 #include <QtTest>
@@ -23,6 +24,7 @@ const char* kPlacement = "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,
 class RankMemoryTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
+  void initTestCase() { checks::allowRanksAsThreads(); }
   void plannerMatchesRanks_data() {
     QTest::addColumn<int>("micro");
     QTest::addColumn<QString>("recompute");

@@ -10,6 +10,7 @@
 #include "core/model/UNet3d.h"
 #include "core/placement/ShardLayout.h"
 #include "tests/support/GpuChecks.h"
+#include "tests/support/RanksAsThreads.h"
 
 #include "core/dist/RankEnv.h"
 
@@ -43,6 +44,7 @@ torch::Tensor forwardSlab(model::StagedNetwork& net, const torch::Tensor& slab) 
 class ShardRanksTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
+  void initTestCase() { checks::allowRanksAsThreads(); }
   void equivalence_data() {
     QTest::addColumn<int>("ranks");
     QTest::addColumn<int>("depth");  // planes along the cut axis
