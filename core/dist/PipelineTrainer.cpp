@@ -257,10 +257,14 @@ engine::StepMetrics PipelineTrainer::step() {
       rec->add(myLane, spec.name, engine::SpanKind::Wait, waitStart, rec->now(), c.micro);
     const auto tc = Clock::now();
     const double backwardStart = rec ? rec->now() : 0.0;
-    if (c.stage == head)
+    if (c.stage == head) {
       torch::autograd::backward({losses[c.micro]});
-    else if (grad.defined() && out.requires_grad())
+      // The loss's graph reaches the head's input leaves, which hold the head's input and its
+      // gradient: kept to the step's end, M micro-batches held 2 tensors each (RankMemoryTest).
+      losses[c.micro] = torch::Tensor();
+    } else if (grad.defined() && out.requires_grad()) {
       torch::autograd::backward({out}, {grad.to(out.scalar_type())});
+    }
     auto& in = leaves[at(c.stage, c.micro)];
     for (std::size_t k = 0; k < spec.inputs.size(); ++k) {
       const int p = schedule_.producer(spec.inputs[k]);
