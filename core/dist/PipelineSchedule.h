@@ -41,9 +41,6 @@ public:
   std::vector<Cell> backwardOrder(int rank) const { return order_.backward(rank); }
   std::vector<int> stagesOf(int rank) const { return order_.stagesOf(rank); }
 
-  static std::vector<int> microSizes(int batch, int microBatches) {
-    return placement::PipelineOrder::microSizes(batch, microBatches);
-  }
   static int tag(Message kind, int stage, int micro);
 
 private:

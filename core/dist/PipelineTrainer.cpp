@@ -112,7 +112,7 @@ engine::StepMetrics PipelineTrainer::step() {
   const int me = comm_.rank();
   const int S = schedule_.stageCount(), M = schedule_.microBatches();
   const int head = schedule_.headStage();
-  const auto sizes = PipelineSchedule::microSizes(spec_.batch, M);
+  const auto sizes = placement::PipelineOrder::microSizes(spec_.batch, M);
   double compute = 0;
   engine::TimelineRecorder* rec = spec_.timeline ? &timeline_ : nullptr;
   if (rec) rec->begin();

@@ -42,7 +42,7 @@ public:
   Search(const MemoryPlanner& planner, const PlanRequest& request, const CancelToken* cancel)
       : planner_(planner), cancel_(cancel), req_(request), names_(planner.network().stageNames()) {
     const std::size_t nd = req_.devices.size();
-    std::set<int> ranks;
+    std::vector<int> ranks;
     for (std::size_t d = 0; d < nd; ++d) {
       devices_.push_back(canonicalDevice(req_.devices[d].name));
       allowance_.push_back(planner.allowanceFor(req_.devices[d]));
@@ -55,12 +55,16 @@ public:
           break;
         }
       klass_.push_back(cls);
-      ranks.insert(std::max(0, splitRank(devices_.back()).rank));  // a bare device is rank 0's
+      const int r = processRank(devices_.back());
+      const auto at = std::find(ranks.begin(), ranks.end(), r);
+      rankOf_.push_back(static_cast<int>(at - ranks.begin()));
+      if (at == ranks.end()) ranks.push_back(r);
     }
     // Stages on ranks work at the same time (StepTime's GPipe replay), so the sum of their times
-    // is no lower bound on the step; the busiest device's time and an even share of all are.
+    // is no lower bound on the step; each rank runs its cells one at a time, so the busiest rank's
+    // time and an even share of all over the ranks are.
     pipelined_ = ranks.size() > 1;
-    busy_.assign(nd, 0.0);
+    busy_.assign(ranks.size(), 0.0);
     // Lower bound per stage: what it holds at the end of forward wherever it runs (its saved
     // activations and persistent state); transfers only add to it. Checkpointed stages may
     // keep nothing of their own, so they contribute only persistent state.
@@ -263,22 +267,22 @@ private:
         const auto cap = req_.devices[d].capacity;
         if (l > cap) continue;  // cannot fit, and a fitting placement is known
         // Cannot beat the best time: what is placed so far plus the rest at the fastest speed
-        // (pipelined: the busiest device so far, or that total spread over every device).
+        // (pipelined: the busiest rank so far, or that total spread over the ranks).
         double lower = spent + restBound(s + 1);
         if (pipelined_) {
-          lower /= static_cast<double>(devices_.size());
-          for (std::size_t e = 0; e < devices_.size(); ++e)
-            lower = std::max(lower, busy_[e] + (e == d ? flopsSeconds(s, d) : 0.0));
+          lower /= static_cast<double>(busy_.size());
+          for (std::size_t r = 0; r < busy_.size(); ++r)
+            lower = std::max(lower, busy_[r] + (static_cast<int>(r) == rankOf_[d] ? flopsSeconds(s, d) : 0.0));
         }
         if (lower > 1.0101 * bestSeconds_) continue;
       }
       assign[s] = static_cast<int>(d);
       load[d] = l;
-      busy_[d] += flopsSeconds(s, d);
+      busy_[rankOf_[d]] += flopsSeconds(s, d);
       ++used[d];
       branch(s + 1, assign, load, used, spent);
       --used[d];
-      busy_[d] -= flopsSeconds(s, d);
+      busy_[rankOf_[d]] -= flopsSeconds(s, d);
       load[d] -= bound_[s];
       assign[s] = -1;
     }
@@ -293,8 +297,9 @@ private:
   std::vector<int> klass_;
   std::vector<std::int64_t> bound_;
   std::vector<double> timeBound_;           // per stage: seconds at the fastest device
-  bool pipelined_ = false;                  // the devices are ranks
-  std::vector<double> busy_;                // per device: seconds of the stages branch() placed on it
+  bool pipelined_ = false;                  // the devices span two or more ranks
+  std::vector<int> rankOf_;                 // per device: index of its rank in busy_
+  std::vector<double> busy_;                // per rank: seconds of the stages branch() placed there
   std::vector<std::vector<double>> speed_;  // per stage and device: FLOP/s
   double bestSeconds_ = 0;
   std::optional<Placement> bestPlacement_;  // set when the best came from offerPlacement

@@ -178,6 +178,8 @@ void Placement::assign(const std::string& stage, const std::string& device) {
   primary_[stage] = splitShards(map_[stage]).front();
 }
 
+int processRank(const std::string& device) { return std::max(0, splitRank(device).rank); }
+
 RankDevice splitRank(const std::string& device) {
   const std::string d = canonicalDevice(device);
   if (d[0] != 'r') return {-1, d};
@@ -192,7 +194,7 @@ int Placement::rankCount() const {
   return n;
 }
 
-int Placement::rankOf(const std::string& stage) const { return std::max(0, splitRank(deviceOf(stage)).rank); }
+int Placement::rankOf(const std::string& stage) const { return processRank(deviceOf(stage)); }
 
 std::vector<std::string> Placement::devices() const {
   std::vector<std::string> d;

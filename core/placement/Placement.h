@@ -71,5 +71,8 @@ struct RankDevice {
   std::string device;
 };
 RankDevice splitRank(const std::string& device);
+// The rank whose process runs `device`: the rank it names, or 0 for a bare device (the
+// workstation's own process is rank 0 when a run has ranks).
+int processRank(const std::string& device);
 
 } // namespace splitseg::placement

@@ -28,14 +28,13 @@ constexpr double kRankBytesPerSecond = 2e9;
 constexpr double kHostBytesPerSecond = 10e9;
 
 // The rank of each stage when the stages run as a pipeline over ranks (two or more ranks, none
-// sharded: a sharded stage over ranks runs in the spatial trainer); empty otherwise. As in
-// Placement::rankOf, a device without a rank is rank 0's.
+// sharded: a sharded stage over ranks runs in the spatial trainer); empty otherwise.
 std::vector<int> pipelineOwners(const MemoryPlan& plan) {
   std::vector<int> owner;
   std::set<int> ranks;
   for (const auto& s : plan.stages) {
     if (splitShards(s.device).size() > 1) return {};
-    const int r = std::max(0, splitRank(s.device).rank);  // a bare device is in rank 0's process
+    const int r = processRank(s.device);
     owner.push_back(r);
     ranks.insert(r);
   }
@@ -142,10 +141,9 @@ StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& 
   };
   auto speed = [&](const std::string& name, Precision p) { return flopsPerSecondOf(specOf(name), p); };
   StepTime t;
-  if (network.stages.size() != plan.stages.size())
+  if (!std::equal(network.stages.begin(), network.stages.end(), plan.stages.begin(), plan.stages.end(),
+                  [](const auto& n, const auto& p) { return n.name == p.name; }))
     throw InvalidArgument("step time: the plan is not of this network");
-  for (std::size_t i = 0; i < plan.stages.size(); ++i)
-    if (network.stages[i].name != plan.stages[i].name) throw InvalidArgument("step time: the plan is not of this network");
   if (const auto owner = pipelineOwners(plan); !owner.empty()) {
     std::vector<double> seconds;
     for (const auto& s : plan.stages) seconds.push_back(s.flops / speed(s.device, s.precision));

@@ -136,7 +136,7 @@ private Q_SLOTS:
     QFETCH(int, batch);
     QFETCH(int, micro);
     QFETCH(QList<int>, sizes);
-    const auto got = PipelineSchedule::microSizes(batch, micro);
+    const auto got = placement::PipelineOrder::microSizes(batch, micro);
     QCOMPARE(QList<int>(got.begin(), got.end()), sizes);
   }
 
