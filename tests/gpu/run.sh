@@ -152,9 +152,9 @@ try:
     import torch
     ref = "one-" + name.split("-")[0]
     rec["reference"] = "one process, same devices"
-    one, many = (torch.jit.load(f"{work}/r_{n}.pt", map_location="cpu") for n in (ref, name))
-    a = dict(one.named_parameters()); b = dict(many.named_parameters())
-    rec["max_weight_diff"] = max((a[k] - b[k]).abs().max().item() for k in a if k.startswith("model."))
+    # SplitSeg's checkpoint: a pickled dict whose "model" holds the weights by name (core/checkpoint).
+    a, b = (torch.load(f"{work}/r_{n}.pt", map_location="cpu", weights_only=True)["model"] for n in (ref, name))
+    rec["max_weight_diff"] = max((a[k] - b[k]).abs().max().item() for k in a)
     steps = [json.loads(l) for l in open(f"{work}/r_{name}.jsonl") if l.startswith("{") and '"loss"' in l]
     single = [json.loads(l) for l in open(f"{work}/r_{ref}.jsonl") if l.startswith("{") and '"loss"' in l]
     rec["loss_diff"] = max(abs(x["loss"] - y["loss"]) for x, y in zip(steps, single))
