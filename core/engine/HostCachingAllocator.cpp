@@ -7,6 +7,9 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -16,13 +19,15 @@
 namespace splitseg::engine {
 
 // Lives in the 64 bytes before the data, so the data pointer is its own context (a "simple"
-// DataPtr, as LibTorch's raw_allocate/raw_deallocate expect) and stays 64-byte aligned.
+// DataPtr, as LibTorch's raw_allocate/raw_deallocate expect) and stays 64-byte aligned. A heap
+// block starts with its header; other blocks come from malloc.
 struct HostCachingAllocator::Header {
   static constexpr std::uint64_t kMagic = 0x53706c6974536567ULL;  // "SplitSeg"
   std::uint64_t magic;
   HostCachingAllocator* owner;
-  std::size_t capacity;  // usable bytes after the header
+  std::size_t capacity;  // bytes of the block, header included
   std::size_t requested;
+  bool inHeap;
   bool reported;  // counted by a memory reporter at allocation: report its free as well
 };
 
@@ -30,14 +35,122 @@ namespace {
 constexpr std::size_t kHeaderBytes = 64;
 constexpr std::size_t kAlignment = 64;
 constexpr std::size_t kPage = 4096;
+// The heap is made readable and writable in steps of this many bytes as it grows.
+constexpr std::size_t kCommitStep = std::size_t{2} << 20;
 
 char* dataOf(void* header) { return static_cast<char*>(header) + kHeaderBytes; }
 std::size_t roundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 } // namespace
 
-HostCachingAllocator::HostCachingAllocator(std::int64_t limitBytes) { stats_.limit = limitBytes; }
+HostCachingAllocator::HostCachingAllocator(std::int64_t limitBytes, std::int64_t heapBytes) {
+  stats_.limit = limitBytes;
+  // Address space only: nothing is committed until the heap grows into it.
+  std::size_t want = heapBytes > 0 ? static_cast<std::size_t>(heapBytes)
+                                   : static_cast<std::size_t>(std::max<std::int64_t>(hostTotalBytes(), 1) * 2);
+  want = std::min(roundUp(std::max(want, kCommitStep), kCommitStep), std::size_t{64} << 40);
+  // A limit on the address space (ulimit -v) may refuse the first size: try smaller ones.
+  for (; want >= kCommitStep && !base_; want /= 2) {
+    void* p = mmap(nullptr, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) {
+      base_ = static_cast<char*>(p);
+      reserved_ = want;
+    }
+  }
+}
 
-HostCachingAllocator::~HostCachingAllocator() { emptyCache(); }
+HostCachingAllocator::~HostCachingAllocator() {
+  emptyCache();
+  if (base_ && stats_.inUse == 0) munmap(base_, reserved_);  // else tensors still live in it
+}
+
+bool HostCachingAllocator::commitLocked(std::size_t end) {
+  if (end <= committed_) return true;
+  const std::size_t to = std::min(roundUp(end, kCommitStep), reserved_);
+  if (mprotect(base_ + committed_, to - committed_, PROT_READ | PROT_WRITE) != 0) return false;
+  committed_ = to;
+  return true;
+}
+
+std::set<std::pair<std::size_t, std::size_t>>& HostCachingAllocator::setOf(State state) {
+  return state == State::Kept ? kept_ : released_;
+}
+
+HostCachingAllocator::BlockIt HostCachingAllocator::insertLocked(std::size_t offset, Block block) {
+  auto it = blocks_.insert_or_assign(offset, block).first;
+  if (block.state == State::Used) return it;
+  setOf(block.state).emplace(block.size, offset);
+  if (block.state == State::Kept) stats_.cached += static_cast<std::int64_t>(block.size);
+  return it;
+}
+
+void HostCachingAllocator::unlinkLocked(BlockIt it) {
+  if (it->second.state == State::Used) return;
+  setOf(it->second.state).erase({it->second.size, it->first});
+  if (it->second.state == State::Kept) stats_.cached -= static_cast<std::int64_t>(it->second.size);
+}
+
+HostCachingAllocator::BlockIt HostCachingAllocator::mergeLocked(BlockIt left, BlockIt right) {
+  const std::size_t offset = left->first;
+  const Block merged{left->second.size + right->second.size, left->second.state};
+  unlinkLocked(left);
+  unlinkLocked(right);
+  blocks_.erase(right);
+  return insertLocked(offset, merged);
+}
+
+HostCachingAllocator::BlockIt HostCachingAllocator::addFreeLocked(std::size_t offset, Block block) {
+  // Neighbours merge only when their pages are in the same state, so a kept block's pages are
+  // all there and a released block's are all gone: `cached` is exact, and a block kept beside
+  // released memory is not given back with it (that would fault its pages in again every step).
+  auto self = insertLocked(offset, block);
+  if (auto next = std::next(self); next != blocks_.end() && next->second.state == block.state)
+    self = mergeLocked(self, next);
+  if (self != blocks_.begin() && std::prev(self)->second.state == block.state) self = mergeLocked(std::prev(self), self);
+  return self;
+}
+
+char* HostCachingAllocator::takeLocked(std::size_t size) {
+  if (!base_) return nullptr;
+  // Best fit among the kept blocks (no page faults), then among the released ones, then at the
+  // top of the heap, into the last block when it is free.
+  BlockIt it = blocks_.end();
+  if (auto k = kept_.lower_bound({size, 0}); k != kept_.end()) it = blocks_.find(k->second);
+  else if (auto r = released_.lower_bound({size, 0}); r != released_.end()) it = blocks_.find(r->second);
+  std::size_t offset = 0;
+  Block block{0, State::Released};
+  if (it != blocks_.end()) {
+    offset = it->first;
+    block = it->second;
+    unlinkLocked(it);
+  } else {
+    if (!blocks_.empty()) {
+      const auto last = std::prev(blocks_.end());
+      offset = last->first + last->second.size;
+      if (last->second.state != State::Used) {
+        offset = last->first;
+        block = last->second;
+        unlinkLocked(last);
+      }
+    }
+    if (offset + size > reserved_ || !commitLocked(offset + size)) {
+      if (block.size > 0) insertLocked(offset, block);
+      return nullptr;
+    }
+    block = Block{size, State::Released};
+  }
+  if (block.state == State::Kept) ++stats_.hits;
+  else ++stats_.misses;
+  // The rest of a much larger block stays free for other tensors (marked after this block is,
+  // so that it cannot merge back into it).
+  const std::size_t rest = block.size - size >= kMinCachedBytes ? block.size - size : 0;
+  blocks_[offset] = Block{block.size - rest, State::Used};
+  if (rest > 0) addFreeLocked(offset + size, Block{rest, block.state});
+  block.size -= rest;
+  stats_.inUse += static_cast<std::int64_t>(block.size);
+  const auto last = std::prev(blocks_.end());
+  stats_.heap = std::max(stats_.heap, static_cast<std::int64_t>(last->first + last->second.size));
+  return base_ + offset;
+}
 
 c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
@@ -51,44 +164,36 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU budget: allocating ", bytes, " bytes with ", counter->allocated(),
                      " in use would exceed the budget of ", counter->budget(), " bytes");
   }
-  const bool large = bytes >= kMinCachedBytes;
-  // Large blocks are page multiples so that equal-sized tensors of a step share blocks.
-  const std::size_t capacity = large ? roundUp(bytes, kPage) : roundUp(bytes, kAlignment);
+  const bool large = bytes >= kMinCachedBytes && bytes <= (std::size_t{1} << 60);
   Header* h = nullptr;
   std::int64_t inUse = 0, reserved = 0;
-  // Under the lock: counts a block as handed out and notes the totals for the report.
-  auto account = [&] {
-    stats_.inUse += static_cast<std::int64_t>(h->capacity);
-    inUse = stats_.inUse;
-    reserved = stats_.inUse + stats_.cached;
-  };
   if (large) {
-    // Best fit, wasting at most an eighth: a much larger block is better left for a larger tensor.
+    // Page multiples, so that a block given back to the system is whole pages.
+    const std::size_t size = roundUp(bytes + kHeaderBytes, kPage);
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.lower_bound(capacity);
-    if (it != free_.end() && it->first <= capacity + capacity / 8) {
-      h = it->second;
-      free_.erase(it);
-      stats_.cached -= static_cast<std::int64_t>(h->capacity);
-      ++stats_.hits;
-      account();
-    } else {
-      ++stats_.misses;
+    if (char* at = takeLocked(size)) {
+      h = new (at) Header{Header::kMagic, this, size, 0, true, false};
+      inUse = stats_.inUse;
+      reserved = stats_.inUse + stats_.cached;
     }
   }
   if (!h) {
+    // Small blocks (malloc's arenas handle them well), and large ones when the heap is full.
+    const std::size_t capacity = roundUp(bytes, kAlignment) + kHeaderBytes;
     void* base = nullptr;
-    if (posix_memalign(&base, kAlignment, kHeaderBytes + capacity) != 0) {
-      emptyCache();  // cached blocks may be what stands in the way
-      if (posix_memalign(&base, kAlignment, kHeaderBytes + capacity) != 0) {
+    if (capacity < bytes || posix_memalign(&base, kAlignment, capacity) != 0) {
+      emptyCache();  // kept blocks may be what stands in the way
+      if (capacity < bytes || posix_memalign(&base, kAlignment, capacity) != 0) {
         c10::reportOutOfMemoryToProfiler(static_cast<std::int64_t>(bytes), 0, 0, cpu);
         TORCH_CHECK_WITH(OutOfMemoryError, false, "DefaultCPUAllocator: not enough memory: you tried to allocate ",
                          bytes, " bytes.");
       }
     }
-    h = new (base) Header{Header::kMagic, this, capacity, 0, false};
+    h = new (base) Header{Header::kMagic, this, capacity, 0, false, false};
     std::lock_guard<std::mutex> lock(mutex_);
-    account();
+    stats_.inUse += static_cast<std::int64_t>(capacity);
+    inUse = stats_.inUse;
+    reserved = stats_.inUse + stats_.cached;
   }
   h->requested = bytes;
   h->reported = c10::memoryProfilingEnabled();
@@ -111,36 +216,37 @@ void HostCachingAllocator::recycle(Header* h) {
   // reporter is active on the freeing thread.
   const bool report = h->reported && c10::memoryProfilingEnabled();
   const auto requested = static_cast<std::int64_t>(h->requested);
+  const bool inHeap = h->inHeap;
+  h->magic = 0;
   std::int64_t inUse = 0, reserved = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.inUse -= static_cast<std::int64_t>(h->capacity);
-    const bool keep = h->capacity >= kMinCachedBytes && static_cast<std::int64_t>(h->capacity) <= stats_.limit;
-    if (keep) {
-      trimLocked(stats_.limit - static_cast<std::int64_t>(h->capacity));
-      free_.emplace(h->capacity, h);
-      stats_.cached += static_cast<std::int64_t>(h->capacity);
+    if (inHeap) {
+      addFreeLocked(static_cast<std::size_t>(reinterpret_cast<char*>(h) - base_), Block{h->capacity, State::Kept});
+      if (stats_.cached > stats_.limit) trimLocked(stats_.limit);
     } else {
-      h->magic = 0;
       std::free(h);
     }
     inUse = stats_.inUse;
     reserved = stats_.inUse + stats_.cached;
   }
   if (report)
-    c10::reportMemoryUsageToProfiler(dataOf(h) /* only an id, not dereferenced */, -requested,
-                                     static_cast<std::size_t>(inUse), static_cast<std::size_t>(reserved),
+    c10::reportMemoryUsageToProfiler(static_cast<char*>(static_cast<void*>(h)) + kHeaderBytes /* only an id */,
+                                     -requested, static_cast<std::size_t>(inUse), static_cast<std::size_t>(reserved),
                                      c10::Device(c10::DeviceType::CPU));
 }
 
 void HostCachingAllocator::trimLocked(std::int64_t target) {
-  // Largest first: they cost the most to keep and are the least likely to fit a smaller tensor.
-  while (stats_.cached > target && !free_.empty()) {
-    auto it = std::prev(free_.end());
-    stats_.cached -= static_cast<std::int64_t>(it->second->capacity);
-    it->second->magic = 0;
-    std::free(it->second);
-    free_.erase(it);
+  // Largest first: they cost the most to keep and are the least likely to be needed whole. The
+  // pages go back to the system; the range stays in the heap and reads as zeros when reused.
+  while (stats_.cached > target && !kept_.empty()) {
+    const auto it = blocks_.find(std::prev(kept_.end())->second);
+    const std::size_t offset = it->first;
+    const Block block{it->second.size, State::Released};
+    unlinkLocked(it);
+    madvise(base_ + offset, block.size, MADV_DONTNEED);
+    addFreeLocked(offset, block);
   }
 }
 

@@ -46,7 +46,7 @@ nlohmann::json hostCacheJson() {
   const auto* cache = engine::hostCachingAllocator();
   if (!cache) return {{"enabled", false}};
   const auto s = cache->stats();
-  return {{"enabled", s.limit > 0}, {"hits", s.hits}, {"misses", s.misses}, {"cached_bytes", s.cached}};
+  return {{"enabled", s.limit > 0}, {"hits", s.hits}, {"misses", s.misses}, {"cached_bytes", s.cached}, {"heap_bytes", s.heap}};
 }
 
 // Named tensors as a pickled dict: the one format both torch::pickle_load and torch.load read.

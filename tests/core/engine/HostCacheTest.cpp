@@ -1,6 +1,7 @@
-// The host caching allocator: freed large blocks come back, memory reporting (and so the CPU
-// counter, budgets and planner measurements) sees exactly what LibTorch's allocator reports, the
-// limit holds, and training gives bit-identical results with and without reuse.
+// The host caching allocator: freed large blocks come back, freed memory serves other sizes (split
+// and merged in one heap), memory reporting (and so the CPU counter, budgets and planner
+// measurements) sees exactly what LibTorch's allocator reports, the limit holds, and training
+// gives bit-identical results with and without reuse.
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
@@ -17,6 +18,8 @@ using engine::HostCachingAllocator;
 namespace {
 constexpr std::int64_t MiB = std::int64_t{1} << 20;
 torch::Tensor floats(std::int64_t bytes) { return torch::empty({bytes / 4}, torch::kFloat); }
+// A heap block: the request and a 64-byte header, in whole pages.
+std::int64_t block(std::int64_t bytes) { return (bytes + 64 + 4095) / 4096 * 4096; }
 
 std::vector<float> trainLosses(int steps) {
   torch::manual_seed(3);
@@ -62,9 +65,11 @@ private Q_SLOTS:
       auto t = floats(4 * MiB);
       first = t.data_ptr();
       QVERIFY(reinterpret_cast<std::uintptr_t>(first) % 64 == 0);
-      QCOMPARE(cache_->stats().inUse, 4 * MiB);
+      QCOMPARE(cache_->stats().inUse, block(4 * MiB));
     }
-    QCOMPARE(cache_->stats().cached, 4 * MiB);
+    // init() gave every free block back: this one is kept all the same, not released with its
+    // released neighbours (else every step would fault its pages in again).
+    QCOMPARE(cache_->stats().cached, block(4 * MiB));
     const auto hits = cache_->stats().hits;
     auto again = floats(4 * MiB);
     QCOMPARE(again.data_ptr(), first);
@@ -72,15 +77,55 @@ private Q_SLOTS:
     QCOMPARE(cache_->stats().cached, std::int64_t{0});
   }
 
-  void muchLargerBlockIsNotWasted() {
+  void largerBlockIsSplitAndMergedBack() {
     void* big = nullptr;
     {
       auto t = floats(16 * MiB);
       big = t.data_ptr();
     }
-    auto small = floats(2 * MiB);  // would waste 14 MiB of the cached block
-    QVERIFY(small.data_ptr() != big);
-    QCOMPARE(cache_->stats().cached, 16 * MiB);
+    const auto hits = cache_->stats().hits;
+    {
+      auto small = floats(2 * MiB);  // the front of the kept 16 MiB block; the rest stays free
+      QCOMPARE(small.data_ptr(), big);
+      QCOMPARE(cache_->stats().hits, hits + 1);
+      QCOMPARE(cache_->stats().cached, block(16 * MiB) - block(2 * MiB));
+    }
+    QCOMPARE(cache_->stats().cached, block(16 * MiB));  // one block again
+    auto whole = floats(16 * MiB);
+    QCOMPARE(whole.data_ptr(), big);
+  }
+
+  // What a cache of whole blocks cannot do: two freed 8 MiB tensors hold a 16 MiB one, so a
+  // training step's memory is not the sum of each size's own peak.
+  void freedMemoryServesOtherSizes() {
+    HostCachingAllocator heap(256 * MiB, 256 * MiB);  // a fresh heap: the two blocks are neighbours
+    void* a = heap.raw_allocate(8 * MiB);
+    void* b = heap.raw_allocate(8 * MiB);
+    QCOMPARE(static_cast<char*>(b), static_cast<char*>(a) + block(8 * MiB));
+    heap.raw_deallocate(a);
+    heap.raw_deallocate(b);
+    const auto before = heap.stats();
+    void* c = heap.raw_allocate(2 * block(8 * MiB) - 64);
+    QCOMPARE(c, a);
+    QCOMPARE(heap.stats().misses, before.misses);
+    QCOMPARE(heap.stats().hits, before.hits + 1);
+    QCOMPARE(heap.stats().heap, before.heap);
+    heap.raw_deallocate(c);
+  }
+
+  // A heap too small for a block: that block comes from malloc, works, and is not kept.
+  void fullHeapFallsBackToMalloc() {
+    HostCachingAllocator small(64 * MiB, 4 * MiB);
+    void* inHeap = small.raw_allocate(3 * MiB);
+    void* outside = small.raw_allocate(3 * MiB);
+    QVERIFY(inHeap && outside);
+    static_cast<char*>(outside)[3 * MiB - 1] = 1;
+    QCOMPARE(small.stats().heap, block(3 * MiB));
+    small.raw_deallocate(outside);
+    QCOMPARE(small.stats().cached, std::int64_t{0});
+    small.raw_deallocate(inHeap);
+    QCOMPARE(small.stats().cached, block(3 * MiB));
+    QCOMPARE(small.stats().inUse, std::int64_t{0});
   }
 
   void smallBlocksAreNotCached() {
@@ -146,7 +191,7 @@ private Q_SLOTS:
     QVERIFY(p != nullptr);
     static_cast<char*>(p)[MiB - 1] = 1;
     cache_->raw_deallocate(p);
-    QCOMPARE(cache_->stats().cached, MiB);
+    QCOMPARE(cache_->stats().cached, block(MiB));
   }
 
   void trainingIsBitIdenticalWithReuse() {
