@@ -39,6 +39,25 @@ std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, cons
           bytes((fewIn ? 0.9 : 3.15) * 2.0 * static_cast<double>(ci * vin + co * vout))};
 }
 
+// fp32 oneDNN convolutions on AVX2 (no AVX-512): channels blocked by 8 (nCdhw8c), and the
+// buffers differ from the AVX-512 kernels'. Per layer, from single-layer traces on an AMD EPYC
+// (2 threads, torch 2.11, 2026-12-04; ib, ob = input and output with padded channels, exact in
+// every oneDNN row traced, 32^3-64^3, batch 1-4, 8-40 channels):
+//  - 3x3x3, stride 1: forward peaks at ib + ob with the output, backward at ib + max(input, ob)
+//    with the input gradient (backward weights run oneDNN's plain-layout gemm kernel);
+//  - 1x1x1 (the head): forward ib + ob with the output, backward ib + ob + the input gradient;
+//  - 2x2x2 stride-2 transposed: forward three outputs with its own, backward as on AVX-512.
+// With the AVX-512 model instead, whole steps whose peak is a full-resolution decoder's backward
+// were 7-10% over (PlannerMeasuredTest's batch rows; tests/bench 64^3-112^3 at base 16).
+std::pair<std::int64_t, std::int64_t> avx2OneDnnScratch(const LayerSpec& l, std::int64_t in, std::int64_t out,
+                                                        std::int64_t inBlocked, std::int64_t outBlocked) {
+  if (l.kind == LayerKind::ConvTranspose) return {2 * out, in + out};
+  if (l.kernel == 3 && l.stride == 1)
+    return {inBlocked + outBlocked - out, std::max(inBlocked, inBlocked + outBlocked - in)};
+  if (l.kernel == 1) return {inBlocked + outBlocked - out, inBlocked + outBlocked};
+  return {in + out, in + out};  // not traced on AVX2 (the U-Nets have none): the AVX-512 model
+}
+
 } // namespace
 
 // Mirrors ATen's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for CPU
@@ -63,15 +82,15 @@ std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const C
     // fp32 oneDNN 3x3x3 convolutions reorder into layouts blocked by 16 channels too: their
     // transients follow the padded channel counts (bases 12 and 20 at 64^3 measured 7% above the
     // unpadded figure with the allocation hook; padded, they and base 24 at 48^3 are exact, bases
-    // 4, 8 and 16 unchanged; 2026-12-02). On AVX2 (no AVX-512) oneDNN blocks by 8: with 16 the
-    // batch-2 rows of PlannerMeasuredTest were +15.8% on an AVX2-only AMD EPYC, with 8 +7.4%
-    // (2026-12-03; PlannerOptions takes the block from HostCpu).
-    std::int64_t blocked = io;
-    if (l.kernel == 3 && o.cpuFp32ChannelBlock > 1) {
-      const std::int64_t block = o.cpuFp32ChannelBlock;
-      const auto pad = [block](std::int64_t c) { return (c + block - 1) / block * block; };
-      blocked = n * (pad(in.channels) * voxels(in.dims) + pad(out.channels) * voxels(out.dims)) * in.dtype;
-    }
+    // 4, 8 and 16 unchanged; 2026-12-02). On AVX2 (no AVX-512) oneDNN blocks by 8 (with 16 the
+    // batch-2 rows of PlannerMeasuredTest were +15.8% on an AVX2-only AMD EPYC, with 8 +7.4%,
+    // 2026-12-03) and keeps other buffers (avx2OneDnnScratch: those rows exact).
+    const std::int64_t block = std::max(1, o.cpuFp32ChannelBlock);
+    const auto padded = [&](const ConvTensor& t) {
+      return n * ((t.channels + block - 1) / block * block) * voxels(t.dims) * t.dtype;
+    };
+    if (o.cpuOneDnnAvx2) return avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out));
+    const std::int64_t blocked = l.kernel == 3 ? padded(in) + padded(out) : io;
     return {static_cast<std::int64_t>(o.cpuOneDnnForwardScratch * blocked),
             static_cast<std::int64_t>(o.cpuOneDnnBackwardScratch * blocked)};
   }

@@ -61,6 +61,9 @@ struct PlannerOptions {
   // For 3x3x3 kernels that transient is of input and output with channels padded to this block
   // (oneDNN's nCdhw16c layouts on AVX-512, nCdhw8c on AVX2; CpuConvScratch.cpp says what was measured).
   int cpuFp32ChannelBlock = hostCpu().avx512Core ? 16 : 8;
+  // fp32 oneDNN kernels of AVX2 CPUs: their own transients (CpuConvScratch.cpp, measured there);
+  // the factors above are the AVX-512 model.
+  bool cpuOneDnnAvx2 = !hostCpu().avx512Core;
   // bf16 convolutions in oneDNN work on channel-blocked layouts: channels are padded up to
   // this block, so layers with few channels (small base, the 1-channel head) cost far more
   // than their tensors. CpuConvScratch.cpp holds the per-kernel model, measured

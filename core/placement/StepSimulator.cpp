@@ -444,12 +444,20 @@ void Simulator::beginStageBackward(int s) {
       continue;
     }
     // A local reader's gradient is there already: the trainer keeps it and passes their sum on,
-    // a tensor of its own until the stage is done. (The output gradient itself needs no extra
-    // hold: without one the replay meets the measured peaks, RankMemoryTest M=1/2 within 1.1%;
-    // with one it was 6-13% over.)
+    // a tensor of its own until the stage is done.
     heldGrad_.push_back(g);
   }
   remoteGrads_[s].clear();
+  // The output gradient is an argument of the trainer's autograd::backward call (and stays in
+  // its per-micro-batch table): alive until the stage's backward ends, not freed by the last
+  // layer that reads it. With that, RankMemoryTest's rows are within 1.1%, rank 0's exact
+  // (2026-12-04, AVX2). It had looked unneeded while the AVX2 convolutions were modelled with
+  // AVX-512's larger transients, which hid it.
+  const int out = stageOut_[s];
+  if (out >= 0 && pending_[out] >= 0) {
+    ref(pending_[out]);
+    heldGrad_.push_back(pending_[out]);
+  }
 }
 
 void Simulator::endStageBackward(int s) {
