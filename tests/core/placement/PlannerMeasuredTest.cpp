@@ -11,6 +11,7 @@
 #include <QtTest>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -113,6 +114,11 @@ private Q_SLOTS:
     qInfo("%-30s predicted %9.2f MiB  measured %9.2f MiB  error %+5.1f%%  (peak at %s %s)",
           QTest::currentDataTag(), predicted / (1 << 20), measured / (1 << 20), 100 * error,
           plan.devices[0].peakStage.c_str(), plan.devices[0].peakPhase.c_str());
+    // The AVX2 model was traced layer by layer on an AVX2-only CPU (CpuConvScratch.cpp): every row
+    // within 0.7% there (2026-12-04), where the AVX-512 model had the batch rows 7.4% over. An
+    // AVX-512 CPU capped to AVX2 (core.PlannerMeasuredAvx2Test) keeps the row's tolerance: not
+    // measured there.
+    if (!__builtin_cpu_supports("avx512f")) tolerance = std::min(tolerance, 0.02);
     QVERIFY2(std::abs(error) <= tolerance, qPrintable(QString("prediction off by more than %1%").arg(tolerance * 100)));
   }
 };
