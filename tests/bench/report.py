@@ -387,11 +387,19 @@ def isa(r):
 def machine_line(rows, date, quick):
     m = first(rows, "machine") or {}
     torch_v = next((r.get("torch") for r in rows if r.get("torch")), "?")
-    rounds = max((int(r.get("round", 0)) for r in rows), default=0)
+    # Sections may be rerun with another round count (BENCH_ROUNDS); each figure states its own.
+    per_kind = {}
+    for r in rows:
+        if int(r.get("round", 0)) > 0:
+            per_kind[r.get("kind")] = max(per_kind.get(r.get("kind"), 0), int(r["round"]))
+    counts = sorted(set(per_kind.values()))
+    rounds = (f"{counts[0]} interleaved rounds" if len(counts) == 1 else
+              f"{counts[0]}-{counts[-1]} interleaved rounds (each figure says how many)") if counts else \
+        "0 interleaved rounds"
     cpu = (m.get("cpu") or platform.processor() or "unknown CPU") + isa(m)
     return (f"Measured {m.get('date', date)} by `./test.sh --bench` (tests/bench/run.sh) on {cpu}, "
             f"{m.get('cores', '?')} cores, {m.get('threads', '?')} threads on every side, torch {torch_v}; "
-            f"{rounds} interleaved rounds, the order of the sides reversed every other round, warm-up steps "
+            f"{rounds}, the order of the sides reversed every other round, warm-up steps "
             "never timed. Each ratio is the median of the per-round ratios with a 95% bootstrap interval over the "
             "rounds; a goal is met only when the whole interval is on its side, missed when the whole interval "
             "is on the other side, and not shown otherwise."
