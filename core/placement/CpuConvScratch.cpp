@@ -68,7 +68,7 @@ std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const C
   const auto bytesOf = [n](const ConvTensor& t) { return n * t.channels * voxels(t.dims) * t.dtype; };
   bool onednn;
   if (in.dtype == 2) {
-    onednn = o.cpuBf16OneDnn;
+    onednn = o.cpuAvx512;  // bf16 convolutions run in oneDNN only there
   } else {
     const bool a = l.stride > 1 || n >= 16 || l.kernel != 1 || o.cpuThreads > 1;
     // A HaloConv3d slab or micro-batch runs the kernel of its whole (shard::callsOneDnn).
@@ -85,11 +85,11 @@ std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const C
     // 4, 8 and 16 unchanged; 2026-12-02). On AVX2 (no AVX-512) oneDNN blocks by 8 (with 16 the
     // batch-2 rows of PlannerMeasuredTest were +15.8% on an AVX2-only AMD EPYC, with 8 +7.4%,
     // 2026-12-03) and keeps other buffers (avx2OneDnnScratch: those rows exact).
-    const std::int64_t block = std::max(1, o.cpuFp32ChannelBlock);
+    const std::int64_t block = o.cpuAvx512 ? 16 : 8;
     const auto padded = [&](const ConvTensor& t) {
       return n * ((t.channels + block - 1) / block * block) * voxels(t.dims) * t.dtype;
     };
-    if (o.cpuOneDnnAvx2) return avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out));
+    if (!o.cpuAvx512) return avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out));
     const std::int64_t blocked = l.kernel == 3 ? padded(in) + padded(out) : io;
     return {static_cast<std::int64_t>(o.cpuOneDnnForwardScratch * blocked),
             static_cast<std::int64_t>(o.cpuOneDnnBackwardScratch * blocked)};

@@ -58,19 +58,18 @@ struct PlannerOptions {
   // buffers, whose size follows from the layer.
   double cpuOneDnnForwardScratch = 1.0;
   double cpuOneDnnBackwardScratch = 1.0;
-  // For 3x3x3 kernels that transient is of input and output with channels padded to this block
-  // (oneDNN's nCdhw16c layouts on AVX-512, nCdhw8c on AVX2; CpuConvScratch.cpp says what was measured).
-  int cpuFp32ChannelBlock = hostCpu().avx512Core ? 16 : 8;
-  // fp32 oneDNN kernels of AVX2 CPUs: their own transients (CpuConvScratch.cpp, measured there);
-  // the factors above are the AVX-512 model.
-  bool cpuOneDnnAvx2 = !hostCpu().avx512Core;
+  // The planned CPU's oneDNN kernels (HostCpu: this host's, with ONEDNN_MAX_CPU_ISA). AVX-512:
+  // fp32 3x3x3 transients of input and output with channels padded to 16 (nCdhw16c) times the
+  // factors above, and bf16 convolutions in oneDNN. AVX2: fp32 channels blocked by 8 with
+  // transients of their own, bf16 convolutions in LibTorch's native kernels. CpuConvScratch.cpp
+  // says what was measured for each.
+  bool cpuAvx512 = hostCpu().avx512Core;
   // bf16 convolutions in oneDNN work on channel-blocked layouts: channels are padded up to
   // this block, so layers with few channels (small base, the 1-channel head) cost far more
   // than their tensors. CpuConvScratch.cpp holds the per-kernel model, measured
   // with CpuMemoryCounter on this LibTorch (AVX-512 bf16 CPU).
   int cpuBf16ChannelBlock = 16;
   int cpuThreads = 2;            // ATen's heuristic differs for one thread
-  bool cpuBf16OneDnn = hostCpu().avx512Core;  // bf16 convolutions run in oneDNN (CPUs with AVX-512)
 };
 
 struct PlanRequest {

@@ -276,8 +276,7 @@ private Q_SLOTS:
     // A CPU whose bf16 convolutions run in oneDNN (AVX-512), whatever this machine is: without it
     // LibTorch's native bf16 kernels unfold columns that can outweigh what the stage saves.
     PlannerOptions avx512;
-    avx512.cpuBf16OneDnn = true;
-    avx512.cpuFp32ChannelBlock = 16;
+    avx512.cpuAvx512 = true;
     const MemoryPlanner planner(model::unetStructure(model::UNet3dOptions().base_channels(8).depth(4)), avx512);
     auto r = request(64, {{device.toStdString(), 64 * GiB}});
     const MemoryPlan fp32 = planner.plan(r);
