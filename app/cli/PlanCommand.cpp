@@ -49,6 +49,7 @@ struct PlanArgs {
   bool json = false;
   bool largest = false;
   bool offload = false;
+  std::string cpuLayout = "auto";
 };
 
 std::vector<std::string> splitList(const std::string& s, char sep) {
@@ -157,6 +158,7 @@ void runPlan(const PlanArgs& a) {
   spec.precision = StagePrecisions::parse(a.precision, names);
   spec.recompute = run::parseStageList(a.checkpoint, names);
   spec.offload = a.offload;
+  spec.cpuLayout = placement::cpuLayoutFromString(a.cpuLayout);
   if (a.optimizer != "adam" && a.optimizer != "sgd") throw InvalidArgument("--optimizer must be adam or sgd");
   auto devices = parseDevices(a.devices);
   if (devices.empty()) throw DeviceError("no devices to plan for");
@@ -300,6 +302,8 @@ void addPlanCommands(CLI::App& app) {
   cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits (with --auto: also with host offload)");
   cmd->add_flag("--offload", args->offload,
                 "host offload: recomputed stages on GPUs keep their saved inputs in pinned host memory");
+  cmd->add_option("--cpu-layout", args->cpuLayout,
+                  "weights of fp32 CPU stages: auto (channels-last on CPUs without AVX-512), ncdhw or channels-last");
   cmd->callback([args] { runPlan(*args); });
 }
 

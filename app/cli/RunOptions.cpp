@@ -101,6 +101,9 @@ void RunOptions::addSchedule(CLI::App& cmd) {
   remember(cmd.add_flag("--offload", offload,
                         "host offload: recomputed stages on GPUs keep their saved inputs in pinned host memory "
                         "(larger volumes; two host copies of those inputs per step)"));
+  remember(cmd.add_option("--cpu-layout", cpuLayout,
+                          "weights of fp32 CPU stages while training: auto (channels-last on CPUs without AVX-512), "
+                          "ncdhw or channels-last"));
   remember(cmd.add_flag("--timeline", timeline,
                         "record each device's forward/backward/recompute/transfer/wait spans per step (in --progress jsonl)"));
 }
@@ -147,6 +150,7 @@ run::RunSpec RunOptions::build(const run::RunSpec& base) const {
   if (given("--rank-timeout")) r.rankTimeoutSeconds = rankTimeout;
   if (given("--timeline")) r.timeline = timeline;
   if (given("--offload")) r.offload = offload;
+  if (given("--cpu-layout")) r.cpuLayout = placement::cpuLayoutFromString(cpuLayout);
   if (given("--steps")) r.steps = steps;
   if (given("--epochs")) r.epochs = epochs;
   if (given("--steps-per-epoch")) r.stepsPerEpoch = stepsPerEpoch;

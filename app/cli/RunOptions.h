@@ -49,6 +49,7 @@ private:
   int batch = 1, epochs = 0, microBatches = 1, rankTimeout = 120;
   bool timeline = false;
   bool offload = false;
+  std::string cpuLayout;
   std::int64_t steps = 100, stepsPerEpoch = 50, validateEvery = 0, checkpointEvery = 0;
   double lr = 1e-3;
   std::uint64_t seed = 0;

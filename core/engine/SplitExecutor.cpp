@@ -98,7 +98,7 @@ std::map<std::string, placement::ShardLayout> SplitExecutor::shardLayouts(std::i
   return out;
 }
 
-void SplitExecutor::setCpuChannelsLast(bool enabled) {
+void SplitExecutor::setCpuChannelsLast(bool enabled, bool trainingStages) {
   torch::NoGradGuard noGrad;
   if (!enabled) {
     for (auto& p : channelsLast_) p.set_data(p.contiguous());
@@ -108,6 +108,8 @@ void SplitExecutor::setCpuChannelsLast(bool enabled) {
   if (!channelsLast_.empty()) return;
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     if (!stageDevices_[i].is_cpu()) continue;
+    if (trainingStages && (stageShards_[i].size() > 1 || precision_.of(specs_[i].name) != placement::Precision::FP32))
+      continue;
     for (auto& p : network_->stageModule(i)->parameters()) {
       if (p.dim() != 5 || p.is_contiguous(at::MemoryFormat::ChannelsLast3d)) continue;
       p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));

@@ -72,10 +72,11 @@ public:
   void setBackwardHook(BackwardCallback callback) { backwardHook_ = std::move(callback); }
   // CPU convolutions run faster on channels-last (NDHWC) weights: oneDNN then keeps activations in
   // that layout instead of reordering them to its blocked layout and back at every convolution
-  // (~6% of CPU sliding-window inference, measured; no gain measured for training, so the Inferer
-  // turns it on for the duration of a prediction). Converts the 5-D parameters of stages placed on
-  // the CPU; false restores exactly the tensors it converted. Call outside InferenceMode.
-  void setCpuChannelsLast(bool enabled);
+  // (~6% of CPU sliding-window inference, measured; the Inferer turns it on for the duration of a
+  // prediction; the Trainer as RunSpec::cpuLayout says). Converts the 5-D parameters of stages
+  // placed on the CPU (`trainingStages`: only the unsharded fp32 ones, the layouts the planner
+  // models); false restores exactly the tensors it converted. Call outside InferenceMode.
+  void setCpuChannelsLast(bool enabled, bool trainingStages = false);
   bool cpuChannelsLast() const { return !channelsLast_.empty(); }
   // Sees each stage's output as it is produced (dtype and device checks in tests, diagnostics).
   using OutputObserver = std::function<void(const std::string& stage, const torch::Tensor& output)>;

@@ -66,7 +66,10 @@ void adamStep(torch::optim::Adam& adam) {
       const double bc2 = 1 - std::pow(beta2, static_cast<double>(st.step()));
       st.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
       st.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-      auto denom = scratch.at({p.device().str(), static_cast<int>(p.scalar_type())}).narrow(0, 0, p.numel()).view(p.sizes());
+      // Laid out as the parameter (channels-last weights, RunSpec::cpuLayout), so the sqrt and the
+      // update below walk every tensor in the same order.
+      auto flat = scratch.at({p.device().str(), static_cast<int>(p.scalar_type())}).narrow(0, 0, p.numel());
+      auto denom = p.is_non_overlapping_and_dense() ? flat.as_strided(p.sizes(), p.strides()) : flat.view(p.sizes());
       torch::sqrt_out(denom, st.exp_avg_sq());
       denom.div_(std::sqrt(bc2)).add_(o.eps());
       p.addcdiv_(st.exp_avg(), denom, -(o.lr() / bc1));

@@ -67,6 +67,7 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
       throw InvalidArgument("patch size " + std::to_string(s) + " must be a positive multiple of " +
                             std::to_string(div) + " for this network depth");
   torch::manual_seed(spec_.seed);
+  applyCpuLayout();  // before Adam: its moments take their parameters' layout
   optimizer_ = std::make_unique<torch::optim::Adam>(network_->root().parameters(),
                                                     torch::optim::AdamOptions(spec_.learningRate));
   allocateAdamState(*optimizer_);  // moments exist before the first step, beside their parameters
@@ -299,20 +300,32 @@ void Trainer::run(MetricsSink* sink, CancelToken* cancel) {
   save();
 }
 
-void Trainer::setPlacement(const placement::Placement& p) {
-  executor_.setPlacement(p);
-  spec_.setPlacement(p);
-  // Adam's moments live beside their parameters; move them along.
+void Trainer::applyCpuLayout() {
+  executor_.setCpuChannelsLast(false);
+  if (placement::usesChannelsLast(spec_.cpuLayout)) executor_.setCpuChannelsLast(true, true);
+  if (!optimizer_) return;
+  // Adam's moments live beside their parameters, in their layout (elementwise updates: the values
+  // are the same in any layout, the speed is not).
+  const auto follow = [](const torch::Tensor& m, const torch::Tensor& p) {
+    return m.to(p.device()).contiguous(p.suggest_memory_format());
+  };
   for (auto& group : optimizer_->param_groups()) {
     for (auto& param : group.params()) {
       auto it = optimizer_->state().find(param.unsafeGetTensorImpl());
       if (it == optimizer_->state().end()) continue;
       auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
-      st.exp_avg(st.exp_avg().to(param.device()));
-      st.exp_avg_sq(st.exp_avg_sq().to(param.device()));
-      if (st.max_exp_avg_sq().defined()) st.max_exp_avg_sq(st.max_exp_avg_sq().to(param.device()));
+      st.exp_avg(follow(st.exp_avg(), param));
+      st.exp_avg_sq(follow(st.exp_avg_sq(), param));
+      if (st.max_exp_avg_sq().defined()) st.max_exp_avg_sq(follow(st.max_exp_avg_sq(), param));
     }
   }
+}
+
+void Trainer::setPlacement(const placement::Placement& p) {
+  executor_.setCpuChannelsLast(false);  // every stage plain while it moves (a CUDA stage stays so)
+  executor_.setPlacement(p);
+  spec_.setPlacement(p);
+  applyCpuLayout();
   meter_ = std::make_unique<MemoryMeter>(p.devices());
   meter_->cpu().setBudget(spec_.cpuBudgetBytes);
 }
@@ -325,6 +338,7 @@ void Trainer::setCpuBudget(std::int64_t bytes) {
 void Trainer::setPrecision(const placement::StagePrecisions& precision) {
   spec_.precision = precision;
   executor_.setPrecision(precision);
+  applyCpuLayout();  // the fp32 stages may have changed
 }
 
 void Trainer::setRecompute(const std::set<std::string>& stages) {

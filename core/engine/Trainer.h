@@ -93,6 +93,9 @@ public:
 
 private:
   void makeBatch(torch::Tensor& input, torch::Tensor& target);
+  // Weights of the fp32 CPU stages as spec_.cpuLayout says, Adam's moments beside their
+  // parameters in the same layout (after construction, placement and precision changes).
+  void applyCpuLayout();
   ValidationMetrics validateSamples();
 
   std::shared_ptr<model::StagedNetwork> network_;

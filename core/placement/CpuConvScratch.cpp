@@ -58,54 +58,93 @@ std::pair<std::int64_t, std::int64_t> avx2OneDnnScratch(const LayerSpec& l, std:
   return {in + out, in + out};  // not traced on AVX2 (the U-Nets have none): the AVX-512 model
 }
 
+// fp32 convolutions with channels-last weights (2 threads, torch 2.11, AMD EPYC with AVX2,
+// 2026-12-04; single layers traced with the torch profiler's memory events, 16^3-64^3, batch 1-4,
+// 4-64 channels). oneDNN then works on NDHWC tensors without reordering them:
+//  - 3x3x3, stride 1: forward holds nothing beyond the output. Backward computes the weight
+//    gradient with oneDNN's gemm kernel for NDHWC (src/cpu/gemm_convolution_utils.cpp, nspc
+//    bwd_w), whose scratchpad per thread is one depth slice's im2col (ic x 27 x H x W), a
+//    transposed copy of one sample's input (ic x D x H x W) and weight-gradient partials (four
+//    weight sizes here); it runs on all threads only when batch > 1 and H x W / threads < 256,
+//    else on one. Exact (to 384 bytes) in every row traced;
+//  - 1x1x1: nothing beyond output and input gradient;
+//  - 2x2x2 stride-2 transposed: forward one input-sized buffer, backward nothing more.
+// A plain (NCDHW) input is reordered to channels-last first: one input-sized copy in forward and
+// again in backward. The native kernels (small single-sample layers) give a plain output and copy
+// a channels-last input to plain first, in forward and in backward (1x1x1: forward only).
+std::int64_t channelsLastGemmScratch(const LayerSpec& l, const ConvTensor& in, int batch, int threads) {
+  const std::int64_t ks = std::int64_t{l.kernel} * l.kernel * l.kernel;
+  const std::int64_t hw = in.dims[1] * in.dims[2];
+  const std::int64_t nthr = batch > 1 && hw / std::max(1, threads) < 256 ? std::max(1, threads) : 1;
+  const std::int64_t ic = l.inChannels, oc = l.outChannels;
+  return 4 * nthr * (ic * hw * (ks + in.dims[0]) + 4 * ks * ic * oc);
+}
+
 } // namespace
 
 // Mirrors ATen's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for CPU
 // tensors: small single-sample inputs go to the native kernels, the rest to oneDNN.
-std::pair<std::int64_t, std::int64_t> cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvTensor& out,
-                                                     int batch, const PlannerOptions& o, std::int64_t wholeFactor) {
+ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvTensor& out, int batch,
+                           const PlannerOptions& o, std::int64_t wholeFactor, bool channelsLastWeights) {
   const std::int64_t n = batch;
   const auto bytesOf = [n](const ConvTensor& t) { return n * t.channels * voxels(t.dims) * t.dtype; };
+  const bool cl = channelsLastWeights && in.dtype == 4;
   bool onednn;
   if (in.dtype == 2) {
     onednn = o.cpuAvx512;  // bf16 convolutions run in oneDNN only there
   } else {
     const bool a = l.stride > 1 || n >= 16 || l.kernel != 1 || o.cpuThreads > 1;
-    // A HaloConv3d slab or micro-batch runs the kernel of its whole (shard::callsOneDnn).
-    const std::int64_t whole = l.followsWhole ? wholeFactor : 1;
+    // A HaloConv3d slab or micro-batch runs the kernel of its whole (shard::callsOneDnn), unless
+    // its weights are channels-last (LibTorch's own choice then).
+    const std::int64_t whole = l.followsWhole && !cl ? wholeFactor : 1;
     const bool b = l.kernel > 3 || n > 1 || n * in.channels * in.dims[0] * in.dims[1] * whole > 20480;
     onednn = a && b;
   }
   const std::int64_t io = bytesOf(in) + bytesOf(out);
-  if (onednn && in.dtype == 2) return bf16OneDnnScratch(l, in, out, batch, o);
+  // A channels-last input (more than one channel) the kernel must copy to plain, or a plain one
+  // it must copy to channels-last.
+  const std::int64_t inCopy = in.channels > 1 && in.channelsLast != (cl && onednn) ? bytesOf(in) : 0;
+  if (cl && onednn && (l.kind == LayerKind::ConvTranspose || (l.stride == 1 && (l.kernel == 1 || l.kernel == 3)))) {
+    if (l.kind == LayerKind::ConvTranspose) return {bytesOf(in) + inCopy, inCopy, true};
+    if (l.kernel == 1) return {inCopy, inCopy, true};
+    return {inCopy, channelsLastGemmScratch(l, in, batch, o.cpuThreads) + inCopy, true};
+  }
+  if (onednn && in.dtype == 2) {
+    const auto [f, b] = bf16OneDnnScratch(l, in, out, batch, o);
+    return {f, b, false};
+  }
   if (onednn) {
     // fp32 oneDNN 3x3x3 convolutions reorder into layouts blocked by 16 channels too: their
     // transients follow the padded channel counts (bases 12 and 20 at 64^3 measured 7% above the
     // unpadded figure with the allocation hook; padded, they and base 24 at 48^3 are exact, bases
     // 4, 8 and 16 unchanged; 2026-12-02). On AVX2 (no AVX-512) oneDNN blocks by 8 (with 16 the
     // batch-2 rows of PlannerMeasuredTest were +15.8% on an AVX2-only AMD EPYC, with 8 +7.4%,
-    // 2026-12-03) and keeps other buffers (avx2OneDnnScratch: those rows exact).
+    // 2026-12-03) and keeps other buffers (avx2OneDnnScratch: those rows exact). A strided
+    // convolution with channels-last weights (not traced; the U-Nets have none) is planned so.
     const std::int64_t block = o.cpuAvx512 ? 16 : 8;
     const auto padded = [&](const ConvTensor& t) {
       return n * ((t.channels + block - 1) / block * block) * voxels(t.dims) * t.dtype;
     };
-    if (!o.cpuAvx512) return avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out));
+    if (!o.cpuAvx512) {
+      const auto [f, b] = avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out));
+      return {f, b, false};
+    }
     const std::int64_t blocked = l.kernel == 3 ? padded(in) + padded(out) : io;
     return {static_cast<std::int64_t>(o.cpuOneDnnForwardScratch * blocked),
-            static_cast<std::int64_t>(o.cpuOneDnnBackwardScratch * blocked)};
+            static_cast<std::int64_t>(o.cpuOneDnnBackwardScratch * blocked), false};
   }
   const std::int64_t k3 = std::int64_t{l.kernel} * l.kernel * l.kernel;
   if (l.kind == LayerKind::ConvTranspose) {
     // slow_conv_transpose3d: columns of (out channels x k^3) x input voxels, one sample at a
     // time, in forward and again in backward (input and weight gradients in turn).
     const std::int64_t cols = l.outChannels * k3 * voxels(in.dims) * in.dtype;
-    return {cols, cols};
+    return {cols + inCopy, cols + inCopy, false};
   }
-  if (l.kernel == 1 && l.stride == 1 && l.padding == 0) return {0, 0};  // columns are the input
+  if (l.kernel == 1 && l.stride == 1 && l.padding == 0) return {inCopy, 0, false};  // columns are the input
   // slow_conv3d: columns of (in channels x k^3) x output voxels for the whole batch; backward
   // needs one such buffer at a time (input gradient, then the rebuilt columns for the weight's).
   const std::int64_t cols = n * l.inChannels * k3 * voxels(out.dims) * in.dtype;
-  return {cols, cols};
+  return {cols + inCopy, cols + inCopy, false};
 }
 
 } // namespace splitseg::placement::detail

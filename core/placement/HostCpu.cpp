@@ -1,4 +1,5 @@
 #include "core/placement/HostCpu.h"
+#include "core/base/Error.h"
 
 #include <cctype>
 #include <cstdlib>
@@ -29,6 +30,26 @@ HostCpu probeHostCpu() {
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && !cappedBelowAvx512();
 #endif
   return h;
+}
+
+std::string toString(CpuLayout layout) {
+  switch (layout) {
+    case CpuLayout::Auto: return "auto";
+    case CpuLayout::Ncdhw: return "ncdhw";
+    case CpuLayout::ChannelsLast: return "channels-last";
+  }
+  return "auto";
+}
+
+CpuLayout cpuLayoutFromString(const std::string& text) {
+  if (text == "auto") return CpuLayout::Auto;
+  if (text == "ncdhw" || text == "contiguous") return CpuLayout::Ncdhw;
+  if (text == "channels-last" || text == "channels_last" || text == "ndhwc") return CpuLayout::ChannelsLast;
+  throw InvalidArgument("unknown CPU layout '" + text + "' (auto, ncdhw, channels-last)");
+}
+
+bool usesChannelsLast(CpuLayout layout, const HostCpu& cpu) {
+  return layout == CpuLayout::ChannelsLast || (layout == CpuLayout::Auto && !cpu.avx512Core);
 }
 
 const HostCpu& hostCpu() {

@@ -2,6 +2,8 @@
 // What this machine's CPU offers oneDNN, which decides how LibTorch's CPU convolutions lay out
 // their buffers: the planner's CPU defaults (PlannerOptions) follow it, since a rank's `r1:cpu`
 // or the local CPU is planned as this host's.
+#include <string>
+
 namespace splitseg::placement {
 
 struct HostCpu {
@@ -15,5 +17,17 @@ struct HostCpu {
 const HostCpu& hostCpu();
 // A fresh probe (the environment read now), for tests.
 HostCpu probeHostCpu();
+
+// How a run lays out the weights of its fp32 CPU stages while training (RunSpec::cpuLayout).
+// Channels-last (NDHWC) weights make oneDNN keep activations in that layout instead of reordering
+// them into its blocked layout and back at every convolution; its backward then holds other
+// buffers, which the planner models (CpuConvScratch.cpp).
+enum class CpuLayout { Auto, Ncdhw, ChannelsLast };
+std::string toString(CpuLayout layout);                   // "auto", "ncdhw", "channels-last"
+CpuLayout cpuLayoutFromString(const std::string& text);   // throws InvalidArgument
+// Auto is channels-last on CPUs without AVX-512, NCDHW on the others: the training step took
+// 0.82x [0.76, 0.88] of its NCDHW time with channels-last weights on an AVX2-only AMD EPYC
+// (tests/bench train_splitseg_cl, 15 rounds, 2026-12-04); on AVX-512 Xeons no gain was measured.
+bool usesChannelsLast(CpuLayout layout, const HostCpu& cpu = hostCpu());
 
 } // namespace splitseg::placement

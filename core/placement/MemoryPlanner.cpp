@@ -179,6 +179,9 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       sr.stageDevice.push_back(static_cast<int>(it - deviceNames.begin()));
       sr.checkpointed.push_back(req.checkpoint.count(s.name) ? 1 : 0);
       sr.bf16.push_back(precisions.of(s.name) == Precision::BF16 ? 1 : 0);
+      sr.channelsLast.push_back(req.cpuChannelsLast && sr.bf16.back() == 0 && shards.size() == 1 &&
+                                        deviceRank.empty() && !req.devices.at(static_cast<std::size_t>(sr.stageDevice.back())).isCuda()
+                                    ? 1 : 0);
       if (!layouts.empty()) {
         const bool sharded = shards.size() > 1;
         sr.stageSlab.push_back(sharded ? layouts.at(placement.entryOf(s.name)).sizes[j] : 0);

@@ -84,6 +84,10 @@ struct PlanRequest {
   // between forward and backward (fetched back for their backward, the next one prefetched).
   bool offload = false;
   bool adam = true;                  // Adam keeps two moments per parameter
+  // fp32 CPU stages train on channels-last weights (RunSpec::cpuLayout, resolved): their oneDNN
+  // convolutions keep activations channels-last and hold other buffers. Runs over ranks and
+  // sharded stages keep NCDHW (the engine converts only the Trainer's unsharded stages).
+  bool cpuChannelsLast = false;
   Placement placement;               // empty: every stage on devices[0]
   std::vector<DeviceSpec> devices;   // every device the placement names must be listed
   // Sharded stages (placement entries "cuda:0+cuda:1"): the cut axis and optional slab sizes per

@@ -29,6 +29,7 @@ struct Storage { int device; std::int64_t bytes; int refs; int owner; bool trans
 struct Value {
   int storage; std::int64_t channels; Dims dims; int dtype; int device; bool requiresGrad;
   bool view = false;  // a view produced by a layer (instance norm's output)
+  bool cl = false;    // channels-last strides (CPU stages with channels-last weights)
 };
 
 enum class OpKind { Conv, Norm, ReLU, Pool, Dropout, Concat, Cast, Copy, Checkpoint };
@@ -185,15 +186,17 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       op.output = y;
       op.weightGradBytes = l.parameters * 4;
       if (!cuda) {  // CUDA's cuDNN workspace is part of the device allowance
-        const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype}; };
+        const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype, v.cl}; };
         // A slab runs the kernel its unsharded layer would, a micro-batch that of its batch
         // (HaloConv3d): LibTorch's size test sees the whole extent when the cut is along D or H.
         // A sharded 1x1x1 convolution (no halo) keeps LibTorch's choice.
         const std::int64_t shards = halo && r_.shardDim < 2 ? r_.stageShards.at(s) : 1;
         const std::int64_t whole = halo || !sharded(s) ? shards * std::max(1, r_.wholeBatch / r_.batch) : 1;
-        const auto [fwd, bwd] = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_, whole);
-        if (fwd > 0) unref(alloc(dev, fwd, s));
-        op.backwardScratch = bwd;
+        const bool cl = !r_.channelsLast.empty() && r_.channelsLast[s];
+        const ConvScratch c = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_, whole, cl);
+        if (c.forward > 0) unref(alloc(dev, c.forward, s));
+        op.backwardScratch = c.backward;
+        vals_[y].cl = c.outputChannelsLast;
       }
       if (save) {
         ref(vals_[cin].storage);
@@ -209,12 +212,27 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
     }
     case LayerKind::Norm: {
       op.kind = OpKind::Norm;
+      // Instance norm reshapes a channels-last input through a plain copy, which it keeps for
+      // backward in the input's place; its output is plain (traced as CpuConvScratch.cpp says).
+      const int plainCopy = in.cl && l.outputIsView ? alloc(dev, bytesOf(in), s) : -1;
+      // Its input gradient comes back plain: the channels-last convolution that produced the
+      // input reorders it to channels-last in its backward.
+      if (plainCopy >= 0)
+        for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+          if (it->output == x) {
+            if (it->kind == OpKind::Conv) it->backwardScratch += bytesOf(in);
+            break;
+          }
       const int y = allocValue(dev, in.channels, in.dims, in.dtype, s);
       vals_[y].view = l.outputIsView;
+      vals_[y].cl = in.cl && plainCopy < 0;
       op.output = y;
       if (save) {
-        ref(in.storage);
-        op.saved.push_back(in.storage);
+        const int kept = plainCopy >= 0 ? plainCopy : in.storage;
+        if (plainCopy < 0) ref(in.storage);
+        op.saved.push_back(kept);
+      } else if (plainCopy >= 0) {
+        unref(plainCopy);
       }
       drop(x);
       x = y;
@@ -225,6 +243,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       int y;
       if (l.inplace) {  // same storage, new version; threshold_backward needs the result
         y = newValue(in.storage, in.channels, in.dims, in.dtype);
+        vals_[y].cl = in.cl;
         ref(in.storage);
         // In place on a view (after instance norm): autograd's CopySlices backward makes a
         // base-sized copy of the gradient and a contiguous clone of the slice beside the ReLU's
@@ -234,6 +253,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
         if (in.view) op.backwardScratch = 2 * bytesOf(in);
       } else {
         y = allocValue(dev, in.channels, in.dims, in.dtype, s);
+        vals_[y].cl = in.cl;
       }
       op.output = y;
       if (save) {
@@ -249,6 +269,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       Dims d = in.dims;
       for (auto& n : d) n = (n - l.kernel) / l.stride + 1;
       const int y = allocValue(dev, in.channels, d, in.dtype, s);
+      vals_[y].cl = in.cl;
       const int indices = alloc(dev, bytesOf(vals_[y]) / in.dtype * 8, s);  // int64 argmax
       op.output = y;
       if (save) {
@@ -268,6 +289,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       const std::int64_t elems = bytesOf(in) / in.dtype;
       const int mask = alloc(dev, cuda ? elems : elems * in.dtype, s);
       const int y = allocValue(dev, in.channels, in.dims, in.dtype, s);
+      vals_[y].cl = in.cl;
       op.output = y;
       if (save) op.saved = {mask};
       else unref(mask);
@@ -285,6 +307,9 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       int dtype = in.dtype;  // autocast promotes to the widest input
       for (int v : op.inputs) dtype = std::max(dtype, vals_[v].dtype);
       const int y = allocValue(dev, channels, in.dims, dtype, s);
+      bool cl = in.cl;  // torch.cat keeps a layout all its inputs share, else gives a plain one
+      for (int v : op.inputs) cl = cl && vals_[v].cl;
+      vals_[y].cl = cl;
       op.output = y;
       drop(x);
       x = y;

@@ -20,6 +20,7 @@ struct SimRequest {
   int batch = 1;
   int wholeBatch = 0;  // the batch `batch` is a micro-batch of (0: itself)
   std::vector<char> bf16;          // per stage: runs under bf16 autocast
+  std::vector<char> channelsLast;  // per stage: CPU stage with channels-last weights (empty: none)
   bool adam = true;
   std::vector<char> checkpointed;  // per stage
   // Checkpointed stages on CUDA devices keep their saved inputs in host memory between forward and

@@ -147,6 +147,7 @@ placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stag
   r.precision = precision;
   r.checkpoint = recompute;
   r.offload = offload;
+  r.cpuChannelsLast = placement::usesChannelsLast(cpuLayout);
   r.placement = resolvePlacement(stages, devices.front().name);
   r.devices = devices;
   r.shardAxis = shardAxis;
@@ -235,6 +236,7 @@ nlohmann::ordered_json RunSpec::toJson() const {
   j["precision"] = precision.toString();
   j["recompute"] = std::vector<std::string>(recompute.begin(), recompute.end());
   j["offload"] = offload;
+  j["cpu_layout"] = placement::toString(cpuLayout);
   nlohmann::ordered_json slabs = nlohmann::ordered_json::object();
   for (const auto& [entry, sizes] : shardSlabs) slabs[entry] = sizes;
   j["shard"] = {{"axis", placement::toString(shardAxis)}, {"slabs", slabs}};
@@ -341,6 +343,14 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
   top.read("rank_timeout", r.rankTimeoutSeconds);
   top.read("timeline", r.timeline);
   top.read("offload", r.offload);
+  if (const auto* l = top.take("cpu_layout")) {
+    try {
+      r.cpuLayout = placement::cpuLayoutFromString(ObjectReader::as<std::string>(*l, "cpu_layout"));
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      throw InvalidArgument(what.rfind("cpu_layout", 0) == 0 ? what : "cpu_layout: " + what);
+    }
+  }
   {
     auto s = top.sub("schedule");
     s.read("steps", r.steps);

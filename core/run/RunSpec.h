@@ -2,6 +2,7 @@
 // The run description: everything that defines a training or inference run, as one value.
 // Front ends fill it once (CLI flags, the GUI document); the planner, trainer, inferer, session
 // files and checkpoints all take or store this same value, as JSON. No Qt, no LibTorch.
+#include "core/placement/HostCpu.h"
 #include "core/placement/MemoryPlanner.h"
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
@@ -58,6 +59,10 @@ struct RunSpec {
   // forward and backward (fetched back for their backward, the next stage's prefetched). Frees
   // device memory for larger volumes at the cost of two host copies of those inputs per step.
   bool offload = false;
+  // Layout of the fp32 CPU stages' weights while training: auto is channels-last on CPUs without
+  // AVX-512 (faster there, measured), NCDHW elsewhere (placement::usesChannelsLast). Runs over
+  // ranks and sharded stages keep NCDHW.
+  placement::CpuLayout cpuLayout = placement::CpuLayout::Auto;
   // Sharded stages ("dec0": "cuda:0+cuda:1"): the axis the volume is cut along, and optional slab
   // sizes (planes at full resolution) per placement entry; others are cut evenly.
   placement::ShardAxis shardAxis = placement::ShardAxis::Depth;

@@ -226,7 +226,9 @@ struct TrainArgs {
   std::string largest;   // "START,STEP,MAX": grow the cube until a step runs out of memory
   int batch = 1;
   bool plan = false;     // also print the planner's prediction for this very run (planner accuracy)
-  bool channelsLast = false;  // weights in NDHWC before training (what the tuned Python peer does)
+  // RunSpec::cpuLayout ("auto", "ncdhw", "channels-last"), or "other": the layout auto does not
+  // pick on this CPU (what the default gains or loses against the alternative).
+  std::string cpuLayout = "auto";
 };
 
 // What the planner predicts for exactly this run (same network object, same RunSpec) on the CPU:
@@ -260,6 +262,7 @@ nlohmann::json trainOnce(const TrainArgs& a) {
   std::map<std::string, std::int64_t> peaks;
   std::string placementText;
   nlohmann::json predicted;
+  bool channelsLast = false;  // the layout the step ran in (the plain loop: NCDHW)
   if (a.plain) {
     // What a C++ user writes by hand: no executor, no meter (isolates the engine's own overhead).
     torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
@@ -299,12 +302,10 @@ nlohmann::json trainOnce(const TrainArgs& a) {
     o.setPlacement(p);
     o.precision = placement::StagePrecisions::parse(a.precision, staged->stageNames());
     o.recompute = run::parseStageList(a.recompute, staged->stageNames());
-    if (a.channelsLast) {
-      // As SplitExecutor::setCpuChannelsLast does for inference; Adam's moments follow the layout.
-      torch::NoGradGuard noGrad;
-      for (auto& p : staged->root().parameters())
-        if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
-    }
+    o.cpuLayout = a.cpuLayout != "other" ? placement::cpuLayoutFromString(a.cpuLayout)
+                  : placement::usesChannelsLast(placement::CpuLayout::Auto) ? placement::CpuLayout::Ncdhw
+                                                                              : placement::CpuLayout::ChannelsLast;
+    channelsLast = placement::usesChannelsLast(o.cpuLayout);
     engine::Trainer trainer(staged, std::make_shared<FixedSource>(sample), o);
     for (int i = 0; i < a.warmup + a.repeats; ++i) {
       const double c0 = cpuSeconds();
@@ -323,7 +324,7 @@ nlohmann::json trainOnce(const TrainArgs& a) {
           {"size", parseSize(a.c.size)}, {"base", a.c.base}, {"precision", a.precision},
           {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()},
           {"host_cache", hostCacheJson()}, {"batch", a.batch}, {"depth", a.c.depth}, {"norm", a.c.norm},
-          {"arch", a.c.arch}, {"predicted", predicted}, {"channels_last", a.channelsLast},
+          {"arch", a.c.arch}, {"predicted", predicted}, {"channels_last", channelsLast}, {"cpu_layout", a.cpuLayout},
           {"resident", {{"before", rssBefore}, {"peak", procStatusBytes("VmHWM")}, {"peak_reset", peakReset}}}};
 }
 
@@ -449,7 +450,8 @@ int main(int argc, char** argv) {
   tr->add_option("--largest", train.largest, "START,STEP,MAX: grow the cube until out of memory");
   tr->add_option("--batch", train.batch)->capture_default_str();
   tr->add_flag("--plan", train.plan, "also print the planner's CPU prediction for this run");
-  tr->add_flag("--channels-last", train.channelsLast, "diagnostic: 5-D weights in channels_last_3d while training");
+  tr->add_option("--cpu-layout", train.cpuLayout,
+                 "auto, ncdhw, channels-last, or other (the layout auto does not pick on this CPU)");
   tr->callback([&] { std::cout << runTrain(train).dump() << "\n"; });
 
   InferArgs infer;

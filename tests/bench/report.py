@@ -129,10 +129,10 @@ def training(rep):
                 "train_pytorch", "PyTorch eager")
     rep.compare("train_nocache_tuned", "  SplitSeg with the host cache off vs the tuned peer", "train_nocache", best,
                 name)
-    rep.compare("train_cl", "  SplitSeg with channels-last weights (diagnostic switch) vs NCDHW", "train_splitseg_cl",
-                "train_splitseg", "NCDHW")
-    rep.compare("train_cl_tuned", "  SplitSeg with channels-last weights vs the tuned peer", "train_splitseg_cl", best,
-                name, op="<=", threshold=1.0)
+    layout = lambda k: "channels-last" if (first(rows, k) or {}).get("channels_last") else "NCDHW"
+    rep.compare("train_layout", f"  SplitSeg with the CPU layout auto did not pick ({layout('train_splitseg_other')}) "
+                f"vs auto's ({layout('train_splitseg')})", "train_splitseg_other", "train_splitseg",
+                layout("train_splitseg"))
     rep.compare("train_plain", "  diagnostic: hand-written C++ loop (no Trainer) vs PyTorch eager", "train_plain",
                 "train_pytorch", "PyTorch eager")
     rep.compare("train_meter", "  diagnostic: the C++ loop under the CPU memory meter vs without, CPU time",

@@ -18,7 +18,8 @@ def make_plots(rep, planner, outdir):
             ("eager tuned (glibc)", "train_splitseg", "train_pytorch_tuned", "steps", False),
             ("eager tuned (jemalloc)", "train_splitseg", "train_pytorch_tuned_je", "steps", False),
             ("eager tuned (jemalloc, CL)", "train_splitseg", "train_pytorch_tuned_je_cl", "steps", False),
-            ("SplitSeg CL / eager tuned (jemalloc, CL)", "train_splitseg_cl", "train_pytorch_tuned_je_cl", "steps", False),
+            ("SplitSeg other layout / eager tuned (jemalloc, CL)", "train_splitseg_other", "train_pytorch_tuned_je_cl",
+             "steps", False),
             ("torch.compile", "train_splitseg", "train_compile", "steps", False),
             ("SplitSeg cache off / eager", "train_nocache", "train_pytorch", "steps", False)]),
         "inference": ("sliding-window throughput, SplitSeg / peer (higher is better)", [1.0, 1.2], [

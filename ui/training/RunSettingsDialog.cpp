@@ -83,6 +83,14 @@ RunSettingsDialog::RunSettingsDialog(Session* session, QWidget* parent) : QDialo
   recompute_->setToolTip(tr("Activation checkpointing: all, none or a stage list (enc0,dec0)"));
   offload_ = new QCheckBox(tr("recomputed stages' saved inputs in pinned host memory"), this);
   offload_->setObjectName("offloadBox");
+  cpuLayout_ = new QComboBox(this);
+  cpuLayout_->setObjectName("cpuLayoutBox");
+  for (auto l : {placement::CpuLayout::Auto, placement::CpuLayout::Ncdhw, placement::CpuLayout::ChannelsLast})
+    cpuLayout_->addItem(QString::fromStdString(placement::toString(l)));
+  cpuLayout_->setToolTip(tr("Weights of the fp32 CPU stages while training. auto: %1 on this CPU")
+                             .arg(placement::usesChannelsLast(placement::CpuLayout::Auto)
+                                      ? tr("channels-last (no AVX-512; faster here, measured)")
+                                      : tr("NCDHW (AVX-512)")));
   shardAxis_ = new QComboBox(this);
   for (auto a : {placement::ShardAxis::Depth, placement::ShardAxis::Height, placement::ShardAxis::Width})
     shardAxis_->addItem(QString::fromStdString(placement::toString(a)));
@@ -94,6 +102,7 @@ RunSettingsDialog::RunSettingsDialog(Session* session, QWidget* parent) : QDialo
   memForm->addRow(tr("Precision"), precision_);
   memForm->addRow(tr("Recompute"), recompute_);
   memForm->addRow(tr("Host offload"), offload_);
+  memForm->addRow(tr("CPU layout"), cpuLayout_);
   memForm->addRow(tr("Shard axis"), shardAxis_);
   memForm->addRow(tr("Micro-batches"), micro_);
   memForm->addRow(tr("Rank timeout"), rankTimeout_);
@@ -179,6 +188,7 @@ void RunSettingsDialog::load(const run::RunSpec& r) {
   precision_->setText(QString::fromStdString(r.precision.toString(session_->stageNames())));
   recompute_->setText(r.recompute.empty() ? QString("none") : joined(r.recompute));
   offload_->setChecked(r.offload);
+  cpuLayout_->setCurrentText(QString::fromStdString(placement::toString(r.cpuLayout)));
   shardAxis_->setCurrentText(QString::fromStdString(placement::toString(r.shardAxis)));
   micro_->setValue(r.microBatches);
   rankTimeout_->setValue(r.rankTimeoutSeconds);
@@ -236,6 +246,7 @@ bool RunSettingsDialog::apply() {
     bad("recompute", QString::fromUtf8(e.what()));
   }
   r.offload = offload_->isChecked();
+  r.cpuLayout = placement::cpuLayoutFromString(cpuLayout_->currentText().toStdString());
   r.shardAxis = placement::shardAxisFromString(shardAxis_->currentText().toStdString());
   r.microBatches = micro_->value();
   r.rankTimeoutSeconds = rankTimeout_->value();

@@ -41,6 +41,7 @@ private:
   QLineEdit* precision_;
   QLineEdit* recompute_;
   QCheckBox* offload_;
+  QComboBox* cpuLayout_;
   QComboBox* shardAxis_;
   QSpinBox* micro_;
   QSpinBox* rankTimeout_;

@@ -87,7 +87,9 @@ private Q_SLOTS:
     QTemporaryDir dir;
     const QString one = dir.filePath("one.pt"), many = dir.filePath("many.pt");
     const QStringList common = runFlags(5) + QStringList{"--recompute", recompute, "--precision", precision};
-    auto single = cli(QStringList{"train"} + common + QStringList{"--save", one});
+    // Ranks train NCDHW (RunSpec::cpuLayout applies to one process only); so does the reference,
+    // whatever this CPU's default layout is.
+    auto single = cli(QStringList{"train"} + common + QStringList{"--cpu-layout", "ncdhw", "--save", one});
     QVERIFY2(single.code == 0, qPrintable(single.err));
     auto dist = cli(QStringList{"launch", "--local-ranks", QString::number(ranks), "--rank-timeout", "30", "train"} +
                     common +
@@ -119,7 +121,9 @@ private Q_SLOTS:
     QTemporaryDir dir;
     const QString one = dir.filePath("one.pt"), many = dir.filePath("spatial.pt");
     const QStringList common = runFlags(5);
-    auto single = cli(QStringList{"train"} + common + QStringList{"--save", one});
+    // Ranks train NCDHW (RunSpec::cpuLayout applies to one process only); so does the reference,
+    // whatever this CPU's default layout is.
+    auto single = cli(QStringList{"train"} + common + QStringList{"--cpu-layout", "ncdhw", "--save", one});
     QVERIFY2(single.code == 0, qPrintable(single.err));
     QString placement;
     for (const char* s : {"enc0", "enc1", "bottleneck", "dec1", "dec0", "head"})

@@ -92,26 +92,83 @@ private Q_SLOTS:
     QVERIFY(rec.steps.back().memory.at(0).peak > 32 * 32 * 32 * 4);
   }
 
+  void resumeContinuesExactly_data() {
+    QTest::addColumn<QString>("layout");
+    QTest::newRow("ncdhw") << "ncdhw";
+    QTest::newRow("channels-last") << "channels-last";
+  }
+
   void resumeContinuesExactly() {
+    QFETCH(QString, layout);
     const auto path = tempPath("resume.pt");
+    auto opts = [&](model::StagedNetwork& net) {
+      auto o = options(5, net);
+      o.cpuLayout = placement::cpuLayoutFromString(layout.toStdString());
+      return o;
+    };
     // Uninterrupted: 5 steps.
     auto a = tinyNet();
-    engine::Trainer full(a, std::make_shared<data::PhantomSource>(), options(5, *a));
+    engine::Trainer full(a, std::make_shared<data::PhantomSource>(), opts(*a));
     std::vector<double> losses;
     for (int i = 0; i < 5; ++i) losses.push_back(full.step().loss);
     // Interrupted after 3, resumed in a fresh trainer with a fresh network.
     auto b = tinyNet();
-    engine::Trainer first(b, std::make_shared<data::PhantomSource>(), options(5, *b));
+    engine::Trainer first(b, std::make_shared<data::PhantomSource>(), opts(*b));
     for (int i = 0; i < 3; ++i) first.step();
     first.saveCheckpoint(path);
     torch::manual_seed(999);  // the checkpoint must restore the RNG, not this
     auto c = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4)).ptr();
-    engine::Trainer resumed(c, std::make_shared<data::PhantomSource>(), options(5, *c));
+    engine::Trainer resumed(c, std::make_shared<data::PhantomSource>(), opts(*c));
     resumed.loadCheckpoint(path);
     QCOMPARE(resumed.stepsDone(), std::int64_t(3));
     const double l4 = resumed.step().loss, l5 = resumed.step().loss;
     QCOMPARE(l4, losses[3]);
     QCOMPARE(l5, losses[4]);
+    std::filesystem::remove(path);
+  }
+
+  // RunSpec::cpuLayout: channels-last puts the CPU stages' conv weights and their Adam moments in
+  // NDHWC; a checkpoint holds the values, not the layout, so it resumes in the other layout with the
+  // same weights; the two layouts train to the same losses up to the kernels' summation order.
+  void cpuLayoutSetsWeightsAndMoments() {
+    const auto path = tempPath("layout.pt");
+    auto run = [&](const char* layout, std::vector<double>* losses) {
+      auto net = tinyNet();
+      auto o = options(3, *net);
+      o.cpuLayout = placement::cpuLayoutFromString(layout);
+      auto t = std::make_unique<engine::Trainer>(net, std::make_shared<data::PhantomSource>(), o);
+      for (int i = 0; i < 3; ++i) losses->push_back(t->step().loss);
+      return std::make_pair(net, std::move(t));
+    };
+    std::vector<double> clLoss, plainLoss;
+    auto [clNet, cl] = run("channels-last", &clLoss);
+    auto [plainNet, plain] = run("ncdhw", &plainLoss);
+    const auto weight = [](model::StagedNetwork& n) {
+      for (const auto& p : n.root().named_parameters())
+        if (p.value().dim() == 5 && p.value().size(1) > 1) return p.value();  // 1 channel: both layouts
+      return torch::Tensor();
+    };
+    const auto w = weight(*clNet);
+    QVERIFY(w.defined());
+    QVERIFY(w.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !w.is_contiguous());
+    QVERIFY(weight(*plainNet).is_contiguous());
+    const auto& st = static_cast<torch::optim::AdamParamState&>(*cl->optimizer().state().at(w.unsafeGetTensorImpl()));
+    QVERIFY(st.exp_avg().is_contiguous(at::MemoryFormat::ChannelsLast3d));
+    QVERIFY(st.exp_avg_sq().is_contiguous(at::MemoryFormat::ChannelsLast3d));
+    for (int i = 0; i < 3; ++i) {
+      qInfo("step %d loss: channels-last %.9f, NCDHW %.9f", i + 1, clLoss[i], plainLoss[i]);
+      QVERIFY(std::abs(clLoss[i] - plainLoss[i]) <= 1e-5 * std::abs(plainLoss[i]));
+    }
+    // Saved channels-last, loaded NCDHW: the same values, the loading run's layout.
+    cl->saveCheckpoint(path);
+    auto net = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4)).ptr();
+    auto o = options(3, *net);
+    o.cpuLayout = placement::CpuLayout::Ncdhw;
+    engine::Trainer resumed(net, std::make_shared<data::PhantomSource>(), o);
+    resumed.loadCheckpoint(path);
+    const auto loaded = weight(*net);
+    QVERIFY(loaded.is_contiguous());
+    QVERIFY(torch::equal(loaded, w.contiguous()));
     std::filesystem::remove(path);
   }
 

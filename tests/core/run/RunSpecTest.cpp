@@ -31,6 +31,7 @@ run::RunSpec fullRun() {
   r.precision = placement::StagePrecisions::parse("bf16:enc0,dec0");
   r.recompute = {"enc1", "dec1"};
   r.offload = true;
+  r.cpuLayout = placement::CpuLayout::ChannelsLast;
   r.patch = {96, 80, 64};
   r.batch = 3;
   r.microBatches = 2;
@@ -84,6 +85,7 @@ private Q_SLOTS:
     QCOMPARE(back.precision.toString(kStages), r.precision.toString(kStages));
     QCOMPARE(back.recompute, r.recompute);
     QCOMPARE(back.offload, r.offload);
+    QVERIFY(back.cpuLayout == r.cpuLayout);
     QCOMPARE(back.patch, r.patch);
     QCOMPARE(back.batch, r.batch);
     QCOMPARE(back.microBatches, r.microBatches);
@@ -130,6 +132,7 @@ private Q_SLOTS:
     b.microBatches = a.microBatches;
     b.batch = a.batch;
     b.patch = a.patch;
+    b.cpuLayout = a.cpuLayout;
     b.offload = a.offload;
     b.recompute = {"dec1", "enc1"};
     b.precision = a.precision;
@@ -181,6 +184,8 @@ private Q_SLOTS:
     QTest::newRow("device not text") << R"({"splitseg_run":1,"placement":{"enc0":0}})" << "placement.enc0";
     QTest::newRow("shard axis unknown") << R"({"splitseg_run":1,"shard":{"axis":"time"}})" << "shard.axis";
     QTest::newRow("shard unknown key") << R"({"splitseg_run":1,"shard":{"axes":"depth"}})" << "shard.axes";
+    QTest::newRow("cpu layout unknown") << R"({"splitseg_run":1,"cpu_layout":"nhwc"})" << "cpu_layout";
+    QTest::newRow("cpu layout not text") << R"({"splitseg_run":1,"cpu_layout":true})" << "cpu_layout";
     QTest::newRow("shard slabs not sizes") << R"({"splitseg_run":1,"shard":{"slabs":{"cpu+cuda:0":[8,"a"]}}})"
                                            << "shard.slabs.cpu+cuda:0";
     QTest::newRow("shard slabs one slab") << R"({"splitseg_run":1,"shard":{"slabs":{"cpu+cuda:0":[8]}}})"
@@ -379,6 +384,12 @@ private Q_SLOTS:
     QCOMPARE(req.precision.toString(kStages), r.precision.toString(kStages));
     for (const auto& s : kStages) QVERIFY(req.precision.of(s) == r.precision.of(s));
     QCOMPARE(req.checkpoint, r.recompute);
+    // The CPU layout arrives resolved for this host; explicit layouts whatever the host.
+    QCOMPARE(req.cpuChannelsLast, placement::usesChannelsLast(placement::CpuLayout::Auto));
+    r.cpuLayout = placement::CpuLayout::Ncdhw;
+    QVERIFY(!r.planRequest(kStages, devices).cpuChannelsLast);
+    r.cpuLayout = placement::CpuLayout::ChannelsLast;
+    QVERIFY(r.planRequest(kStages, devices).cpuChannelsLast);
     QCOMPARE(req.devices.size(), devices.size());
     QCOMPARE(req.placement.stages(), kStages);
     // Listed stages where the run says; the others on the first device.
