@@ -193,6 +193,7 @@ std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
       break;
     default: break;
   }
+  std::string rankStage;  // the first stage placed on a rank
   for (const auto& [stage, device] : placement) {
     const std::string field = "placement." + stage;
     if (!stages.empty() && std::find(stages.begin(), stages.end(), stage) == stages.end())
@@ -209,9 +210,14 @@ std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
       if (!devices.empty() && placement::splitRank(shard).rank < 0 &&
           std::find(devices.begin(), devices.end(), shard) == devices.end())
         bad(field, "device '" + shard + "' is not available (available: " + joined(devices) + ")");
-    if (offload && placement::splitRank(placement::splitShards(canonical).front()).rank >= 0)
+    const bool onRank = placement::splitRank(placement::splitShards(canonical).front()).rank >= 0;
+    if (offload && onRank)
       bad("offload", "host offload runs in one process; stage " + stage + " is on a rank (keep offload off with ranks)");
+    if (onRank && rankStage.empty()) rankStage = stage;
   }
+  if (cpuLayout == placement::CpuLayout::ChannelsLast && !rankStage.empty())
+    bad("cpu_layout", "channels-last CPU weights apply to one process; stage " + rankStage +
+                          " is on a rank, and ranks train NCDHW (use auto or ncdhw with ranks)");
   if (!stages.empty()) {
     for (const auto& s : recompute)
       if (std::find(stages.begin(), stages.end(), s) == stages.end()) bad("recompute", "unknown stage '" + s + "'");

@@ -36,7 +36,10 @@ def planner_rows(rows):
         rss_m = statistics.median((x.get("resident") or {}).get("peak", 0) - (x.get("resident") or {}).get("before", 0)
                                   for x in recs)
         rss_p = pred.get("peak")
-        row = {"id": cid, "set": recs[0].get("set", "held-out"), "label": recs[0].get("label", cid),
+        # The CPU layout the run trained in (auto: channels-last without AVX-512; records before
+        # 2026-12-04 trained NCDHW and say nothing).
+        label = recs[0].get("label", cid) + (", channels-last" if recs[0].get("channels_last") else "")
+        row = {"id": cid, "set": recs[0].get("set", "held-out"), "label": label,
                "hook_measured": hook_m, "hook_predicted": hook_p, "hook_error": _error(hook_p, hook_m),
                "rss_measured": rss_m, "rss_predicted": rss_p, "rss_error": _error(rss_p, rss_m), "runs": len(recs)}
         out.append(row)

@@ -271,6 +271,8 @@ private Q_SLOTS:
     QTest::newRow("pairs complete") << "pairs complete" << none << false << "";
     QTest::newRow("host offload on a rank") << "offload on a rank" << none << false << "offload";
     QTest::newRow("host offload in one process") << "offload here" << none << false << "";
+    QTest::newRow("channels-last on a rank") << "channels-last on a rank" << none << false << "cpu_layout";
+    QTest::newRow("auto layout on a rank") << "auto layout on a rank" << none << false << "";
   }
   void validate() {
     QFETCH(QString, change);
@@ -312,6 +314,9 @@ private Q_SLOTS:
         {"dataset without folder", [](run::RunSpec& r) { r.data.kind = run::DataKind::Dataset; }},
         {"offload on a rank", [](run::RunSpec& r) { r.offload = true; r.placement["dec0"] = "r1:cuda:0"; }},
         {"offload here", [](run::RunSpec& r) { r.offload = true; r.placement["dec0"] = "cuda:0+cuda:1"; }},
+        {"channels-last on a rank",
+         [](run::RunSpec& r) { r.cpuLayout = placement::CpuLayout::ChannelsLast; r.placement["dec0"] = "r1:cpu"; }},
+        {"auto layout on a rank", [](run::RunSpec& r) { r.placement["dec0"] = "r1:cpu"; }},
         {"pairs complete",
          [](run::RunSpec& r) {
            r.data.kind = run::DataKind::Pairs;
