@@ -194,7 +194,11 @@ void runPlan(const PlanArgs& a) {
                              cube(req.size) + " x batch " + std::to_string(a.batch) +
                              (a.microBatches > 1 ? " in " + std::to_string(a.microBatches) + " micro-batches" : "") + ", " + precisions.toString(names) +
                              ", " + a.optimizer + (req.checkpoint.empty() ? "" : ", checkpointing") +
-                             (req.offload ? ", host offload" : "");
+                             (req.offload ? ", host offload" : "") +
+                             // The layout the fp32 CPU stages train in (--cpu-layout; auto follows the CPU).
+                             (std::any_of(req.devices.begin(), req.devices.end(), [](const DeviceSpec& d) { return !d.isCuda(); })
+                                  ? (req.cpuChannelsLast ? ", channels-last CPU weights" : ", NCDHW CPU weights")
+                                  : "");
   std::string method;
   if (a.autoPlace) {
     AutoPlaceResult r = AutoPlacer(planner).place(req);
@@ -207,6 +211,7 @@ void runPlan(const PlanArgs& a) {
   const MemoryPlan plan = planner.plan(req);
   const StepTime time = predictStepTime(plan, req.devices, planner.network());
   out["plan"] = nlohmann::json::parse(plan.toJson());
+  out["plan"]["cpu_channels_last"] = req.cpuChannelsLast;
   out["plan"]["predicted_step_seconds"] = time.seconds;
   out["plan"]["predicted_compute_seconds"] = time.computeSeconds;
   out["plan"]["predicted_transfer_seconds"] = time.transferSeconds;
