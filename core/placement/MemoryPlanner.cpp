@@ -179,8 +179,9 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       sr.stageDevice.push_back(static_cast<int>(it - deviceNames.begin()));
       sr.checkpointed.push_back(req.checkpoint.count(s.name) ? 1 : 0);
       sr.bf16.push_back(precisions.of(s.name) == Precision::BF16 ? 1 : 0);
+      // Only the one-process Trainer converts weights: unsharded fp32 stages on the local CPU.
       sr.channelsLast.push_back(req.cpuChannelsLast && sr.bf16.back() == 0 && shards.size() == 1 &&
-                                        deviceRank.empty() && !req.devices.at(static_cast<std::size_t>(sr.stageDevice.back())).isCuda()
+                                        splitRank(dev).rank < 0 && !sr.deviceIsCuda[sr.stageDevice.back()]
                                     ? 1 : 0);
       if (!layouts.empty()) {
         const bool sharded = shards.size() > 1;
