@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <new>
+#include <optional>
 #include <string>
 
 namespace splitseg::engine {
@@ -42,8 +42,7 @@ char* dataOf(void* header) { return static_cast<char*>(header) + kHeaderBytes; }
 std::size_t roundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 } // namespace
 
-HostCachingAllocator::HostCachingAllocator(std::int64_t limitBytes, std::int64_t heapBytes) {
-  stats_.limit = limitBytes;
+HostCachingAllocator::HostCachingAllocator(std::int64_t limitBytes, std::int64_t heapBytes) : limit_(limitBytes) {
   // Address space only: nothing is committed until the heap grows into it.
   std::size_t want = heapBytes > 0 ? static_cast<std::size_t>(heapBytes)
                                    : static_cast<std::size_t>(std::max<std::int64_t>(hostTotalBytes(), 1) * 2);
@@ -60,10 +59,11 @@ HostCachingAllocator::HostCachingAllocator(std::int64_t limitBytes, std::int64_t
 
 HostCachingAllocator::~HostCachingAllocator() {
   emptyCache();
-  if (base_ && stats_.inUse == 0) munmap(base_, reserved_);  // else tensors still live in it
+  if (base_ && heap_.used() == 0) munmap(base_, reserved_);  // else tensors still live in it
 }
 
 bool HostCachingAllocator::commitLocked(std::size_t end) {
+  if (end > reserved_) return false;
   if (end <= committed_) return true;
   const std::size_t to = std::min(roundUp(end, kCommitStep), reserved_);
   if (mprotect(base_ + committed_, to - committed_, PROT_READ | PROT_WRITE) != 0) return false;
@@ -71,85 +71,15 @@ bool HostCachingAllocator::commitLocked(std::size_t end) {
   return true;
 }
 
-std::set<std::pair<std::size_t, std::size_t>>& HostCachingAllocator::setOf(State state) {
-  return state == State::Kept ? kept_ : released_;
-}
-
-HostCachingAllocator::BlockIt HostCachingAllocator::insertLocked(std::size_t offset, Block block) {
-  auto it = blocks_.insert_or_assign(offset, block).first;
-  if (block.state == State::Used) return it;
-  setOf(block.state).emplace(block.size, offset);
-  if (block.state == State::Kept) stats_.cached += static_cast<std::int64_t>(block.size);
-  return it;
-}
-
-void HostCachingAllocator::unlinkLocked(BlockIt it) {
-  if (it->second.state == State::Used) return;
-  setOf(it->second.state).erase({it->second.size, it->first});
-  if (it->second.state == State::Kept) stats_.cached -= static_cast<std::int64_t>(it->second.size);
-}
-
-HostCachingAllocator::BlockIt HostCachingAllocator::mergeLocked(BlockIt left, BlockIt right) {
-  const std::size_t offset = left->first;
-  const Block merged{left->second.size + right->second.size, left->second.state};
-  unlinkLocked(left);
-  unlinkLocked(right);
-  blocks_.erase(right);
-  return insertLocked(offset, merged);
-}
-
-HostCachingAllocator::BlockIt HostCachingAllocator::addFreeLocked(std::size_t offset, Block block) {
-  // Neighbours merge only when their pages are in the same state, so a kept block's pages are
-  // all there and a released block's are all gone: `cached` is exact, and a block kept beside
-  // released memory is not given back with it (that would fault its pages in again every step).
-  auto self = insertLocked(offset, block);
-  if (auto next = std::next(self); next != blocks_.end() && next->second.state == block.state)
-    self = mergeLocked(self, next);
-  if (self != blocks_.begin() && std::prev(self)->second.state == block.state) self = mergeLocked(std::prev(self), self);
-  return self;
-}
-
-char* HostCachingAllocator::takeLocked(std::size_t size) {
-  if (!base_) return nullptr;
-  // Best fit among the kept blocks (no page faults), then among the released ones, then at the
-  // top of the heap, into the last block when it is free.
-  BlockIt it = blocks_.end();
-  if (auto k = kept_.lower_bound({size, 0}); k != kept_.end()) it = blocks_.find(k->second);
-  else if (auto r = released_.lower_bound({size, 0}); r != released_.end()) it = blocks_.find(r->second);
-  std::size_t offset = 0;
-  Block block{0, State::Released};
-  if (it != blocks_.end()) {
-    offset = it->first;
-    block = it->second;
-    unlinkLocked(it);
-  } else {
-    if (!blocks_.empty()) {
-      const auto last = std::prev(blocks_.end());
-      offset = last->first + last->second.size;
-      if (last->second.state != State::Used) {
-        offset = last->first;
-        block = last->second;
-        unlinkLocked(last);
-      }
-    }
-    if (offset + size > reserved_ || !commitLocked(offset + size)) {
-      if (block.size > 0) insertLocked(offset, block);
-      return nullptr;
-    }
-    block = Block{size, State::Released};
-  }
-  if (block.state == State::Kept) ++stats_.hits;
-  else ++stats_.misses;
-  // The rest of a much larger block stays free for other tensors (marked after this block is,
-  // so that it cannot merge back into it).
-  const std::size_t rest = block.size - size >= kMinCachedBytes ? block.size - size : 0;
-  blocks_[offset] = Block{block.size - rest, State::Used};
-  if (rest > 0) addFreeLocked(offset + size, Block{rest, block.state});
-  block.size -= rest;
-  stats_.inUse += static_cast<std::int64_t>(block.size);
-  const auto last = std::prev(blocks_.end());
-  stats_.heap = std::max(stats_.heap, static_cast<std::int64_t>(last->first + last->second.size));
-  return base_ + offset;
+HostCacheStats HostCachingAllocator::statsLocked() const {
+  HostCacheStats s;
+  s.inUse = heap_.used() + mallocInUse_;
+  s.cached = heap_.kept();
+  s.limit = limit_;
+  s.hits = heap_.hits();
+  s.misses = heap_.misses();
+  s.heap = static_cast<std::int64_t>(heap_.peakEnd());
+  return s;
 }
 
 c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
@@ -171,10 +101,12 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
     // Page multiples, so that a block given back to the system is whole pages.
     const std::size_t size = roundUp(bytes + kHeaderBytes, kPage);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (char* at = takeLocked(size)) {
-      h = new (at) Header{Header::kMagic, this, size, 0, true, false};
-      inUse = stats_.inUse;
-      reserved = stats_.inUse + stats_.cached;
+    std::optional<BestFitHeap::Taken> taken;
+    if (base_) taken = heap_.take(size, [this](std::size_t end) { return commitLocked(end); });
+    if (taken) {
+      h = new (base_ + taken->offset) Header{Header::kMagic, this, taken->size, 0, true, false};
+      inUse = heap_.used() + mallocInUse_;
+      reserved = inUse + heap_.kept();
     }
   }
   if (!h) {
@@ -191,9 +123,9 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
     }
     h = new (base) Header{Header::kMagic, this, capacity, 0, false, false};
     std::lock_guard<std::mutex> lock(mutex_);
-    stats_.inUse += static_cast<std::int64_t>(capacity);
-    inUse = stats_.inUse;
-    reserved = stats_.inUse + stats_.cached;
+    mallocInUse_ += static_cast<std::int64_t>(capacity);
+    inUse = heap_.used() + mallocInUse_;
+    reserved = inUse + heap_.kept();
   }
   h->requested = bytes;
   h->reported = c10::memoryProfilingEnabled();
@@ -221,15 +153,15 @@ void HostCachingAllocator::recycle(Header* h) {
   std::int64_t inUse = 0, reserved = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stats_.inUse -= static_cast<std::int64_t>(h->capacity);
     if (inHeap) {
-      addFreeLocked(static_cast<std::size_t>(reinterpret_cast<char*>(h) - base_), Block{h->capacity, State::Kept});
-      if (stats_.cached > stats_.limit) trimLocked(stats_.limit);
+      heap_.give(static_cast<std::size_t>(reinterpret_cast<char*>(h) - base_));
+      if (heap_.kept() > limit_) trimLocked(limit_);
     } else {
+      mallocInUse_ -= static_cast<std::int64_t>(h->capacity);
       std::free(h);
     }
-    inUse = stats_.inUse;
-    reserved = stats_.inUse + stats_.cached;
+    inUse = heap_.used() + mallocInUse_;
+    reserved = inUse + heap_.kept();
   }
   if (report)
     c10::reportMemoryUsageToProfiler(static_cast<char*>(static_cast<void*>(h)) + kHeaderBytes /* only an id */,
@@ -238,16 +170,8 @@ void HostCachingAllocator::recycle(Header* h) {
 }
 
 void HostCachingAllocator::trimLocked(std::int64_t target) {
-  // Largest first: they cost the most to keep and are the least likely to be needed whole. The
-  // pages go back to the system; the range stays in the heap and reads as zeros when reused.
-  while (stats_.cached > target && !kept_.empty()) {
-    const auto it = blocks_.find(std::prev(kept_.end())->second);
-    const std::size_t offset = it->first;
-    const Block block{it->second.size, State::Released};
-    unlinkLocked(it);
-    madvise(base_ + offset, block.size, MADV_DONTNEED);
-    addFreeLocked(offset, block);
-  }
+  // The pages go back to the system; the range stays in the heap and reads as zeros when reused.
+  heap_.trim(target, [this](std::size_t offset, std::size_t size) { madvise(base_ + offset, size, MADV_DONTNEED); });
 }
 
 c10::DeleterFnPtr HostCachingAllocator::raw_deleter() const { return &release; }
@@ -263,13 +187,13 @@ void HostCachingAllocator::emptyCache() {
 
 void HostCachingAllocator::setLimit(std::int64_t limitBytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.limit = limitBytes;
+  limit_ = limitBytes;
   trimLocked(limitBytes);
 }
 
 HostCacheStats HostCachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  return statsLocked();
 }
 
 namespace {
