@@ -294,7 +294,11 @@ void addPlanCommands(CLI::App& app) {
   auto* au = cmd->add_flag("--auto", args->autoPlace, "Choose the placement automatically");
   pl->excludes(au);
   cmd->add_option("--recompute,--checkpoint", args->checkpoint, "activation checkpointing: all | none | enc0,dec0");
-  cmd->add_option("--allowance", args->allowance, "Fixed cost per device (default: measured on present CUDA devices, else 756MiB CUDA; 0 CPU)");
+  const placement::PlannerOptions defaults;
+  cmd->add_option("--allowance", args->allowance,
+                  "Fixed cost per device beyond its tensors (default: measured on present CUDA devices, else " +
+                      formatBytes(static_cast<double>(defaults.cudaContextBytes + defaults.cudnnWorkspaceBytes)) +
+                      " CUDA; " + formatBytes(static_cast<double>(defaults.cpuAllowanceBytes)) + " CPU)");
   cmd->add_option("--optimizer", args->optimizer, "adam | sgd")->capture_default_str();
   cmd->add_option("--shard-axis", args->shardAxis,
                   "sharded stages (enc0=cuda:0+cuda:1): the axis their slabs are cut along, depth | height | width")

@@ -2,8 +2,8 @@
 // Where the host caching allocator (core/engine/HostCachingAllocator) puts each large block, as
 // offsets only: best fit among the free blocks, else at the top; a much larger block is split
 // and a freed block merges with free neighbours whose pages are in the same state. Kept apart
-// from the memory itself so that the planner replays a step's allocations through the very rules
-// the allocator follows (its CPU resident estimate, core/placement/StepSimulator).
+// from the memory itself so that the rules are tested as plain offsets (BestFitHeapTest) and a
+// trace of a run's allocations can be replayed through them.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -16,8 +16,15 @@ namespace splitseg {
 
 class BestFitHeap {
 public:
-  // The rest of a split block is kept free only from this size (smaller rests stay with the block).
+  // The host cache puts tensors from this size in its heap (smaller ones go to malloc), and keeps
+  // the rest of a split block free only from this size (a smaller rest stays with the block).
   static constexpr std::size_t kMinSplitBytes = std::size_t{256} << 10;
+  // Its block for a tensor: a header in front, whole pages (so released blocks are whole pages).
+  static constexpr std::size_t kHeaderBytes = 64;
+  static constexpr std::size_t kPageBytes = 4096;
+  static constexpr std::size_t blockFor(std::size_t bytes) {
+    return (bytes + kHeaderBytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+  }
   // Kept: free with its pages resident; Released: free, pages given back to the system.
   enum class State { Used, Kept, Released };
 

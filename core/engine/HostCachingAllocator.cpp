@@ -32,9 +32,8 @@ struct HostCachingAllocator::Header {
 };
 
 namespace {
-constexpr std::size_t kHeaderBytes = 64;
+constexpr std::size_t kHeaderBytes = BestFitHeap::kHeaderBytes;
 constexpr std::size_t kAlignment = 64;
-constexpr std::size_t kPage = 4096;
 // The heap is made readable and writable in steps of this many bytes as it grows.
 constexpr std::size_t kCommitStep = std::size_t{2} << 20;
 
@@ -96,17 +95,15 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
   }
   const bool large = bytes >= kMinCachedBytes && bytes <= (std::size_t{1} << 60);
   Header* h = nullptr;
-  std::int64_t inUse = 0, reserved = 0;
+  HostCacheStats now;  // what the memory report carries
   if (large) {
-    // Page multiples, so that a block given back to the system is whole pages.
-    const std::size_t size = roundUp(bytes + kHeaderBytes, kPage);
+    const std::size_t size = BestFitHeap::blockFor(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     std::optional<BestFitHeap::Taken> taken;
     if (base_) taken = heap_.take(size, [this](std::size_t end) { return commitLocked(end); });
     if (taken) {
       h = new (base_ + taken->offset) Header{Header::kMagic, this, taken->size, 0, true, false};
-      inUse = heap_.used() + mallocInUse_;
-      reserved = inUse + heap_.kept();
+      now = statsLocked();
     }
   }
   if (!h) {
@@ -124,15 +121,14 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
     h = new (base) Header{Header::kMagic, this, capacity, 0, false, false};
     std::lock_guard<std::mutex> lock(mutex_);
     mallocInUse_ += static_cast<std::int64_t>(capacity);
-    inUse = heap_.used() + mallocInUse_;
-    reserved = inUse + heap_.kept();
+    now = statsLocked();
   }
   h->requested = bytes;
   h->reported = c10::memoryProfilingEnabled();
   void* data = dataOf(h);
   if (h->reported)
-    c10::reportMemoryUsageToProfiler(data, static_cast<std::int64_t>(bytes), static_cast<std::size_t>(inUse),
-                                     static_cast<std::size_t>(reserved), cpu);
+    c10::reportMemoryUsageToProfiler(data, static_cast<std::int64_t>(bytes), static_cast<std::size_t>(now.inUse),
+                                     static_cast<std::size_t>(now.inUse + now.cached), cpu);
   return {data, data, &release, cpu};
 }
 
@@ -150,7 +146,7 @@ void HostCachingAllocator::recycle(Header* h) {
   const auto requested = static_cast<std::int64_t>(h->requested);
   const bool inHeap = h->inHeap;
   h->magic = 0;
-  std::int64_t inUse = 0, reserved = 0;
+  HostCacheStats now;  // what the memory report carries
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (inHeap) {
@@ -160,13 +156,12 @@ void HostCachingAllocator::recycle(Header* h) {
       mallocInUse_ -= static_cast<std::int64_t>(h->capacity);
       std::free(h);
     }
-    inUse = heap_.used() + mallocInUse_;
-    reserved = inUse + heap_.kept();
+    now = statsLocked();
   }
   if (report)
     c10::reportMemoryUsageToProfiler(static_cast<char*>(static_cast<void*>(h)) + kHeaderBytes /* only an id */,
-                                     -requested, static_cast<std::size_t>(inUse), static_cast<std::size_t>(reserved),
-                                     c10::Device(c10::DeviceType::CPU));
+                                     -requested, static_cast<std::size_t>(now.inUse),
+                                     static_cast<std::size_t>(now.inUse + now.cached), c10::Device(c10::DeviceType::CPU));
 }
 
 void HostCachingAllocator::trimLocked(std::int64_t target) {

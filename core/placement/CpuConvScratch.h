@@ -14,6 +14,7 @@ struct ConvTensor {
   std::array<std::int64_t, 3> dims{};
   int dtype = 4;  // bytes per element
   bool channelsLast = false;  // NDHWC strides (a channels-last convolution's output and what follows it)
+  bool requiresGrad = true;   // input only: backward makes its gradient (not for the network's input)
 };
 
 struct ConvScratch {

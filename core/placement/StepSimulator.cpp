@@ -186,7 +186,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       op.output = y;
       op.weightGradBytes = l.parameters * 4;
       if (!cuda) {  // CUDA's cuDNN workspace is part of the device allowance
-        const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype, v.cl}; };
+        const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype, v.cl, v.requiresGrad}; };
         // A slab runs the kernel its unsharded layer would, a micro-batch that of its batch
         // (HaloConv3d): LibTorch's size test sees the whole extent when the cut is along D or H.
         // A sharded 1x1x1 convolution (no halo) keeps LibTorch's choice.

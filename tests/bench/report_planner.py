@@ -32,7 +32,10 @@ def planner_rows(rows):
     for cid, recs in configs.items():
         hook_m = statistics.median((x.get("peak_bytes") or {}).get("cpu", 0) for x in recs)
         pred = recs[0].get("predicted") or {}
-        hook_p = pred.get("peak", 0) - pred.get("parameter_bytes", 0) - pred.get("optimizer_bytes", 0)
+        # The hook sees tensors only: the CPU allowance (what the process holds beyond them, since
+        # 2026-12-04) is part of the prediction for the resident growth alone.
+        hook_p = (pred.get("peak", 0) - pred.get("allowance", 0) - pred.get("parameter_bytes", 0)
+                  - pred.get("optimizer_bytes", 0))
         rss_m = statistics.median((x.get("resident") or {}).get("peak", 0) - (x.get("resident") or {}).get("before", 0)
                                   for x in recs)
         rss_p = pred.get("peak")
@@ -46,9 +49,10 @@ def planner_rows(rows):
     mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
     pct = lambda e: "n/a" if e is None else ("0.0%" if abs(e) < 5e-4 else f"{e * 100:+.1f}%")  # noqa: E731
     lines = ["### Planner accuracy (CPU, training step)", "",
-             "Predicted = the planner's CPU peak for the same network object and run description. Allocation hook: "
-             "the Trainer's c10 meter (parameters and Adam's moments excluded on both sides: they exist before the "
-             "meter starts at the first step). "
+             "Predicted = the planner's CPU peak for the same network object and run description: tensors plus "
+             "its CPU allowance (what the process holds beyond them; the allowance is 0 in records before "
+             "2026-12-04). Allocation hook: the Trainer's c10 meter against the tensors alone (parameters and "
+             "Adam's moments excluded on both sides: they exist before the meter starts at the first step). "
              "Resident growth: the process's peak RSS minus its RSS before the network was built. Error = "
              "(predicted - measured) / measured; a negative error is an under-prediction.", "",
              "| configuration | set | hook: measured / predicted MiB | error | resident growth: measured / predicted MiB "
