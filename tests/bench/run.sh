@@ -158,12 +158,14 @@ fi
 
 # 3. Planner accuracy: the planner's CPU prediction for the very run `splitseg-bench train --plan`
 # measures (its allocation hook and its resident growth). "fit": the configurations its constants
-# were set on; the rest are held out (issue 17). Memory does not depend on load: one run each.
+# were set on; the rest are held out (issue 17). Memory does not depend on load: one run each, of
+# ten steps, because the host cache's heap settles only after a few (48^3: 176 MiB of heap after two
+# steps, 221 MiB from the tenth to the fortieth; 2026-12-04).
 plan_run() {  # ID SET LABEL ARGS...
   local id="$1" set="$2" label="$3"; shift 3
   log "planner: $label"
   TAGS=(set "$set" label "$label")
-  record "plan:$id" "$BENCH" train --threads "$THREADS" --warmup 1 --repeats 1 --plan "$@"
+  record "plan:$id" "$BENCH" train --threads "$THREADS" --warmup 1 --repeats 9 --plan "$@"
   TAGS=()
 }
 if want planner; then
