@@ -35,8 +35,7 @@ public:
   };
 
   // A block of `size` bytes. At the top the heap grows to offset + size, first asked of `grow`
-  // (the allocator commits pages there; the planner always agrees): nullopt and no change when
-  // it refuses.
+  // (the allocator commits pages there; none: always): nullopt and no change when it refuses.
   std::optional<Taken> take(std::size_t size, const std::function<bool(std::size_t end)>& grow = {});
   // The used block at `offset` becomes free (Kept). Returns its size.
   std::size_t give(std::size_t offset);

@@ -232,9 +232,9 @@ struct TrainArgs {
 };
 
 // What the planner predicts for exactly this run (same network object, same RunSpec) on the CPU:
-// its device peak with its default CPU allowance, and the bytes that exist before the first step (the parameters and Adam's
-// moments, allocated when the Trainer is built), which the Trainer's meter cannot see because it
-// starts counting at the first step.
+// its device peak (with its default CPU allowance), and the bytes that exist before the first
+// step (the parameters and Adam's moments, allocated when the Trainer is built), which the
+// Trainer's meter cannot see because it starts counting at the first step.
 nlohmann::json planPrediction(model::StagedNetwork& net, const run::RunSpec& spec) {
   placement::MemoryPlanner planner(model::networkStructure(net));
   const auto plan = planner.plan(spec.planRequest(net.stageNames(), {{"cpu", std::int64_t{1} << 40, -1}}));

@@ -1,5 +1,5 @@
-// The host cache's placement rules as offsets (core/base/BestFitHeap): best fit, split, merge,
-// top growth, trimming, and the planner's use of it (the same rules, no memory).
+// The host cache's placement rules as plain offsets (core/base/BestFitHeap): best fit, split,
+// merge, top growth (and its refusal), trimming, and blocks coming back whole.
 #include "core/base/BestFitHeap.h"
 
 #include <QtTest>
