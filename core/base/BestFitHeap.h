@@ -16,15 +16,9 @@ namespace splitseg {
 
 class BestFitHeap {
 public:
-  // The host cache puts tensors from this size in its heap (smaller ones go to malloc), and keeps
-  // the rest of a split block free only from this size (a smaller rest stays with the block).
+  // The rest of a split block is kept free only from this size (a smaller rest stays with the
+  // block); the host cache also puts tensors in its heap only from this size.
   static constexpr std::size_t kMinSplitBytes = std::size_t{256} << 10;
-  // Its block for a tensor: a header in front, whole pages (so released blocks are whole pages).
-  static constexpr std::size_t kHeaderBytes = 64;
-  static constexpr std::size_t kPageBytes = 4096;
-  static constexpr std::size_t blockFor(std::size_t bytes) {
-    return (bytes + kHeaderBytes + kPageBytes - 1) / kPageBytes * kPageBytes;
-  }
   // Kept: free with its pages resident; Released: free, pages given back to the system.
   enum class State { Used, Kept, Released };
 

@@ -32,8 +32,9 @@ struct HostCachingAllocator::Header {
 };
 
 namespace {
-constexpr std::size_t kHeaderBytes = BestFitHeap::kHeaderBytes;
+constexpr std::size_t kHeaderBytes = 64;
 constexpr std::size_t kAlignment = 64;
+constexpr std::size_t kPage = 4096;
 // The heap is made readable and writable in steps of this many bytes as it grows.
 constexpr std::size_t kCommitStep = std::size_t{2} << 20;
 
@@ -97,7 +98,8 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
   Header* h = nullptr;
   HostCacheStats now;  // what the memory report carries
   if (large) {
-    const std::size_t size = BestFitHeap::blockFor(bytes);
+    // Page multiples, so that a block given back to the system is whole pages.
+    const std::size_t size = roundUp(bytes + kHeaderBytes, kPage);
     std::lock_guard<std::mutex> lock(mutex_);
     std::optional<BestFitHeap::Taken> taken;
     if (base_) taken = heap_.take(size, [this](std::size_t end) { return commitLocked(end); });
