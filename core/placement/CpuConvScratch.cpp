@@ -80,6 +80,17 @@ std::int64_t channelsLastGemmScratch(const LayerSpec& l, const ConvTensor& in, i
   return 4 * nthr * (ic * hw * (ks + in.dims[0]) + 4 * ks * ic * oc);
 }
 
+// The same on AVX-512 (2 threads, torch 2.11, AMD EPYC with AVX-512, 2026-12-04; single layers
+// with CpuMemoryCounter, 4^3-48^3, batch 2-4, 2-128 channels, channels-last input): oneDNN's
+// AVX-512 kernels take NDHWC directly in backward too (no gemm scratch: the AVX2 model was 1.8 MiB
+// over a batch-2 decoder at 32^3). They hold a copy of the weights in 16-channel blocks: forward
+// one (a transposed convolution also one input-sized buffer), backward two beyond the input and
+// weight gradients. Within ~50 KiB of every traced 3x3x3 and transposed layer; 1x1x1 as on AVX2.
+std::int64_t avx512BlockedWeightBytes(const LayerSpec& l) {
+  const auto pad = [](std::int64_t c) { return (c + 15) / 16 * 16; };
+  return pad(l.inChannels) * pad(l.outChannels) * std::int64_t{l.kernel} * l.kernel * l.kernel * 4;
+}
+
 } // namespace
 
 // Mirrors ATen's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for CPU
@@ -88,7 +99,11 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
                            const PlannerOptions& o, std::int64_t wholeFactor, bool channelsLastWeights) {
   const std::int64_t n = batch;
   const auto bytesOf = [n](const ConvTensor& t) { return n * t.channels * voxels(t.dims) * t.dtype; };
-  const bool cl = channelsLastWeights && in.dtype == 4;
+  // A 1x1x1 convolution follows its input's layout, not its weights': with a plain input (the
+  // head after instance norm's plain output) it runs the plain kernels and gives a plain output
+  // (single layers, AVX2 and AVX-512, 2026-12-04; forward and backward as without channels-last).
+  const bool plainPointwise = l.kind == LayerKind::Conv && l.kernel == 1 && !in.channelsLast && in.channels > 1;
+  const bool cl = channelsLastWeights && in.dtype == 4 && !plainPointwise;
   bool onednn;
   if (in.dtype == 2) {
     onednn = o.cpuAvx512;  // bf16 convolutions run in oneDNN only there
@@ -105,8 +120,13 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
   // it must copy to channels-last.
   const std::int64_t inCopy = in.channels > 1 && in.channelsLast != (cl && onednn) ? bytesOf(in) : 0;
   if (cl && onednn && (l.kind == LayerKind::ConvTranspose || (l.stride == 1 && (l.kernel == 1 || l.kernel == 3)))) {
+    if (l.kernel == 1 && l.kind != LayerKind::ConvTranspose) return {inCopy, inCopy, true};
+    if (o.cpuAvx512) {
+      const std::int64_t w = avx512BlockedWeightBytes(l);
+      const std::int64_t forward = l.kind == LayerKind::ConvTranspose ? bytesOf(in) + w : w;
+      return {forward + inCopy, 2 * w + inCopy, true};
+    }
     if (l.kind == LayerKind::ConvTranspose) return {bytesOf(in) + inCopy, inCopy, true};
-    if (l.kernel == 1) return {inCopy, inCopy, true};
     return {inCopy, channelsLastGemmScratch(l, in, batch, o.cpuThreads) + inCopy, true};
   }
   if (onednn && in.dtype == 2) {
@@ -138,6 +158,18 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
       // model below had these layers 4 MiB over in RankMemoryTest's base-8 enc0 (+10%).
       const std::int64_t pout = padded(out);
       return {pout, in.requiresGrad ? padded(in) + pout - bytesOf(in) : pout, false};
+    }
+    if (l.kind == LayerKind::ConvTranspose || (l.kernel == 1 && l.stride == 1)) {
+      // Single layers on the same AVX-512 AMD EPYC (16^3-48^3, batch 2-4, 2-32 channels): the
+      // 1x1x1 head as on AVX2 with 16-channel blocks (forward blocked input and output in place of
+      // the output, backward both beyond the input gradient; exact). The transposed convolution
+      // holds two outputs in forward and input + output in backward, two outputs when they have
+      // fewer than 8 channels or not a multiple of 8 (exact at 8/16/32 channels, up to 0.7 outputs
+      // over otherwise). The model below had the head 5.8 MiB under at base 8, batch 2, 32^3
+      // (PlannerMeasuredTest's batch 2 instance row, -6%: its peak is the head's backward).
+      if (l.kind == LayerKind::ConvTranspose)
+        return {2 * bytesOf(out), bytesOf(in) + (l.outChannels % 8 ? 2 : 1) * bytesOf(out), false};
+      return {padded(in) + padded(out) - bytesOf(out), padded(in) + padded(out), false};
     }
     const std::int64_t blocked = l.kernel == 3 ? padded(in) + padded(out) : io;
     // From 16 input channels the measured forward freed the blocked input before the output's

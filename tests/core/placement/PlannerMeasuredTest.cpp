@@ -84,9 +84,6 @@ private Q_SLOTS:
     QFETCH(QString, norm);
     QFETCH(double, tolerance);
     QFETCH(bool, channelsLast);
-    if (channelsLast && placement::hostCpu().avx512Core)
-      QSKIP("the channels-last model was traced on oneDNN's AVX2 kernels only; "
-            "core.PlannerMeasuredAvx2Test runs these rows capped to AVX2");
     torch::manual_seed(0);
     model::UNet3d net(model::UNet3dOptions().base_channels(base).depth(depth).norm(model::normFromString(norm.toStdString())));
     net->train();
@@ -133,13 +130,12 @@ private Q_SLOTS:
     qInfo("%-30s predicted %9.2f MiB  measured %9.2f MiB  error %+5.1f%%  (peak at %s %s)",
           QTest::currentDataTag(), predicted / (1 << 20), measured / (1 << 20), 100 * error,
           plan.devices[0].peakStage.c_str(), plan.devices[0].peakPhase.c_str());
-    // The AVX2 model was traced layer by layer on an AVX2-only CPU (CpuConvScratch.cpp): every row
-    // within 0.7% there (2026-12-04), where the AVX-512 model had the batch rows 7.4% over. An
-    // AVX-512 CPU capped to AVX2 (core.PlannerMeasuredAvx2Test) keeps the row's tolerance: not
-    // measured there.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (!__builtin_cpu_supports("avx512f")) tolerance = std::min(tolerance, 0.02);
-#endif
+    // The fp32 models were traced layer by layer (CpuConvScratch.cpp): on an AVX2-only AMD EPYC
+    // every row within 0.7% (2026-12-04), where the AVX-512 model had the batch rows 7.4% over; on
+    // an AVX-512 AMD EPYC every fp32 row within 0.1%, channels-last included (2026-12-04), where
+    // before the batch-2 rows were 6.0% under (the head's 1x1x1 backward) and 8.2% over (AVX2's
+    // gemm scratch). Held to 2%; the bf16 rows keep their own bounds (AMX, see CMakeLists.txt).
+    if (precision == "fp32") tolerance = std::min(tolerance, 0.02);
     QVERIFY2(std::abs(error) <= tolerance, qPrintable(QString("prediction off by more than %1%").arg(tolerance * 100)));
   }
 };
