@@ -49,11 +49,22 @@ std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, cons
 //  - 2x2x2 stride-2 transposed: forward three outputs with its own, backward as on AVX-512.
 // With the AVX-512 model instead, whole steps whose peak is a full-resolution decoder's backward
 // were 7-10% over (PlannerMeasuredTest's batch rows; tests/bench 64^3-112^3 at base 16).
+// Single layers with oneDNN capped to AVX2 on an AVX-512 AMD EPYC (CpuConvScratchTest, 2026-12-04)
+// added: the first layer (no input gradient) holds nothing in backward (the model had 3.75 MiB at
+// 1->8, batch 2, 32^3); a transposed convolution to fewer than 8 or not a multiple of 8 channels
+// holds two outputs in backward, as on AVX-512. Not modelled: below ~24^3 the 3x3x3 backward holds
+// 10-35 weight sizes more (1.6 MiB at 32->32, 16^3; not at 24^3 and up), small beside the
+// full-resolution layers where the steps peak.
+std::int64_t transposedBackward(const LayerSpec& l, std::int64_t in, std::int64_t out) {
+  return in + (l.outChannels % 8 ? 2 : 1) * out;
+}
+
 std::pair<std::int64_t, std::int64_t> avx2OneDnnScratch(const LayerSpec& l, std::int64_t in, std::int64_t out,
-                                                        std::int64_t inBlocked, std::int64_t outBlocked) {
-  if (l.kind == LayerKind::ConvTranspose) return {2 * out, in + out};
+                                                        std::int64_t inBlocked, std::int64_t outBlocked,
+                                                        bool inputGrad) {
+  if (l.kind == LayerKind::ConvTranspose) return {2 * out, transposedBackward(l, in, out)};
   if (l.kernel == 3 && l.stride == 1)
-    return {inBlocked + outBlocked - out, std::max(inBlocked, inBlocked + outBlocked - in)};
+    return {inBlocked + outBlocked - out, inputGrad ? std::max(inBlocked, inBlocked + outBlocked - in) : 0};
   if (l.kernel == 1) return {inBlocked + outBlocked - out, inBlocked + outBlocked};
   return {in + out, in + out};  // not traced on AVX2 (the U-Nets have none): the AVX-512 model
 }
@@ -127,7 +138,10 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
       return {forward + inCopy, 2 * w + inCopy, true};
     }
     if (l.kind == LayerKind::ConvTranspose) return {bytesOf(in) + inCopy, inCopy, true};
-    return {inCopy, channelsLastGemmScratch(l, in, batch, o.cpuThreads) + inCopy, true};
+    // Forward holds a reordered copy of the weights (single layers capped to AVX2, 2026-12-04:
+    // 0.49 MiB at 64->64, where the weights are 0.42 MiB).
+    const std::int64_t weights = std::int64_t{27} * l.inChannels * l.outChannels * 4;
+    return {weights + inCopy, channelsLastGemmScratch(l, in, batch, o.cpuThreads) + inCopy, true};
   }
   if (onednn && in.dtype == 2) {
     const auto [f, b] = bf16OneDnnScratch(l, in, out, batch, o);
@@ -146,7 +160,7 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
       return n * ((t.channels + block - 1) / block * block) * voxels(t.dims) * t.dtype;
     };
     if (!o.cpuAvx512) {
-      const auto [f, b] = avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out));
+      const auto [f, b] = avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out), in.requiresGrad);
       return {f, b, false};
     }
     if (l.kernel == 3 && l.stride == 1 && in.channels < block) {
@@ -168,7 +182,7 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
       // over otherwise). The model below had the head 5.8 MiB under at base 8, batch 2, 32^3
       // (PlannerMeasuredTest's batch 2 instance row, -6%: its peak is the head's backward).
       if (l.kind == LayerKind::ConvTranspose)
-        return {2 * bytesOf(out), bytesOf(in) + (l.outChannels % 8 ? 2 : 1) * bytesOf(out), false};
+        return {2 * bytesOf(out), transposedBackward(l, bytesOf(in), bytesOf(out)), false};
       return {padded(in) + padded(out) - bytesOf(out), padded(in) + padded(out), false};
     }
     const std::int64_t blocked = l.kernel == 3 ? padded(in) + padded(out) : io;
