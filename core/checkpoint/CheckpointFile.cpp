@@ -133,7 +133,7 @@ CheckpointFile CheckpointFile::capture(torch::nn::Module& root, torch::optim::Ad
   }
   f.rng["cpu"] = torch::globalContext().defaultGenerator(torch::kCPU).get_state();
   if (torch::cuda::is_available())
-    for (std::size_t i = 0; i < torch::cuda::device_count(); ++i) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(torch::cuda::device_count()); ++i) {
       const torch::Device d(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
       f.rng[d.str()] = torch::globalContext().defaultGenerator(d).get_state();
     }
