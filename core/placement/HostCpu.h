@@ -29,7 +29,8 @@ CpuLayout cpuLayoutFromString(const std::string& text);   // throws InvalidArgum
 // 0.82x [0.76, 0.88] of its NCDHW time with channels-last weights on an AVX2-only AMD EPYC
 // (tests/bench train_splitseg_cl, 15 rounds, 2026-12-04); on AVX-512 Xeons no gain was measured.
 // On an AVX-512 AMD EPYC channels-last took 0.91x [0.86, 1.03] of the NCDHW step (train_splitseg_other,
-// 7 rounds, 2026-12-04): not significant, and the planner's channels-last model is AVX2's only.
+// 7 rounds, 2026-12-04), then 1.01x [0.95, 1.06] over 15 rounds the same day: no gain, so NCDHW stays
+// there. The planner models both layouts on both ISAs (CpuConvScratchTest, PlannerMeasuredTest).
 bool usesChannelsLast(CpuLayout layout, const HostCpu& cpu = hostCpu());
 
 } // namespace splitseg::placement
