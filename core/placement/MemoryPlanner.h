@@ -47,8 +47,10 @@ struct PlannerOptions {
   // per-thread gemm buffers behind the native convolutions, malloc's own heap, and the host
   // cache's fragmentation (the rest of its heap beyond the live tensors; not modelled). Set to the
   // median of resident growth minus the predicted tensor peak over tests/bench's "fit" planner
-  // runs (7 runs of 10 steps, 47-106 MiB; 2 threads, NCDHW, AVX-512 AMD EPYC, 2026-12-04). Not
-  // measured at other thread counts, nor with channels-last weights (AVX2's layout).
+  // runs (7 runs of 10 steps, 47-106 MiB; 2 threads, NCDHW, AVX-512 AMD EPYC, 2026-12-04). With
+  // 1 thread the same runs were 6.7-13.0 MiB lower in every batch-1 configuration and unchanged at
+  // batch 2, where no native convolution runs (per-thread MKL buffers; 16 planner configurations,
+  // 2026-12-04): likely larger with more threads, not measured beyond two, nor with channels-last.
   std::int64_t cpuAllowanceBytes = std::int64_t{86} << 20;
   // The Trainer zeroes gradients with set_to_none, so a stage's weight gradients exist from its
   // backward to the optimizer step, not during forward.
