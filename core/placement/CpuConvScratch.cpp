@@ -178,8 +178,8 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
       // 1x1x1 head as on AVX2 with 16-channel blocks (forward blocked input and output in place of
       // the output, backward both beyond the input gradient; exact). The transposed convolution
       // holds two outputs in forward and input + output in backward, two outputs when they have
-      // fewer than 8 channels or not a multiple of 8 (exact at 8/16/32 channels, up to 0.7 outputs
-      // over otherwise). The model below had the head 5.8 MiB under at base 8, batch 2, 32^3
+      // fewer than 8 channels or not a multiple of 8 (exact at 4, 8 and 16 output channels; over
+      // by 0.6-1.2 outputs at 2, 6 and 12). The model below had the head 5.8 MiB under at base 8, batch 2, 32^3
       // (PlannerMeasuredTest's batch 2 instance row, -6%: its peak is the head's backward).
       if (l.kind == LayerKind::ConvTranspose)
         return {2 * bytesOf(out), transposedBackward(l, bytesOf(in), bytesOf(out)), false};

@@ -69,9 +69,9 @@ struct PlannerOptions {
   double cpuOneDnnBackwardScratch = 1.0;
   // The planned CPU's oneDNN kernels (HostCpu: this host's, with ONEDNN_MAX_CPU_ISA). AVX-512:
   // fp32 3x3x3 transients of input and output with channels padded to 16 (nCdhw16c) times the
-  // factors above (the 1x1x1 and transposed layers have their own), and bf16 convolutions in oneDNN. AVX2: fp32 channels blocked by 8 with
-  // transients of their own, bf16 convolutions in LibTorch's native kernels. CpuConvScratch.cpp
-  // says what was measured for each.
+  // factors above (the 1x1x1 and transposed layers have their own), and bf16 convolutions in
+  // oneDNN. AVX2: fp32 channels blocked by 8 with transients of their own, bf16 convolutions in
+  // LibTorch's native kernels. CpuConvScratch.cpp says what was measured for each.
   bool cpuAvx512 = hostCpu().avx512Core;
   // bf16 convolutions in oneDNN work on channel-blocked layouts: channels are padded up to
   // this block, so layers with few channels (small base, the 1-channel head) cost far more
