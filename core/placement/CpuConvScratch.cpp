@@ -7,6 +7,12 @@ namespace splitseg::placement::detail {
 namespace {
 
 std::int64_t voxels(const std::array<std::int64_t, 3>& d) { return d[0] * d[1] * d[2]; }
+// Channels padded up to oneDNN's block.
+std::int64_t padTo(std::int64_t channels, std::int64_t block) { return (channels + block - 1) / block * block; }
+// A layer's fp32 weights with both channel counts padded to `block` (1: as they are).
+std::int64_t weightBytes(const LayerSpec& l, std::int64_t block) {
+  return padTo(l.inChannels, block) * padTo(l.outChannels, block) * std::int64_t{l.kernel} * l.kernel * l.kernel * 4;
+}
 
 // bf16 oneDNN convolutions on CPU, per kernel family, from CpuMemoryCounter traces of single
 // layers (forward: transient above the output; backward: above the input gradient). oneDNN
@@ -26,9 +32,8 @@ std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, cons
                                                         const ConvTensor& out, int batch, const PlannerOptions& o) {
   const auto bytesOf = [batch](const ConvTensor& t) { return batch * t.channels * voxels(t.dims) * t.dtype; };
   const std::int64_t block = std::max(1, o.cpuBf16ChannelBlock);
-  const auto pad = [block](std::int64_t c) { return (c + block - 1) / block * block; };
   const std::int64_t vin = batch * voxels(in.dims), vout = batch * voxels(out.dims);
-  const std::int64_t ci = pad(l.inChannels), co = pad(l.outChannels);
+  const std::int64_t ci = padTo(l.inChannels, block), co = padTo(l.outChannels, block);
   const bool fewIn = l.inChannels < block, fewOut = l.outChannels < block;
   const auto bytes = [](double b) { return static_cast<std::int64_t>(b); };
   if (l.kind == LayerKind::ConvTranspose)
@@ -91,17 +96,6 @@ std::int64_t channelsLastGemmScratch(const LayerSpec& l, const ConvTensor& in, i
   return 4 * nthr * (ic * hw * (ks + in.dims[0]) + 4 * ks * ic * oc);
 }
 
-// The same on AVX-512 (2 threads, torch 2.11, AMD EPYC with AVX-512, 2026-12-04; single layers
-// with CpuMemoryCounter, 4^3-48^3, batch 2-4, 2-128 channels, channels-last input): oneDNN's
-// AVX-512 kernels take NDHWC directly in backward too (no gemm scratch: the AVX2 model was 1.8 MiB
-// over a batch-2 decoder at 32^3). They hold a copy of the weights in 16-channel blocks: forward
-// one (a transposed convolution also one input-sized buffer), backward two beyond the input and
-// weight gradients. Within ~50 KiB of every traced 3x3x3 and transposed layer; 1x1x1 as on AVX2.
-std::int64_t avx512BlockedWeightBytes(const LayerSpec& l) {
-  const auto pad = [](std::int64_t c) { return (c + 15) / 16 * 16; };
-  return pad(l.inChannels) * pad(l.outChannels) * std::int64_t{l.kernel} * l.kernel * l.kernel * 4;
-}
-
 } // namespace
 
 // Mirrors ATen's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for CPU
@@ -132,16 +126,22 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
   const std::int64_t inCopy = in.channels > 1 && in.channelsLast != (cl && onednn) ? bytesOf(in) : 0;
   if (cl && onednn && (l.kind == LayerKind::ConvTranspose || (l.stride == 1 && (l.kernel == 1 || l.kernel == 3)))) {
     if (l.kernel == 1 && l.kind != LayerKind::ConvTranspose) return {inCopy, inCopy, true};
+    // Channels-last on AVX-512 (2 threads, torch 2.11, AMD EPYC with AVX-512, 2026-12-04;
+    // single layers with CpuMemoryCounter, 4^3-48^3, batch 2-4, 2-128 channels, NDHWC input):
+    // oneDNN's AVX-512 kernels take NDHWC directly in backward too (no gemm scratch: the AVX2
+    // model was 1.8 MiB over a batch-2 decoder at 32^3). They hold copies of the weights in
+    // 16-channel blocks: one in forward (a transposed convolution also an input-sized buffer),
+    // two in backward beyond the input and weight gradients. Within ~50 KiB of every traced
+    // 3x3x3 and transposed layer; 1x1x1 as on AVX2.
     if (o.cpuAvx512) {
-      const std::int64_t w = avx512BlockedWeightBytes(l);
+      const std::int64_t w = weightBytes(l, 16);
       const std::int64_t forward = l.kind == LayerKind::ConvTranspose ? bytesOf(in) + w : w;
       return {forward + inCopy, 2 * w + inCopy, true};
     }
     if (l.kind == LayerKind::ConvTranspose) return {bytesOf(in) + inCopy, inCopy, true};
     // Forward holds a reordered copy of the weights (single layers capped to AVX2, 2026-12-04:
     // 0.49 MiB at 64->64, where the weights are 0.42 MiB).
-    const std::int64_t weights = std::int64_t{27} * l.inChannels * l.outChannels * 4;
-    return {weights + inCopy, channelsLastGemmScratch(l, in, batch, o.cpuThreads) + inCopy, true};
+    return {weightBytes(l, 1) + inCopy, channelsLastGemmScratch(l, in, batch, o.cpuThreads) + inCopy, true};
   }
   if (onednn && in.dtype == 2) {
     const auto [f, b] = bf16OneDnnScratch(l, in, out, batch, o);
@@ -157,7 +157,7 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
     // convolution with channels-last weights (not traced; the U-Nets have none) is planned so.
     const std::int64_t block = o.cpuAvx512 ? 16 : 8;
     const auto padded = [&](const ConvTensor& t) {
-      return n * ((t.channels + block - 1) / block * block) * voxels(t.dims) * t.dtype;
+      return n * padTo(t.channels, block) * voxels(t.dims) * t.dtype;
     };
     if (!o.cpuAvx512) {
       const auto [f, b] = avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out), in.requiresGrad);
