@@ -3,6 +3,9 @@ machine): every figure comes from that file."""
 import json
 from pathlib import Path
 
+# tests/gpu/run.sh's RANK_BOUND default, for rows measured before the kit recorded its bound.
+RANK_BOUND = 1e-4
+
 
 def fmt_s(v):
     return "n/a" if v is None else f"{v:.3f} s"
@@ -98,27 +101,54 @@ def gpu_section(path):
     sizes = sorted({int(k.split(":")[1]) for k in peer})
     if sizes:
         lines += ["", "Training step against PyTorch eager on the same GPU (U-Net base 32, batch 1, the same exported "
-                  "weights and input, default TF32 on both sides; tests/gpu/peer.sh):", "",
-                  "| size | SplitSeg median (range) | PyTorch eager median (range) | ratio (time) | goal | eval logits max abs diff |",
-                  "|---|---|---|---|---|---|"]
+                  "weights and input, default TF32 on both sides; tests/gpu/peer.sh). The C++ loop is SplitSeg's network "
+                  "and LibTorch's Adam in a hand-written loop without the Trainer (splitseg-bench train --plain), where "
+                  "measured:", "",
+                  "| size | SplitSeg median (range) | C++ loop median (range) | PyTorch eager median (range) | ratio (time) | "
+                  "goal | C++ loop / eager | eval logits max abs diff |",
+                  "|---|---|---|---|---|---|---|---|"]
+        rng = lambda r: f" ({min(r['steps']):.4f}-{max(r['steps']):.4f} s)" if r.get("steps") else ""
         for sz in sizes:
             a, b = peer.get(f"splitseg:{sz}") or {}, peer.get(f"pytorch:{sz}") or {}
-            ma, mb = a.get("median_step_seconds"), b.get("median_step_seconds")
-            rng = lambda r: f"{min(r['steps']):.4f}-{max(r['steps']):.4f} s" if r.get("steps") else ""
+            loop = peer.get(f"splitseg-loop:{sz}") or {}
+            ma, mb, ml = a.get("median_step_seconds"), b.get("median_step_seconds"), loop.get("median_step_seconds")
             ratio = f"{ma / mb:.2f}x" if ma and mb else "n/a"
             verdict = ("met" if ma / mb <= 0.9 else "missed") if ma and mb else ""
-            lines.append(f"| {sz}^3 | {ma:.4f} s ({rng(a)}) | {mb:.4f} s ({rng(b)}) | {ratio} | <= 0.9x, {verdict} | "
-                         f"{b.get('forward_max_abs_diff', float('nan')):.1e} |")
+            loop_cell = f"{ml:.4f} s{rng(loop)}" if ml else "not measured"
+            loop_ratio = f"{ml / mb:.2f}x" if ml and mb else ""
+            f4 = lambda v, r: "n/a" if v is None else f"{v:.4f} s{rng(r)}"
+            lines.append(f"| {sz}^3 | {f4(ma, a)} | {loop_cell} | {f4(mb, b)} | {ratio} | <= 0.9x, {verdict} | "
+                         f"{loop_ratio} | {b.get('forward_max_abs_diff', float('nan')):.1e} |")
+    parted = [sz for sz in sizes if (peer.get(f"splitseg-parts:{sz}") or {}).get("timeline_parts")]
+    if parted:
+        kinds = ["batch", "forward", "loss", "backward", "optimizer"]
+        lines += ["", "Where SplitSeg's step goes on the GPU (splitseg-bench train --timeline: medians per part; the "
+                  "timeline synchronises at every span, so this is a breakdown, not a timing), and the step with each "
+                  "batch drawn when its step starts instead of at the end of the step before (--no-prefetch):", "",
+                  "| size | " + " | ".join(kinds) + " | step, batches drawn ahead | step, drawn when the step starts |",
+                  "|---|" + "---|" * (len(kinds) + 2)]
+        for sz in parted:
+            parts = peer[f"splitseg-parts:{sz}"]["timeline_parts"]
+            ahead = (peer.get(f"splitseg:{sz}") or {}).get("median_step_seconds")
+            late = (peer.get(f"splitseg-noprefetch:{sz}") or {}).get("median_step_seconds")
+            cells = [f"{parts[k] * 1e3:.2f} ms" if k in parts else "" for k in kinds]
+            f4 = lambda v: "n/a" if v is None else f"{v:.4f} s"
+            lines.append(f"| {sz}^3 | " + " | ".join(cells) + f" | {f4(ahead)} | {f4(late)} |")
     ranks = [r for r in g.get("ranks") or [] if not r.get("error")]
     if ranks:
         lines += ["", "Ranks (two processes joined through c10d, tensors through host memory; U-Net base 8, 32^3, "
-                  "batch 4, 5 steps, dropout off) against one process:", "",
-                  "| run | placement | micro-batches | weights max abs diff | loss max abs diff | median step | "
-                  "one process | per rank: compute / wait / idle, sent |", "|---|---|---|---|---|---|---|---|"]
+                  "batch 4, 5 steps, dropout off) against one process on the same devices; a run passes when its "
+                  "weights are within the kit's bound (tests/gpu/run.sh RANK_BOUND):", "",
+                  "| run | placement | micro-batches | weights max abs diff (worst parameter) | loss max abs diff | "
+                  "within bound | median step | one process | per rank: compute / wait / idle, sent |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for r in ranks:
             per = "; ".join(f"r{x['rank']} {x['device']}: {x['compute_s']:.3f} / {x['wait_s']:.3f} / {x['idle_s']:.3f} s, "
                             f"{x['bytes_sent'] / 2**20:.1f} MiB" for x in r.get("ranks") or [])
-            lines.append(f"| {r['tag'][6:]} | {r['placement']} | {r['micro_batches']} | {r['max_weight_diff']:.2e} | "
-                         f"{r['loss_diff']:.2e} | {fmt_s(r['median_step_seconds'])} | "
-                         f"{fmt_s(r['single_median_step_seconds'])} | {per} |")
+            bound = r.get("bound", RANK_BOUND)
+            ok = r["max_weight_diff"] <= bound
+            worst = f" ({r['worst_parameter']})" if r.get("worst_parameter") else ""
+            lines.append(f"| {r['tag'][6:]} | {r['placement']} | {r['micro_batches']} | {r['max_weight_diff']:.2e}{worst} | "
+                         f"{r['loss_diff']:.2e} | {'yes' if ok else '**no**'} ({bound:.0e}) | "
+                         f"{fmt_s(r['median_step_seconds'])} | {fmt_s(r['single_median_step_seconds'])} | {per} |")
     return "\n".join(lines) + "\n"

@@ -1,25 +1,50 @@
 #!/usr/bin/env bash
 # SplitSeg's training step against PyTorch eager on the same GPU, same weights and input
-# (splitseg-bench export -> train; tests/bench/peer_train.py --device cuda). Builds only
-# splitseg-bench. tests/gpu/peer.sh OUTDIR [SIZES] -> OUTDIR/peer.jsonl
+# (splitseg-bench export -> train; tests/bench/peer_train.py --device cuda), and SplitSeg's
+# hand-written C++ loop (splitseg-bench train --plain: the same network and Adam, no Trainer) on the
+# same device, which separates the Trainer's own cost from LibTorch's. Builds splitseg-bench if
+# run.sh has not. tests/gpu/peer.sh OUTDIR [SIZES] -> OUTDIR/peer.jsonl
+#   PEER_DEVICE (default cuda:0; cpu for a rehearsal), PEER_BASE (default 32), GPU_BUILD (build-gpu)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"; cd "$ROOT"
 OUTDIR="${1:?usage: tests/gpu/peer.sh OUTDIR [SIZES]}"; mkdir -p "$OUTDIR"; SIZES="${2:-64 128}"
-PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
-PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-B=build-gpu
+PY="${PY:-/opt/torch/.venv/bin/python}"; [ -x "$PY" ] || PY="$HOME/.local/share/splitseg/venv/bin/python"
+[ -x "$PY" ] || PY=python3
+DEVICE="${PEER_DEVICE:-cuda:0}"; BASE="${PEER_BASE:-32}"; B="${GPU_BUILD:-build-gpu}"
 [ -x "$B/bin/splitseg-bench" ] || {
+  PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
   cmake -S tests/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$ROOT/.gpu-kit;$PREFIX" \
     -DCMAKE_CUDA_ARCHITECTURES=90 -B "$B" >"$OUTDIR/peer-build.log" 2>&1 &&
   cmake --build "$B" -j "$(nproc)" --target splitseg-bench >>"$OUTDIR/peer-build.log" 2>&1 || {
     tail -20 "$OUTDIR/peer-build.log"; exit 2; }
 }
-W="$(mktemp -d)"; R="$OUTDIR/peer.jsonl"; : >"$R"
+W="$(mktemp -d)"; trap 'rm -rf "$W"' EXIT
+R="$OUTDIR/peer.jsonl"; : >"$R"
+# One line per side; a side that fails leaves an error line, never a missing row.
+side() {  # KIND COMMAND...
+  local kind="$1"; shift
+  local out
+  if out="$("$@" 2>"$W/err" | tail -n 1)" && [ -n "$out" ]; then
+    echo "$out" | "$PY" tests/bench/tag_json.py kind "$kind" >>"$R"
+  else
+    "$PY" -c 'import json,sys; print(json.dumps({"kind": sys.argv[1], "error": sys.argv[2]}))' "$kind" \
+      "$(tail -n 3 "$W/err" | tr '\n' ' ')" >>"$R"
+  fi
+  tail -n 1 "$R" | cut -c1-220
+}
 for s in $SIZES; do
-  "$B/bin/splitseg-bench" export --size "$s" --base 32 --state "$W/st$s.pt" >/dev/null || continue
-  "$B/bin/splitseg-bench" train --size "$s" --base 32 --state "$W/st$s.pt" --warmup 2 --repeats 5 2>/dev/null |
-    tail -n 1 | "$PY" tests/bench/tag_json.py kind "splitseg:$s" >>"$R"
-  "$PY" tests/bench/peer_train.py --state "$W/st$s.pt" --base 32 --device cuda --warmup 2 --repeats 5 2>/dev/null |
-    tail -n 1 | "$PY" tests/bench/tag_json.py kind "pytorch:$s" >>"$R"
-  tail -n 2 "$R" | cut -c1-220
+  "$B/bin/splitseg-bench" export --size "$s" --base "$BASE" --state "$W/st$s.pt" >/dev/null || continue
+  # The Trainer places every stage on the first runnable device (cuda:0 where there is one).
+  side "splitseg:$s" "$B/bin/splitseg-bench" train --size "$s" --base "$BASE" --state "$W/st$s.pt" \
+    --warmup 2 --repeats 5
+  # Diagnostics: each batch drawn when its step starts (no overlap with the GPU), and where a
+  # step's time goes (the timeline synchronises at every span: a breakdown, not a timing).
+  side "splitseg-noprefetch:$s" "$B/bin/splitseg-bench" train --size "$s" --base "$BASE" --state "$W/st$s.pt" \
+    --no-prefetch --warmup 2 --repeats 5
+  side "splitseg-parts:$s" "$B/bin/splitseg-bench" train --size "$s" --base "$BASE" --state "$W/st$s.pt" \
+    --timeline --warmup 2 --repeats 5
+  side "splitseg-loop:$s" "$B/bin/splitseg-bench" train --size "$s" --base "$BASE" --state "$W/st$s.pt" \
+    --plain --device "$DEVICE" --warmup 2 --repeats 5
+  side "pytorch:$s" "$PY" tests/bench/peer_train.py --state "$W/st$s.pt" --base "$BASE" --device "$DEVICE" \
+    --warmup 2 --repeats 5
 done

@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--results", required=True)
     ap.add_argument("--checks", default="")
     ap.add_argument("--devices", default="")
+    ap.add_argument("--peer", default="", help="tests/gpu/peer.sh's peer.jsonl")
     ap.add_argument("--out", required=True)
     ap.add_argument("--gpu", default="none")
     ap.add_argument("--mode", default="gpu", choices=["gpu", "rehearse"])
@@ -89,7 +90,8 @@ def main():
                "equivalence": by_tag.get("equivalence"), "runs": runs,
                "split_vs_single": {s: {"single": single.get(s), "split": split[s]} for s in split},
                "largest": largest,
-               "ranks": [r for r in rows if str(r.get("tag", "")).startswith("ranks:")]}
+               "ranks": [r for r in rows if str(r.get("tag", "")).startswith("ranks:")],
+               "peer": lines_of(a.peer) if a.peer else []}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu.json").write_text(json.dumps(summary, indent=1))
@@ -127,12 +129,25 @@ def main():
                      f"planner {v['predicted']}" + (f" ({v['error']})" if v.get("error") else ""))
     for r in summary["ranks"]:
         if "error" in r:
+            lines.append(f"{r['tag']}: fail ({str(r['error'])[:160]})")
             continue
-        lines.append(f"{r['tag']}: weights vs one process max abs {r['max_weight_diff']:.2e}, step "
-                     f"{r['median_step_seconds']:.3f}s (one process {r['single_median_step_seconds']:.3f}s)")
-    for r in rows:
+        first = (r.get("loss_diffs") or [float("nan")])[0]
+        lines.append(f"{r['tag']}: {r.get('status', '?')} (bound {r.get('bound', float('nan')):.0e}), weights vs one "
+                     f"process max abs {r['max_weight_diff']:.2e} ({r.get('worst_parameter', '?')}), step-1 loss diff "
+                     f"{first:.1e}, step {r['median_step_seconds']:.3f}s (one process {r['single_median_step_seconds']:.3f}s)")
+    peer = {r.get("kind"): r for r in summary["peer"]}
+    for kind, r in peer.items():
+        if kind.startswith("pytorch:") or r.get("error"):
+            continue
+        eager = (peer.get("pytorch:" + kind.split(":")[1]) or {}).get("median_step_seconds")
+        if r.get("median_step_seconds") and eager:
+            lines.append(f"{kind}: step {r['median_step_seconds']:.4f}s, PyTorch eager {eager:.4f}s, "
+                         f"{r['median_step_seconds'] / eager:.2f}x")
+        if r.get("timeline_parts"):
+            lines.append(f"{kind}: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in r["timeline_parts"].items()))
+    for r in list(rows) + summary["peer"]:
         if r.get("error") and not r.get("oom"):
-            lines.append(f"error in {r.get('tag')}: {str(r['error'])[:160]}")
+            lines.append(f"error in {r.get('tag') or r.get('kind')}: {str(r['error'])[:160]}")
     text = "\n".join(lines) + "\n"
     (out / "summary.txt").write_text(text)
     print(text)
