@@ -84,6 +84,33 @@ Trainer::~Trainer() = default;
 
 void Trainer::makeBatch(torch::Tensor& input, torch::Tensor& target) { drawBatch(*source_, spec_, rng_, input, target); }
 
+bool Trainer::prefetching() const { return prefetch_ ? *prefetch_ : executor_.inputDevice().is_cuda(); }
+
+void Trainer::takeBatch(torch::Tensor& input, torch::Tensor& target) {
+  if (!pending_) return makeBatch(input, target);
+  PendingBatch p = std::move(*pending_);
+  pending_.reset();
+  if (p.error) std::rethrow_exception(p.error);
+  input = std::move(p.input);
+  target = std::move(p.target);
+}
+
+void Trainer::prefetchBatch() {
+  PendingBatch p;
+  p.rngBefore = rng_;
+  try {
+    makeBatch(p.input, p.target);
+    if (executor_.inputDevice().is_cuda()) {
+      // Pinned: the copies to the GPU (SplitExecutor::moveTo, the loss's target) run asynchronously.
+      p.input = p.input.pin_memory();
+      p.target = p.target.pin_memory();
+    }
+  } catch (...) {
+    p.error = std::current_exception();
+  }
+  pending_ = std::move(p);
+}
+
 void checkLabels(const torch::Tensor& target, std::int64_t outChannels) {
   const std::int64_t classes = outChannels == 1 ? 2 : outChannels;  // one channel: background + 1
   const auto lo = target.min().item<std::int64_t>(), hi = target.max().item<std::int64_t>();
@@ -123,7 +150,7 @@ StepMetrics Trainer::step() {
 
   torch::Tensor input, target;
   try {
-    makeBatch(input, target);
+    takeBatch(input, target);
   } catch (const c10::OutOfMemoryError& e) {
     throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
   }
@@ -152,7 +179,7 @@ StepMetrics Trainer::step() {
   try {
     torch::Tensor logits = executor_.forward(input);
     const double lossStart = timeline ? timeline->now() : 0.0;
-    loss = segmentationLoss(logits, target.to(logits.device()));
+    loss = segmentationLoss(logits, target.to(logits.device(), /*non_blocking=*/target.is_pinned()));
     // A NaN or infinite loss would make Adam write NaN into every weight (and the next save
     // would replace the last good checkpoint): the step is abandoned instead.
     const double value = loss.loss.item<double>();
@@ -197,6 +224,8 @@ StepMetrics Trainer::step() {
     abandon();
     throw OutOfMemoryError(device, "optimizer", e.what_without_backtrace());
   }
+  // The step is applied; its kernels may still run on the GPUs while the next batch is drawn.
+  if (prefetching() && (spec_.totalSteps() <= 0 || step_ + 1 < spec_.totalSteps())) prefetchBatch();
   synchronize(placement());
   ++step_;
   if (timeline) {
@@ -348,7 +377,7 @@ void Trainer::setRecompute(const std::set<std::string>& stages) {
 
 void Trainer::saveCheckpoint(const std::string& path) const {
   std::ostringstream rng;
-  rng << rng_;
+  rng << (pending_ ? pending_->rngBefore : rng_);  // a batch drawn ahead is drawn again on resume
   writeCheckpoint(path, *network_, *optimizer_, spec_, step_, rng.str());
 }
 
@@ -381,6 +410,7 @@ CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& net
 
 void Trainer::loadCheckpoint(const std::string& path) {
   CheckpointInfo info = readCheckpoint(path, *network_, *optimizer_);
+  pending_.reset();  // drawn for the run being replaced
   std::istringstream rng(info.sampleRng);
   rng >> rng_;
   if (!info.sampleRng.empty() && rng.fail()) throw FormatError(path, "checkpoint sample_rng is not a generator state");

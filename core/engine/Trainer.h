@@ -10,8 +10,10 @@
 #include "core/run/RunSpec.h"
 
 #include <array>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -90,9 +92,18 @@ public:
   // Called in step() after backward, right before the optimizer update (tests lower the budget
   // there to run out inside the update).
   void setBeforeOptimizerStep(std::function<void()> callback) { beforeOptimizerStep_ = std::move(callback); }
+  // Draw the next step's batch at the end of this one, while the devices still run this step's
+  // queued kernels (the Python peer's DataLoader does it on worker processes), in pinned memory
+  // when the first stage is on a GPU. Default: on when the first stage is on a GPU; on the CPU
+  // nothing would overlap. The batches, their order and checkpoints are the same either way.
+  void setPrefetch(bool on) { prefetch_ = on; }
 
 private:
   void makeBatch(torch::Tensor& input, torch::Tensor& target);
+  // The batch drawn ahead by prefetchBatch if there is one, else a fresh one.
+  void takeBatch(torch::Tensor& input, torch::Tensor& target);
+  void prefetchBatch();
+  bool prefetching() const;
   // Weights of the fp32 CPU stages as spec_.cpuLayout says, Adam's moments beside their
   // parameters in the same layout (after construction, placement and precision changes).
   void applyCpuLayout();
@@ -105,6 +116,16 @@ private:
   std::unique_ptr<torch::optim::Adam> optimizer_;
   std::unique_ptr<MemoryMeter> meter_;
   std::mt19937_64 rng_;
+  // A batch drawn ahead, with the sampler's state from before it: a checkpoint saved meanwhile
+  // records that state, so a resumed run draws this batch again. A failed draw keeps its error
+  // for the step that would have used the batch.
+  struct PendingBatch {
+    torch::Tensor input, target;
+    std::mt19937_64 rngBefore;
+    std::exception_ptr error;
+  };
+  std::optional<PendingBatch> pending_;
+  std::optional<bool> prefetch_;
   std::int64_t step_ = 0;
   std::function<void()> beforeOptimizerStep_;
   // run.timeline: every device's spans into StepMetrics::timeline (SplitExecutor::setTimeline).

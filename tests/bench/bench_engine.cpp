@@ -37,6 +37,7 @@
 #include <iostream>
 #include <unistd.h>
 #include <iterator>
+#include <map>
 
 namespace splitseg::bench {
 
@@ -222,6 +223,7 @@ struct TrainArgs {
   int emulateSplit = 0;  // stage index of an emulated device boundary (0: none)
   bool plain = false;    // hand-written loop without the Trainer (diagnostic)
   bool plainMeter = false;  // the plain loop under the Trainer's CPU memory meter (diagnostic)
+  std::string plainDevice = "cpu";  // the plain loop's device (tests/gpu/peer.sh: Trainer vs loop on a GPU)
   double capGib = 0;     // CUDA memory cap (GiB of cuda:0), 0: none
   std::string largest;   // "START,STEP,MAX": grow the cube until a step runs out of memory
   int batch = 1;
@@ -229,6 +231,10 @@ struct TrainArgs {
   // RunSpec::cpuLayout ("auto", "ncdhw", "channels-last"), or "other": the layout auto does not
   // pick on this CPU (what the default gains or loses against the alternative).
   std::string cpuLayout = "auto";
+  // Record the Trainer's timeline and report where a step's time goes (medians per part); on CUDA
+  // each span ends with a synchronize, so such a run is a breakdown, not a timing.
+  bool timeline = false;
+  bool noPrefetch = false;  // draw each batch when its step starts (Trainer::setPrefetch(false))
 };
 
 // What the planner predicts for exactly this run (same network object, same RunSpec) on the CPU:
@@ -260,14 +266,17 @@ nlohmann::json trainOnce(const TrainArgs& a) {
   auto sample = phantomSample(parseSize(a.c.size), a.c.seed);
   std::vector<double> times, cpuTimes;
   std::map<std::string, std::int64_t> peaks;
+  std::map<std::string, std::vector<double>> partTimes;  // --timeline: seconds per part of each step
   std::string placementText;
   nlohmann::json predicted;
   bool channelsLast = false;  // the layout the step ran in (the plain loop: NCDHW)
   if (a.plain) {
     // What a C++ user writes by hand: no executor, no meter (isolates the engine's own overhead).
+    const torch::Device device(a.plainDevice);
+    net->to(device);
     torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
-    auto input = engine::toTensor(sample.channels).unsqueeze(0);
-    auto target = engine::toTensor(sample.label).round().to(torch::kLong).unsqueeze(0);
+    auto input = engine::toTensor(sample.channels).unsqueeze(0).to(device);
+    auto target = engine::toTensor(sample.label).round().to(torch::kLong).unsqueeze(0).to(device);
     net->train();
     engine::CpuMemoryCounter counter;
     for (int i = 0; i < a.warmup + a.repeats; ++i) {
@@ -280,12 +289,14 @@ nlohmann::json trainOnce(const TrainArgs& a) {
       r.loss.backward();
       adam.step();
       (void)r.loss.item<double>();
+      // As the Python peer times a step: until the device has finished it.
+      if (device.is_cuda()) torch::cuda::synchronize(device.index());
       if (i >= a.warmup) {
         times.push_back(seconds(t0));
         cpuTimes.push_back(cpuSeconds() - c0);
       }
     }
-    placementText = a.plainMeter ? "plain loop + CPU memory meter (cpu)" : "plain loop (cpu)";
+    placementText = std::string(a.plainMeter ? "plain loop + CPU memory meter (" : "plain loop (") + device.str() + ")";
   } else {
     std::shared_ptr<model::StagedNetwork> staged;
     if (a.c.arch != "unet3d")
@@ -306,7 +317,9 @@ nlohmann::json trainOnce(const TrainArgs& a) {
                   : placement::usesChannelsLast(placement::CpuLayout::Auto) ? placement::CpuLayout::Ncdhw
                                                                               : placement::CpuLayout::ChannelsLast;
     channelsLast = placement::usesChannelsLast(o.cpuLayout);
+    o.timeline = a.timeline;
     engine::Trainer trainer(staged, std::make_shared<FixedSource>(sample), o);
+    if (a.noPrefetch) trainer.setPrefetch(false);
     for (int i = 0; i < a.warmup + a.repeats; ++i) {
       const double c0 = cpuSeconds();
       auto m = trainer.step();
@@ -314,12 +327,23 @@ nlohmann::json trainOnce(const TrainArgs& a) {
       times.push_back(m.seconds);
       cpuTimes.push_back(cpuSeconds() - c0);
       for (const auto& d : m.memory) peaks[d.device] = std::max(peaks[d.device], d.peak);
+      if (a.timeline) {
+        // The batch (drawing and converting it) and the loss apart from the other waits and forwards.
+        std::map<std::string, double> parts;
+        for (const auto& sp : m.timeline) {
+          const bool own = sp.stage == "batch" || sp.stage == "loss";
+          parts[own ? sp.stage : engine::toString(sp.kind)] += sp.end - sp.start;
+        }
+        for (const auto& [part, sec] : parts) partTimes[part].push_back(sec);
+      }
     }
     if (a.plan) predicted = planPrediction(*staged, o);
     placementText = p.describe() + (a.emulateSplit > 0 ? " (emulated boundary at stage " +
                                                              std::to_string(a.emulateSplit) + ")" : "");
   }
-  return {{"median_step_seconds", median(times)}, {"steps", times}, {"cpu_steps", cpuTimes},
+  nlohmann::json parts = nlohmann::json::object();
+  for (auto& [part, v] : partTimes) parts[part] = median(v);
+  return {{"median_step_seconds", median(times)}, {"steps", times}, {"cpu_steps", cpuTimes}, {"timeline_parts", parts},
           {"median_step_cpu_seconds", median(cpuTimes)}, {"placement", placementText},
           {"size", parseSize(a.c.size)}, {"base", a.c.base}, {"precision", a.precision},
           {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()},
@@ -446,6 +470,9 @@ int main(int argc, char** argv) {
   tr->add_option("--emulate-split", train.emulateSplit, "copy tensors crossing before this stage index");
   tr->add_flag("--plain", train.plain, "hand-written loop without the Trainer");
   tr->add_flag("--plain-meter", train.plainMeter, "with --plain: run each step under the CPU memory meter");
+  tr->add_flag("--timeline", train.timeline, "report where each step's time goes (medians per part; CUDA: synchronises)");
+  tr->add_flag("--no-prefetch", train.noPrefetch, "draw each batch when its step starts, not at the end of the step before");
+  tr->add_option("--device", train.plainDevice, "with --plain: the device the loop runs on")->capture_default_str();
   tr->add_option("--cap-gib", train.capGib, "cap the CUDA allocator at this many GiB of cuda:0");
   tr->add_option("--largest", train.largest, "START,STEP,MAX: grow the cube until out of memory");
   tr->add_option("--batch", train.batch)->capture_default_str();

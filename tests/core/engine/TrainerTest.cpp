@@ -92,33 +92,43 @@ private Q_SLOTS:
     QVERIFY(rec.steps.back().memory.at(0).peak > 32 * 32 * 32 * 4);
   }
 
+  // With "drawn ahead" the interrupted and the resumed trainer draw each next batch at the end of
+  // the step before (Trainer::setPrefetch, on by default for GPUs): the same batches in the same
+  // order as the uninterrupted trainer, and a checkpoint saved with a batch drawn ahead resumes
+  // with that batch.
   void resumeContinuesExactly_data() {
     QTest::addColumn<QString>("layout");
-    QTest::newRow("ncdhw") << "ncdhw";
-    QTest::newRow("channels-last") << "channels-last";
+    QTest::addColumn<bool>("ahead");
+    QTest::newRow("ncdhw") << "ncdhw" << false;
+    QTest::newRow("channels-last") << "channels-last" << false;
+    QTest::newRow("ncdhw, batches drawn ahead") << "ncdhw" << true;
   }
 
   void resumeContinuesExactly() {
     QFETCH(QString, layout);
+    QFETCH(bool, ahead);
     const auto path = tempPath("resume.pt");
     auto opts = [&](model::StagedNetwork& net) {
       auto o = options(5, net);
       o.cpuLayout = placement::cpuLayoutFromString(layout.toStdString());
       return o;
     };
-    // Uninterrupted: 5 steps.
+    // Uninterrupted: 5 steps, each batch drawn when its step starts.
     auto a = tinyNet();
     engine::Trainer full(a, std::make_shared<data::PhantomSource>(), opts(*a));
+    full.setPrefetch(false);
     std::vector<double> losses;
     for (int i = 0; i < 5; ++i) losses.push_back(full.step().loss);
     // Interrupted after 3, resumed in a fresh trainer with a fresh network.
     auto b = tinyNet();
     engine::Trainer first(b, std::make_shared<data::PhantomSource>(), opts(*b));
-    for (int i = 0; i < 3; ++i) first.step();
+    first.setPrefetch(ahead);
+    for (int i = 0; i < 3; ++i) QCOMPARE(first.step().loss, losses[static_cast<std::size_t>(i)]);
     first.saveCheckpoint(path);
     torch::manual_seed(999);  // the checkpoint must restore the RNG, not this
     auto c = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4)).ptr();
     engine::Trainer resumed(c, std::make_shared<data::PhantomSource>(), opts(*c));
+    resumed.setPrefetch(ahead);
     resumed.loadCheckpoint(path);
     QCOMPARE(resumed.stepsDone(), std::int64_t(3));
     const double l4 = resumed.step().loss, l5 = resumed.step().loss;
@@ -244,6 +254,30 @@ private Q_SLOTS:
     i = 0;
     for (const auto& p : saved->root().parameters()) QVERIFY(torch::equal(p.detach(), good[i++]));
     trainer.step();  // the next (clean) sample trains normally
+    QCOMPARE(trainer.stepsDone(), std::int64_t(3));
+  }
+
+  // A batch drawn ahead that cannot be drawn fails the step that would have used it, with the
+  // source's own error; the step before it is applied and counted.
+  void failedDrawAheadFailsItsOwnStep() {
+    struct Failing : data::SampleSource {
+      data::PhantomSource phantoms;
+      int draws = 0;
+      data::Sample next(const std::array<std::int64_t, 3>& size, std::mt19937_64& rng) override {
+        if (++draws == 3) throw FormatError("case.nii.gz", "unreadable");
+        return phantoms.next(size, rng);
+      }
+      std::string describe() const override { return "fails at the third draw"; }
+    };
+    auto net = tinyNet();
+    engine::Trainer trainer(net, std::make_shared<Failing>(), options(5, *net));
+    trainer.setPrefetch(true);
+    trainer.step();
+    trainer.step();  // draws the third batch ahead, which fails
+    QCOMPARE(trainer.stepsDone(), std::int64_t(2));
+    QVERIFY_THROWS_EXCEPTION(FormatError, trainer.step());
+    QCOMPARE(trainer.stepsDone(), std::int64_t(2));
+    trainer.step();  // the fourth draw works: training goes on
     QCOMPARE(trainer.stepsDone(), std::int64_t(3));
   }
 
