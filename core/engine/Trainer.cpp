@@ -86,13 +86,17 @@ void Trainer::makeBatch(torch::Tensor& input, torch::Tensor& target) { drawBatch
 
 bool Trainer::prefetching() const { return prefetch_ ? *prefetch_ : executor_.inputDevice().is_cuda(); }
 
-void Trainer::takeBatch(torch::Tensor& input, torch::Tensor& target) {
-  if (!pending_) return makeBatch(input, target);
+bool Trainer::takeBatch(torch::Tensor& input, torch::Tensor& target) {
+  if (!pending_) {
+    makeBatch(input, target);
+    return false;
+  }
   PendingBatch p = std::move(*pending_);
   pending_.reset();
   if (p.error) std::rethrow_exception(p.error);
   input = std::move(p.input);
   target = std::move(p.target);
+  return true;
 }
 
 void Trainer::prefetchBatch() {
@@ -100,6 +104,7 @@ void Trainer::prefetchBatch() {
   p.rngBefore = rng_;
   try {
     makeBatch(p.input, p.target);
+    checkLabels(p.target, network_->outChannels());
     if (executor_.inputDevice().is_cuda()) {
       // Pinned: the copies to the GPU (SplitExecutor::moveTo, the loss's target) run asynchronously.
       p.input = p.input.pin_memory();
@@ -149,14 +154,15 @@ StepMetrics Trainer::step() {
   const std::string headLane = placement().deviceOf(network_->stageSpecs().back().name);
 
   torch::Tensor input, target;
+  bool checked = false;  // a batch drawn ahead had its labels checked then
   try {
-    takeBatch(input, target);
+    checked = takeBatch(input, target);
   } catch (const c10::OutOfMemoryError& e) {
     throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
   }
   // Drawing the batch holds the first device up: shown as a wait for data.
   if (timeline) timeline->add(firstLane, "batch", SpanKind::Wait, 0.0, timeline->now());
-  checkLabels(target, network_->outChannels());
+  if (!checked) checkLabels(target, network_->outChannels());
   optimizer_->zero_grad(true);
 
   // Which stage's backward runs now, and where the CPU budget was first exceeded.

@@ -100,8 +100,9 @@ public:
 
 private:
   void makeBatch(torch::Tensor& input, torch::Tensor& target);
-  // The batch drawn ahead by prefetchBatch if there is one, else a fresh one.
-  void takeBatch(torch::Tensor& input, torch::Tensor& target);
+  // The batch drawn ahead by prefetchBatch (labels checked then: returns true) if there is one,
+  // else a fresh one (false).
+  bool takeBatch(torch::Tensor& input, torch::Tensor& target);
   void prefetchBatch();
   bool prefetching() const;
   // Weights of the fp32 CPU stages as spec_.cpuLayout says, Adam's moments beside their
