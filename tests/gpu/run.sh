@@ -129,7 +129,8 @@ record() {  # TAG COMMAND...: the command's last JSON line, tagged, or an error 
 # process on the same devices; M micro-batches. Weights after 5 steps compared with torch in
 # Python; a run whose weights differ by more than RANK_BOUND fails the kit. The 2026-11-30 lease
 # saw cpu | cuda:0 at M=4 off by 2.7e-2 while M=1 and both-on-GPU M=4 agreed, unexplained; the
-# both-on-cpu and M=2 rows, the per-step loss differences and the worst parameter say where next.
+# both-on-cpu, M=2 and one-thread rows, the per-step loss differences and the worst parameter say
+# where next.
 RANKDEV="$DEV"
 RANK_BOUND="${RANK_BOUND:-1e-4}"  # micro-batches change the order of sums: 4.9e-6 on the H200 (same-M4)
 export SPLITSEG_DETERMINISTIC=1  # TF32 off, deterministic cuDNN: differences are the ranks', not TF32's
@@ -139,31 +140,38 @@ RANK_THREADS=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
 RFLAGS=(--synthetic 32 --patch 32 --base 8 --depth 3 --arch-options '{"dropout":[0,0,0]}' --batch 4 --steps 5
         --seed 3 --lr 0.01 --progress jsonl)
 rp() { echo "enc0=$1,enc1=$1,bottleneck=$2,dec1=$2,dec0=$2,head=$2"; }
-# The references: one process with the same devices (same kernels, so exact in fp32).
-for ref in same mixed cpu; do
-  a="$RANKDEV"; b="$RANKDEV"; [ $ref = mixed ] && a=cpu; [ $ref = cpu ] && { a=cpu; b=cpu; }
-  OMP_NUM_THREADS=$RANK_THREADS "$BIN/splitseg-cli" train "${RFLAGS[@]}" --placement "$(rp "$a" "$b")" \
-    --save "$WORK/r_one-$ref.pt" >"$WORK/r_one-$ref.jsonl" 2>"$WORK/r_one-$ref.err" || tail -n 3 "$WORK/r_one-$ref.err"
-done
-RANK_RUNS="${RANK_RUNS:-same-M1 same-M4 mixed-M1 mixed-M2 mixed-M4 cpu-M4}"
-for name in $RANK_RUNS; do
-  case $name in
-    same-*) first="r0:$RANKDEV"; second="r1:$RANKDEV" ;;
-    mixed-*) first="r0:cpu"; second="r1:$RANKDEV" ;;
-    *) first="r0:cpu"; second="r1:cpu" ;;
+# Devices of the two halves for a run's kind: same (both on the GPU), mixed (cpu | GPU), cpu.
+halves() {
+  case $1 in
+    same) echo "$RANKDEV $RANKDEV" ;;
+    mixed) echo "cpu $RANKDEV" ;;
+    *) echo "cpu cpu" ;;
   esac
-  M="${name##*-M}"
-  OMP_NUM_THREADS=$RANK_THREADS timeout 120 "$BIN/splitseg-cli" launch --local-ranks 2 --rank-timeout 60 train \
+}
+# A run is KIND-M<micro-batches>[-t1]; -t1: one thread per rank (and in its reference) instead of
+# RANK_THREADS, which says whether a mismatch depends on the CPU stages' thread count.
+RANK_RUNS="${RANK_RUNS:-same-M1 same-M4 mixed-M1 mixed-M2 mixed-M4 mixed-M4-t1 cpu-M4}"
+for name in $RANK_RUNS; do
+  kind="${name%%-*}"; rest="${name#*-M}"; M="${rest%%-*}"
+  threads=$RANK_THREADS; suffix=""
+  case $name in *-t1) threads=1; suffix="-t1" ;; esac
+  read -r a b <<<"$(halves "$kind")"
+  ref="one-$kind$suffix"
+  # The reference: one process with the same devices and threads (same kernels, so exact in fp32).
+  [ -f "$WORK/r_$ref.pt" ] || OMP_NUM_THREADS=$threads "$BIN/splitseg-cli" train "${RFLAGS[@]}" \
+    --placement "$(rp "$a" "$b")" --save "$WORK/r_$ref.pt" >"$WORK/r_$ref.jsonl" 2>"$WORK/r_$ref.err" ||
+    tail -n 3 "$WORK/r_$ref.err"
+  first="r0:$a"; second="r1:$b"
+  OMP_NUM_THREADS=$threads timeout 120 "$BIN/splitseg-cli" launch --local-ranks 2 --rank-timeout 60 train \
     "${RFLAGS[@]}" --placement "$(rp "$first" "$second")" --micro-batches "$M" --save "$WORK/r_$name.pt" \
     >"$WORK/r_$name.jsonl" 2>"$WORK/r_$name.err" || tail -n 3 "$WORK/r_$name.err"
-  "$PY" - "$WORK" "$name" "$(rp "$first" "$second")" "$M" "$RANK_BOUND" "$RANK_THREADS" >>"$RES" <<'PYEOF'
+  "$PY" - "$WORK" "$name" "$(rp "$first" "$second")" "$M" "$RANK_BOUND" "$threads" "$ref" >>"$RES" <<'PYEOF'
 import json, statistics, sys
-work, name, placement, micro, bound, threads = sys.argv[1:7]
+work, name, placement, micro, bound, threads, ref = sys.argv[1:8]
 rec = {"tag": "ranks:" + name, "placement": placement, "micro_batches": int(micro), "bound": float(bound),
        "threads_per_rank": int(threads)}
 try:
     import torch
-    ref = "one-" + name.split("-")[0]
     rec["reference"] = "one process, same devices, same threads per CPU stage"
     # SplitSeg's checkpoint: a pickled dict whose "model" holds the weights by name (core/checkpoint).
     a, b = (torch.load(f"{work}/r_{n}.pt", map_location="cpu", weights_only=True)["model"] for n in (ref, name))
