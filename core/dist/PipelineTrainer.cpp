@@ -66,7 +66,7 @@ PipelineTrainer::PipelineTrainer(Comm& comm, std::shared_ptr<model::StagedNetwor
       placement_(spec_.resolvePlacement(network_->stageNames(), "cpu")),
       schedule_(network_->stageSpecs(), stageOwners(placement_, comm.size()), spec_.microBatches),
       forwardSchedule_(network_->stageSpecs(), stageOwners(placement_, comm.size()), 1),
-      rng_(spec_.seed) {
+      batches_(source_, spec_, network_->outChannels()) {
   if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
   devices_ = stageDevices(placement_);
   // This rank's stages move to its devices; the rest of its copy of the network stays on the CPU
@@ -127,8 +127,7 @@ engine::StepMetrics PipelineTrainer::step() {
   std::vector<torch::Tensor> inputs(M), targets(M);
   if (me == 0) {
     torch::Tensor input, target;
-    engine::drawBatch(*source_, spec_, rng_, input, target);
-    engine::checkLabels(target, network_->outChannels());
+    batches_.next(input, target);  // labels checked
     if (rec) rec->add(myLane, "batch", engine::SpanKind::Wait, 0.0, rec->now());
     const std::vector<std::int64_t> split(sizes.begin(), sizes.end());
     auto ins = input.split_with_sizes(split), tgs = target.split_with_sizes(split);
@@ -307,6 +306,11 @@ engine::StepMetrics PipelineTrainer::step() {
     const double end = spanEnd(deviceOf(schedule_.stagesOf(me).front()));
     for (const auto& lane : lanes) rec->add(lane, "", engine::SpanKind::Optimizer, optimizerStart, end);
   }
+  // Rank 0 draws the next batch while its GPU may still run this step's kernels (pinned memory), as
+  // the Trainer does; on the CPU nothing would overlap.
+  if (me == 0 && deviceOf(schedule_.stagesOf(0).front()).is_cuda() &&
+      (spec_.totalSteps() <= 0 || step_ + 1 < spec_.totalSteps()))
+    batches_.drawAhead(/*pinned=*/true);
   ++step_;
 
   // The head's rank knows loss and Dice (over the whole batch, as one process computes them).

@@ -13,13 +13,13 @@
 #include "core/base/CancelToken.h"
 #include "core/dist/Comm.h"
 #include "core/dist/PipelineSchedule.h"
+#include "core/engine/BatchDrawer.h"
 #include "core/engine/Metrics.h"
 #include "core/model/StagedNetwork.h"
 #include "core/engine/StepTimeline.h"
 #include "core/run/RunSpec.h"
 
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -88,7 +88,7 @@ private:
   std::vector<torch::Device> devices_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   std::unique_ptr<engine::MemoryMeter> meter_;
-  std::mt19937_64 rng_;
+  engine::BatchDrawer batches_;  // rank 0 draws the batches
   std::int64_t step_ = 0;
   engine::TimelineRecorder timeline_;  // run.timeline: this rank's spans; rank 0 gathers them
 };

@@ -8,7 +8,6 @@
 
 #include <torch/torch.h>
 
-#include <sstream>
 
 namespace splitseg::dist {
 
@@ -152,9 +151,7 @@ void PipelineTrainer::saveCheckpoint(const std::string& path) {
   if (comm_.rank() == 0) full = fullOptimizer(*network_, spec_.learningRate);
   gather(full.get(), true);
   if (comm_.rank() != 0) return;
-  std::ostringstream rng;
-  rng << rng_;
-  engine::writeCheckpoint(path, *network_, *full, spec_, step_, rng.str());
+  engine::writeCheckpoint(path, *network_, *full, spec_, step_, batches_.state());
 }
 
 void PipelineTrainer::loadCheckpoint(const std::string& path) {
@@ -163,8 +160,7 @@ void PipelineTrainer::loadCheckpoint(const std::string& path) {
   if (comm_.rank() == 0) {
     full = fullOptimizer(*network_, spec_.learningRate);
     auto info = engine::readCheckpoint(path, *network_, *full);
-    std::istringstream rng(info.sampleRng);
-    rng >> rng_;
+    batches_.restore(info.sampleRng, path);
     step_ = info.step;
     for (int r = 1; r < comm_.size(); ++r)
       comm_.send(torch::tensor({step_}, torch::kLong), r, stepTag, "the checkpoint's step");

@@ -16,7 +16,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <sstream>
 
 namespace splitseg::dist {
 
@@ -49,7 +48,8 @@ bool SpatialTrainer::applies(const placement::Placement& p, int worldSize) {
 
 SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork> network,
                                std::shared_ptr<data::SampleSource> source, run::RunSpec run)
-    : comm_(comm), network_(std::move(network)), source_(std::move(source)), spec_(std::move(run)), rng_(spec_.seed) {
+    : comm_(comm), network_(std::move(network)), source_(std::move(source)), spec_(std::move(run)),
+      batches_(source_, spec_, network_->outChannels()) {
   const auto placement = spec_.resolvePlacement(network_->stageNames(), "cpu");
   if (!applies(placement, comm_.size()))
     throw InvalidArgument("placement: spatial training over ranks needs every stage on the same ranks' devices, each rank once");
@@ -123,8 +123,7 @@ void SpatialTrainer::loadCheckpoint(const std::string& path) {
   torch::Tensor step = torch::zeros({1}, torch::kLong);
   if (comm_.rank() == 0) {
     const auto info = engine::readCheckpoint(path, *network_, *optimizer_);
-    std::istringstream rng(info.sampleRng);
-    rng >> rng_;
+    batches_.restore(info.sampleRng, path);
     step[0] = info.step;
     // Reading put the weights and moments on the CPU: back to this rank's device.
     network_->root().to(device_);
@@ -186,8 +185,7 @@ engine::StepMetrics SpatialTrainer::step() {
   torch::Tensor target, slab;
   if (me == 0) {
     torch::Tensor input;
-    engine::drawBatch(*source_, spec_, rng_, input, target);
-    engine::checkLabels(target, network_->outChannels());
+    batches_.next(input, target);  // labels checked
     std::int64_t offset = 0;
     for (std::size_t k = 0; k < group_.size(); ++k) {
       const auto piece = input.narrow(dim, offset, layout_.sizes[k]).contiguous();
@@ -345,9 +343,7 @@ engine::ValidationMetrics SpatialTrainer::validate() {
 
 void SpatialTrainer::saveCheckpoint(const std::string& path) {
   if (comm_.rank() != 0) return;
-  std::ostringstream rng;
-  rng << rng_;
-  engine::writeCheckpoint(path, *network_, *optimizer_, spec_, step_, rng.str());
+  engine::writeCheckpoint(path, *network_, *optimizer_, spec_, step_, batches_.state());
 }
 
 void SpatialTrainer::run(engine::MetricsSink* sink, CancelToken* cancel) { runOverRanks(*this, comm_, spec_, sink, cancel); }

@@ -10,13 +10,13 @@
 // (refused with one line).
 #include "core/base/CancelToken.h"
 #include "core/dist/Comm.h"
+#include "core/engine/BatchDrawer.h"
 #include "core/engine/Metrics.h"
 #include "core/model/StagedNetwork.h"
 #include "core/placement/ShardLayout.h"
 #include "core/run/RunSpec.h"
 
 #include <memory>
-#include <random>
 #include <vector>
 
 namespace torch::optim { class Adam; }
@@ -67,7 +67,7 @@ private:
   placement::ShardLayout layout_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   std::unique_ptr<engine::MemoryMeter> meter_;
-  std::mt19937_64 rng_;
+  engine::BatchDrawer batches_;  // rank 0 draws the batches
   std::int64_t step_ = 0;
 };
 

@@ -22,7 +22,6 @@
 #include <filesystem>
 #include <mutex>
 #include <numeric>
-#include <sstream>
 
 namespace splitseg::engine {
 
@@ -57,7 +56,7 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
     : network_(network), spec_(checkedRun(std::move(run), *network)),
       executor_(network, spec_.resolvePlacement(network->stageNames(), runnableDeviceNames().front()), spec_.precision,
                 spec_.recompute),
-      source_(std::move(source)), rng_(spec_.seed) {
+      source_(std::move(source)), batches_(source_, spec_, network->outChannels()) {
   spec_.setPlacement(executor_.placement());
   executor_.setSharding(spec_.shardAxis, spec_.shardSlabs);
   executor_.setOffload(spec_.offload);
@@ -82,60 +81,7 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
 
 Trainer::~Trainer() = default;
 
-void Trainer::makeBatch(torch::Tensor& input, torch::Tensor& target) { drawBatch(*source_, spec_, rng_, input, target); }
-
 bool Trainer::prefetching() const { return prefetch_ ? *prefetch_ : executor_.inputDevice().is_cuda(); }
-
-bool Trainer::takeBatch(torch::Tensor& input, torch::Tensor& target) {
-  if (!pending_) {
-    makeBatch(input, target);
-    return false;
-  }
-  PendingBatch p = std::move(*pending_);
-  pending_.reset();
-  if (p.error) std::rethrow_exception(p.error);
-  input = std::move(p.input);
-  target = std::move(p.target);
-  return true;
-}
-
-void Trainer::prefetchBatch() {
-  PendingBatch p;
-  p.rngBefore = rng_;
-  try {
-    makeBatch(p.input, p.target);
-    checkLabels(p.target, network_->outChannels());
-    if (executor_.inputDevice().is_cuda()) {
-      // Pinned: the copies to the GPU (SplitExecutor::moveTo, the loss's target) run asynchronously.
-      p.input = p.input.pin_memory();
-      p.target = p.target.pin_memory();
-    }
-  } catch (...) {
-    p.error = std::current_exception();
-  }
-  pending_ = std::move(p);
-}
-
-void checkLabels(const torch::Tensor& target, std::int64_t outChannels) {
-  const std::int64_t classes = outChannels == 1 ? 2 : outChannels;  // one channel: background + 1
-  const auto lo = target.min().item<std::int64_t>(), hi = target.max().item<std::int64_t>();
-  if (lo < 0 || hi >= classes)
-    throw InvalidArgument("a training label is " + std::to_string(lo < 0 ? lo : hi) + ", but the network predicts labels 0.." +
-                          std::to_string(classes - 1) + " (out_channels " + std::to_string(outChannels) +
-                          "): the data has more classes than the network");
-}
-
-void drawBatch(data::SampleSource& source, const run::RunSpec& run, std::mt19937_64& rng, torch::Tensor& input,
-               torch::Tensor& target) {
-  std::vector<torch::Tensor> images, labels;
-  for (int b = 0; b < run.batch; ++b) {
-    data::Sample s = source.next(run.patch, rng);
-    images.push_back(toTensor(s.channels));
-    labels.push_back(toTensor(s.label).round().to(torch::kLong));
-  }
-  input = torch::stack(images);
-  target = torch::stack(labels);
-}
 
 StepMetrics Trainer::step() {
   CpuMemoryScope scope(meter_->cpu());
@@ -154,15 +100,13 @@ StepMetrics Trainer::step() {
   const std::string headLane = placement().deviceOf(network_->stageSpecs().back().name);
 
   torch::Tensor input, target;
-  bool checked = false;  // a batch drawn ahead had its labels checked then
   try {
-    checked = takeBatch(input, target);
+    batches_.next(input, target);  // labels checked (InvalidArgument)
   } catch (const c10::OutOfMemoryError& e) {
     throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
   }
   // Drawing the batch holds the first device up: shown as a wait for data.
   if (timeline) timeline->add(firstLane, "batch", SpanKind::Wait, 0.0, timeline->now());
-  if (!checked) checkLabels(target, network_->outChannels());
   optimizer_->zero_grad(true);
 
   // Which stage's backward runs now, and where the CPU budget was first exceeded.
@@ -231,7 +175,8 @@ StepMetrics Trainer::step() {
     throw OutOfMemoryError(device, "optimizer", e.what_without_backtrace());
   }
   // The step is applied; its kernels may still run on the GPUs while the next batch is drawn.
-  if (prefetching() && (spec_.totalSteps() <= 0 || step_ + 1 < spec_.totalSteps())) prefetchBatch();
+  if (prefetching() && (spec_.totalSteps() <= 0 || step_ + 1 < spec_.totalSteps()))
+    batches_.drawAhead(/*pinned=*/executor_.inputDevice().is_cuda());
   synchronize(placement());
   ++step_;
   if (timeline) {
@@ -382,9 +327,7 @@ void Trainer::setRecompute(const std::set<std::string>& stages) {
 }
 
 void Trainer::saveCheckpoint(const std::string& path) const {
-  std::ostringstream rng;
-  rng << (pending_ ? pending_->rngBefore : rng_);  // a batch drawn ahead is drawn again on resume
-  writeCheckpoint(path, *network_, *optimizer_, spec_, step_, rng.str());
+  writeCheckpoint(path, *network_, *optimizer_, spec_, step_, batches_.state());
 }
 
 void writeCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer,
@@ -416,10 +359,7 @@ CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& net
 
 void Trainer::loadCheckpoint(const std::string& path) {
   CheckpointInfo info = readCheckpoint(path, *network_, *optimizer_);
-  pending_.reset();  // drawn for the run being replaced
-  std::istringstream rng(info.sampleRng);
-  rng >> rng_;
-  if (!info.sampleRng.empty() && rng.fail()) throw FormatError(path, "checkpoint sample_rng is not a generator state");
+  batches_.restore(info.sampleRng, path);
   step_ = info.step;
   // Loading put tensors on the CPU; the current placement decides where they live.
   setPlacement(executor_.placement());

@@ -4,17 +4,16 @@
 #include "core/base/CancelToken.h"
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
+#include "core/engine/BatchDrawer.h"
 #include "core/engine/Metrics.h"
 #include "core/engine/SplitExecutor.h"
 #include "core/run/CheckpointInfo.h"
 #include "core/run/RunSpec.h"
 
 #include <array>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 
 namespace torch::optim { class Adam; }
@@ -28,10 +27,6 @@ class NonFiniteLoss : public Error {
 public:
   using Error::Error;
 };
-
-// Labels the network cannot predict (a label >= its classes; negative labels) are refused before
-// they reach a loss: on CUDA they would trip a device-side assert that kills the context.
-void checkLabels(const torch::Tensor& target, std::int64_t outChannels);
 
 // What a checkpoint says about itself (core/run/CheckpointInfo.h).
 using CheckpointInfo = run::CheckpointInfo;
@@ -47,10 +42,6 @@ void writeCheckpoint(const std::string& path, model::StagedNetwork& network, tor
 // Loads weights and optimizer state (on the CPU) and LibTorch's generators; refuses a checkpoint
 // of another network.
 CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer);
-
-// One training batch as the Trainer draws it (rank 0 of a run over ranks draws the same).
-void drawBatch(data::SampleSource& source, const run::RunSpec& run, std::mt19937_64& rng, torch::Tensor& input,
-               torch::Tensor& target);
 
 class Trainer {
 public:
@@ -99,11 +90,6 @@ public:
   void setPrefetch(bool on) { prefetch_ = on; }
 
 private:
-  void makeBatch(torch::Tensor& input, torch::Tensor& target);
-  // The batch drawn ahead by prefetchBatch (labels checked then: returns true) if there is one,
-  // else a fresh one (false).
-  bool takeBatch(torch::Tensor& input, torch::Tensor& target);
-  void prefetchBatch();
   bool prefetching() const;
   // Weights of the fp32 CPU stages as spec_.cpuLayout says, Adam's moments beside their
   // parameters in the same layout (after construction, placement and precision changes).
@@ -116,16 +102,7 @@ private:
   std::shared_ptr<data::SampleSource> source_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   std::unique_ptr<MemoryMeter> meter_;
-  std::mt19937_64 rng_;
-  // A batch drawn ahead, with the sampler's state from before it: a checkpoint saved meanwhile
-  // records that state, so a resumed run draws this batch again. A failed draw keeps its error
-  // for the step that would have used the batch.
-  struct PendingBatch {
-    torch::Tensor input, target;
-    std::mt19937_64 rngBefore;
-    std::exception_ptr error;
-  };
-  std::optional<PendingBatch> pending_;
+  BatchDrawer batches_;
   std::optional<bool> prefetch_;
   std::int64_t step_ = 0;
   std::function<void()> beforeOptimizerStep_;

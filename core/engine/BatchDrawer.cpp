@@ -1,0 +1,78 @@
+#include "core/engine/BatchDrawer.h"
+
+#include "core/base/Error.h"
+#include "core/engine/Tensors.h"
+
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace splitseg::engine {
+
+void checkLabels(const torch::Tensor& target, std::int64_t outChannels) {
+  const std::int64_t classes = outChannels == 1 ? 2 : outChannels;  // one channel: background + 1
+  const auto lo = target.min().item<std::int64_t>(), hi = target.max().item<std::int64_t>();
+  if (lo < 0 || hi >= classes)
+    throw InvalidArgument("a training label is " + std::to_string(lo < 0 ? lo : hi) + ", but the network predicts labels 0.." +
+                          std::to_string(classes - 1) + " (out_channels " + std::to_string(outChannels) +
+                          "): the data has more classes than the network");
+}
+
+BatchDrawer::BatchDrawer(std::shared_ptr<data::SampleSource> source, const run::RunSpec& run, std::int64_t outChannels)
+    : source_(std::move(source)), batch_(run.batch), patch_(run.patch), outChannels_(outChannels), rng_(run.seed) {}
+
+void BatchDrawer::draw(torch::Tensor& input, torch::Tensor& target) {
+  std::vector<torch::Tensor> images, labels;
+  for (int b = 0; b < batch_; ++b) {
+    data::Sample s = source_->next(patch_, rng_);
+    images.push_back(toTensor(s.channels));
+    labels.push_back(toTensor(s.label).round().to(torch::kLong));
+  }
+  input = torch::stack(images);
+  target = torch::stack(labels);
+  checkLabels(target, outChannels_);
+}
+
+void BatchDrawer::next(torch::Tensor& input, torch::Tensor& target) {
+  if (!pending_) return draw(input, target);
+  Pending p = std::move(*pending_);
+  pending_.reset();
+  if (p.error) std::rethrow_exception(p.error);
+  input = std::move(p.input);
+  target = std::move(p.target);
+}
+
+void BatchDrawer::drawAhead(bool pinned) {
+  Pending p;
+  p.rngBefore = rng_;
+  try {
+    draw(p.input, p.target);
+    if (pinned) {
+      p.input = p.input.pin_memory();
+      p.target = p.target.pin_memory();
+    }
+  } catch (...) {
+    p.error = std::current_exception();
+  }
+  pending_ = std::move(p);
+}
+
+std::string BatchDrawer::state() const {
+  std::ostringstream out;
+  out << (pending_ ? pending_->rngBefore : rng_);
+  return out.str();
+}
+
+void BatchDrawer::restore(const std::string& state, const std::string& path) {
+  pending_.reset();
+  if (state.empty()) return;
+  std::istringstream in(state);
+  std::mt19937_64 rng;
+  in >> rng;
+  if (in.fail()) throw FormatError(path, "checkpoint sample_rng is not a generator state");
+  rng_ = rng;
+}
+
+} // namespace splitseg::engine

@@ -1,0 +1,62 @@
+#pragma once
+// The training batches of a run, in one place for the Trainer and the trainers over ranks: drawn
+// from the run's sample source with its seeded generator (the sampler state checkpoints record),
+// labels checked, and on request the next one drawn ahead while the devices still run a step.
+#include "core/data/SampleSource.h"
+#include "core/run/RunSpec.h"
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+
+#include <torch/types.h>
+
+namespace splitseg::engine {
+
+// Labels the network cannot predict (a label >= its classes; negative labels) are refused before
+// they reach a loss: on CUDA they would trip a device-side assert that kills the context.
+void checkLabels(const torch::Tensor& target, std::int64_t outChannels);
+
+class BatchDrawer {
+public:
+  // `run`'s batch, patch and seed; `outChannels`: the network's, for the label check.
+  BatchDrawer(std::shared_ptr<data::SampleSource> source, const run::RunSpec& run, std::int64_t outChannels);
+
+  // The next batch, (batch, channels, D, H, W) and (batch, D, H, W) labels: the one drawn ahead if
+  // there is one (a failure to draw it is thrown now), else drawn now. Labels checked either way.
+  void next(torch::Tensor& input, torch::Tensor& target);
+  // Draws the next batch now, for next() to return (in pinned memory with `pinned`: copies to a GPU
+  // then run asynchronously). What goes wrong is kept for next() to throw.
+  void drawAhead(bool pinned);
+  bool hasDrawnAhead() const { return pending_.has_value(); }
+  // Forgets a batch drawn ahead (a checkpoint is about to replace the run's state).
+  void discardDrawnAhead() { pending_.reset(); }
+
+  // The sampler state as a checkpoint records it: from before a batch drawn ahead, so that a
+  // resumed run draws that batch again.
+  std::string state() const;
+  // Restores a state() (empty: the generator stays as it is); throws FormatError naming `path`
+  // when it is not a generator state. Forgets a batch drawn ahead.
+  void restore(const std::string& state, const std::string& path);
+
+private:
+  void draw(torch::Tensor& input, torch::Tensor& target);
+
+  std::shared_ptr<data::SampleSource> source_;
+  int batch_;
+  std::array<std::int64_t, 3> patch_;
+  std::int64_t outChannels_;
+  std::mt19937_64 rng_;
+  struct Pending {
+    torch::Tensor input, target;
+    std::mt19937_64 rngBefore;
+    std::exception_ptr error;
+  };
+  std::optional<Pending> pending_;
+};
+
+} // namespace splitseg::engine
