@@ -308,8 +308,7 @@ engine::StepMetrics PipelineTrainer::step() {
   }
   // Rank 0 draws the next batch while its GPU may still run this step's kernels (pinned memory), as
   // the Trainer does; on the CPU nothing would overlap.
-  if (me == 0 && deviceOf(schedule_.stagesOf(0).front()).is_cuda() &&
-      (spec_.totalSteps() <= 0 || step_ + 1 < spec_.totalSteps()))
+  if (me == 0 && deviceOf(schedule_.stagesOf(0).front()).is_cuda() && engine::anotherStepFollows(spec_, step_ + 1))
     batches_.drawAhead(/*pinned=*/true);
   ++step_;
 

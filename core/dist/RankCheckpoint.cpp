@@ -8,7 +8,6 @@
 
 #include <torch/torch.h>
 
-
 namespace splitseg::dist {
 
 namespace {

@@ -248,6 +248,9 @@ engine::StepMetrics SpatialTrainer::step() {
   }
   optimizer_->step();
   syncBuffers();
+  // Rank 0 draws the next batch while its GPU may still run this step (pinned memory), as the
+  // Trainer does; on the CPU nothing would overlap.
+  if (me == 0 && device_.is_cuda() && engine::anotherStepFollows(spec_, step_ + 1)) batches_.drawAhead(/*pinned=*/true);
   ++step_;
   m.step = step_;
   m.totalSteps = spec_.totalSteps();

@@ -21,6 +21,11 @@ namespace splitseg::engine {
 // they reach a loss: on CUDA they would trip a device-side assert that kills the context.
 void checkLabels(const torch::Tensor& target, std::int64_t outChannels);
 
+// Whether a run that has done `stepsDone` steps has another one to draw a batch for.
+inline bool anotherStepFollows(const run::RunSpec& run, std::int64_t stepsDone) {
+  return run.totalSteps() <= 0 || stepsDone < run.totalSteps();
+}
+
 class BatchDrawer {
 public:
   // `run`'s batch, patch and seed; `outChannels`: the network's, for the label check.

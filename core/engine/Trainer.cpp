@@ -175,7 +175,7 @@ StepMetrics Trainer::step() {
     throw OutOfMemoryError(device, "optimizer", e.what_without_backtrace());
   }
   // The step is applied; its kernels may still run on the GPUs while the next batch is drawn.
-  if (prefetching() && (spec_.totalSteps() <= 0 || step_ + 1 < spec_.totalSteps()))
+  if (prefetching() && anotherStepFollows(spec_, step_ + 1))
     batches_.drawAhead(/*pinned=*/executor_.inputDevice().is_cuda());
   synchronize(placement());
   ++step_;
