@@ -38,8 +38,6 @@ public:
   // then run asynchronously). What goes wrong is kept for next() to throw.
   void drawAhead(bool pinned);
   bool hasDrawnAhead() const { return pending_.has_value(); }
-  // Forgets a batch drawn ahead (a checkpoint is about to replace the run's state).
-  void discardDrawnAhead() { pending_.reset(); }
 
   // The sampler state as a checkpoint records it: from before a batch drawn ahead, so that a
   // resumed run draws that batch again.

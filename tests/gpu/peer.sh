@@ -20,18 +20,8 @@ DEVICE="${PEER_DEVICE:-cuda:0}"; BASE="${PEER_BASE:-32}"; B="${GPU_BUILD:-build-
 }
 W="$(mktemp -d)"; trap 'rm -rf "$W"' EXIT
 R="$OUTDIR/peer.jsonl"; : >"$R"
-# One line per side; a side that fails leaves an error line, never a missing row.
-side() {  # KIND COMMAND...
-  local kind="$1"; shift
-  local out
-  if out="$("$@" 2>"$W/err" | tail -n 1)" && [ -n "$out" ]; then
-    echo "$out" | "$PY" tests/bench/tag_json.py kind "$kind" >>"$R"
-  else
-    "$PY" -c 'import json,sys; print(json.dumps({"kind": sys.argv[1], "error": sys.argv[2]}))' "$kind" \
-      "$(tail -n 3 "$W/err" | tr '\n' ' ')" >>"$R"
-  fi
-  tail -n 1 "$R" | cut -c1-220
-}
+source "$ROOT/tests/gpu/record.sh"
+side() { RECORD_FILE="$R" record_as kind "$@"; }  # KIND COMMAND...: one line per side, or its error
 for s in $SIZES; do
   "$B/bin/splitseg-bench" export --size "$s" --base "$BASE" --state "$W/st$s.pt" >/dev/null || continue
   # The Trainer places every stage on the first runnable device (cuda:0 where there is one).

@@ -113,16 +113,9 @@ else
   EQ_SIZE=64; CAP="${GPU_CAP_GIB:-16}"; LARGEST="${GPU_LARGEST:-128,32,512}"
 fi
 RES="$OUTDIR/results.jsonl"; : >"$RES"
-record() {  # TAG COMMAND...: the command's last JSON line, tagged, or an error record
-  local tag="$1"; shift
-  local out
-  if out="$(timeout "$(( $(left) > 5 ? $(left) : 5 ))" "$@" 2>"$WORK/err")"; then
-    echo "$out" | "$PY" "$ROOT/tests/bench/tag_json.py" tag "$tag" >>"$RES" ||
-      echo "{\"tag\":\"$tag\",\"error\":\"bad output\"}" >>"$RES"
-  else
-    "$PY" -c "import json,sys; print(json.dumps({'tag':'$tag','error':sys.argv[1]}))" "$(tail -n 3 "$WORK/err" | tr '\n' ' ')" >>"$RES"
-  fi
-  tail -n 1 "$RES" | cut -c1-200
+source "$ROOT/tests/gpu/record.sh"
+record() {  # TAG COMMAND...: the command's last JSON line, tagged, or an error record (within the budget)
+  RECORD_FILE="$RES" RECORD_TIMEOUT="$(( $(left) > 5 ? $(left) : 5 ))" record_as tag "$@"
 }
 # 1b. Ranks (issue 13): two processes joined through c10d (Gloo, tensors through host memory),
 # both on the GPU, split cpu | GPU, and both on cpu (this host's CPU kernels alone), against one
