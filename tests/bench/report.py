@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import Estimate, per_round, pooled_median, ratio, verdict, verdict_within  # noqa: E402
 from report_analysis import render_analysis  # noqa: E402
-from report_gpu import fmt_s, gpu_section  # noqa: E402
+from report_gpu import fmt_s, gpu_section, gpu_values  # noqa: E402
 from report_planner import planner_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -424,6 +424,8 @@ def main():
     prow, pvalues, psummary, planner_md = planner_rows(rows)
     rep.values.update(pvalues)
     rep.summary += psummary
+    if a.gpu:
+        rep.values.update(gpu_values(a.gpu))
     analysis = render_analysis(Path(a.analysis), rep.values) if a.analysis else ""  # exits on a hand-written figure
     if a.summary:
         Path(a.summary).write_text(json.dumps(rep.summary, indent=1) + "\n")

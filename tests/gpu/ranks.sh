@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"; cd "$ROOT"
 OUTDIR="${1:?usage: tests/gpu/ranks.sh OUTDIR}"; mkdir -p "$OUTDIR"
 BIN="$ROOT/${GPU_BUILD:-build-gpu}/bin"; DEV="${RANK_DEVICE:-cuda:0}"
 PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY="$HOME/.local/share/splitseg/venv/bin/python"
-WORK="$(mktemp -d)"; RES="$OUTDIR/ranks.jsonl"; : >"$RES"
+WORK="${RANK_WORK:-$(mktemp -d)}"; mkdir -p "$WORK"; RES="$OUTDIR/ranks.jsonl"; : >"$RES"
 log() { echo "gpu: $*"; }
 eval "$(sed -n '/^# 1b. Ranks/,/^SPLIT=/p' tests/gpu/run.sh | sed '$d')"
 exit "$RANKS_RC"
