@@ -418,6 +418,7 @@ engine::ValidationMetrics PipelineTrainer::validate() {
       forwardOverRanks(comm_, *network_, forwardSchedule_, devices_, spec_.precision, torch::Tensor());
     return v;
   }
+  batches_.settle();  // the source is not drawn from on two threads at once
   const auto samples = source_->validation(spec_.patch);
   std::vector<std::vector<double>> dices;
   for (const auto& s : samples) {

@@ -35,38 +35,51 @@ void BatchDrawer::draw(torch::Tensor& input, torch::Tensor& target) {
   checkLabels(target, outChannels_);
 }
 
+BatchDrawer::~BatchDrawer() { settle(); }
+
+void BatchDrawer::settle() {
+  if (pending_.valid()) pending_.wait();
+}
+
 void BatchDrawer::next(torch::Tensor& input, torch::Tensor& target) {
-  if (!pending_) return draw(input, target);
-  Pending p = std::move(*pending_);
-  pending_.reset();
+  if (!pending_.valid()) return draw(input, target);
+  Pending p = pending_.get();
+  pending_ = {};
   if (p.error) std::rethrow_exception(p.error);
   input = std::move(p.input);
   target = std::move(p.target);
 }
 
 void BatchDrawer::drawAhead(bool pinned) {
-  Pending p;
-  p.rngBefore = rng_;
-  try {
-    draw(p.input, p.target);
-    if (pinned) {
-      p.input = p.input.pin_memory();
-      p.target = p.target.pin_memory();
-    }
-  } catch (...) {
-    p.error = std::current_exception();
-  }
-  pending_ = std::move(p);
+  if (pending_.valid()) return;  // one batch ahead at most
+  rngBefore_ = rng_;
+  // A thread of its own, so that drawing overlaps the whole step on the GPU, not only its tail.
+  // Grad mode is per thread: off there, as the batch needs no graph.
+  pending_ = std::async(std::launch::async, [this, pinned] {
+               Pending p;
+               try {
+                 torch::NoGradGuard noGrad;
+                 draw(p.input, p.target);
+                 if (pinned) {
+                   p.input = p.input.pin_memory();
+                   p.target = p.target.pin_memory();
+                 }
+               } catch (...) {
+                 p.error = std::current_exception();
+               }
+               return p;
+             });
 }
 
 std::string BatchDrawer::state() const {
   std::ostringstream out;
-  out << (pending_ ? pending_->rngBefore : rng_);
+  out << (pending_.valid() ? rngBefore_ : rng_);
   return out.str();
 }
 
 void BatchDrawer::restore(const std::string& state, const std::string& path) {
-  pending_.reset();
+  settle();
+  pending_ = {};
   if (state.empty()) return;
   std::istringstream in(state);
   std::mt19937_64 rng;

@@ -1,15 +1,16 @@
 #pragma once
 // The training batches of a run, in one place for the Trainer and the trainers over ranks: drawn
 // from the run's sample source with its seeded generator (the sampler state checkpoints record),
-// labels checked, and on request the next one drawn ahead while the devices still run a step.
+// labels checked, and on request the next one drawn ahead on a worker thread while the devices
+// run a step.
 #include "core/data/SampleSource.h"
 #include "core/run/RunSpec.h"
 
 #include <array>
 #include <cstdint>
 #include <exception>
+#include <future>
 #include <memory>
-#include <optional>
 #include <random>
 #include <string>
 
@@ -34,10 +35,16 @@ public:
   // The next batch, (batch, channels, D, H, W) and (batch, D, H, W) labels: the one drawn ahead if
   // there is one (a failure to draw it is thrown now), else drawn now. Labels checked either way.
   void next(torch::Tensor& input, torch::Tensor& target);
-  // Draws the next batch now, for next() to return (in pinned memory with `pinned`: copies to a GPU
-  // then run asynchronously). What goes wrong is kept for next() to throw.
+  // Starts drawing the next batch on a worker thread, for next() to return (in pinned memory with
+  // `pinned`: copies to a GPU then run asynchronously). What goes wrong is kept for next() to throw.
+  // Until next(), restore() or settle(), only that thread uses the source and the generator.
   void drawAhead(bool pinned);
-  bool hasDrawnAhead() const { return pending_.has_value(); }
+  bool hasDrawnAhead() const { return pending_.valid(); }
+  // Waits for a batch being drawn ahead (kept for next()): call before using the source elsewhere.
+  void settle();
+  ~BatchDrawer();
+  BatchDrawer(const BatchDrawer&) = delete;
+  BatchDrawer& operator=(const BatchDrawer&) = delete;
 
   // The sampler state as a checkpoint records it: from before a batch drawn ahead, so that a
   // resumed run draws that batch again.
@@ -56,10 +63,10 @@ private:
   std::mt19937_64 rng_;
   struct Pending {
     torch::Tensor input, target;
-    std::mt19937_64 rngBefore;
     std::exception_ptr error;
   };
-  std::optional<Pending> pending_;
+  std::future<Pending> pending_;          // valid while a batch is drawn ahead
+  std::mt19937_64 rngBefore_;     // the generator before that batch (checkpoints record it)
 };
 
 } // namespace splitseg::engine

@@ -105,8 +105,11 @@ StepMetrics Trainer::step() {
   } catch (const c10::OutOfMemoryError& e) {
     throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
   }
-  // Drawing the batch holds the first device up: shown as a wait for data.
+  // Drawing the batch (or waiting for the one drawn ahead) holds the first device up: a wait for data.
   if (timeline) timeline->add(firstLane, "batch", SpanKind::Wait, 0.0, timeline->now());
+  // The next batch is drawn on a worker thread while the devices run this step.
+  if (prefetching() && anotherStepFollows(spec_, step_ + 1))
+    batches_.drawAhead(/*pinned=*/executor_.inputDevice().is_cuda());
   optimizer_->zero_grad(true);
 
   // Which stage's backward runs now, and where the CPU budget was first exceeded.
@@ -174,9 +177,6 @@ StepMetrics Trainer::step() {
     abandon();
     throw OutOfMemoryError(device, "optimizer", e.what_without_backtrace());
   }
-  // The step is applied; its kernels may still run on the GPUs while the next batch is drawn.
-  if (prefetching() && anotherStepFollows(spec_, step_ + 1))
-    batches_.drawAhead(/*pinned=*/executor_.inputDevice().is_cuda());
   synchronize(placement());
   ++step_;
   if (timeline) {
@@ -221,6 +221,7 @@ ValidationMetrics Trainer::validate() {
 ValidationMetrics Trainer::validateSamples() {
   ValidationMetrics v;
   v.step = step_;
+  batches_.settle();  // the source is not drawn from on two threads at once
   auto samples = source_->validation(spec_.patch);
   if (samples.empty()) return v;
   v.cases = static_cast<int>(samples.size());

@@ -83,9 +83,9 @@ public:
   // Called in step() after backward, right before the optimizer update (tests lower the budget
   // there to run out inside the update).
   void setBeforeOptimizerStep(std::function<void()> callback) { beforeOptimizerStep_ = std::move(callback); }
-  // Draw the next step's batch (and check its labels) at the end of this one, while the GPUs still
-  // run this step's queued kernels, as a PyTorch DataLoader's workers draw ahead; in pinned memory
-  // when the first stage is on a GPU. Default: on when the first stage is on a GPU; on the CPU
+  // Draw the next step's batch (and check its labels) on a worker thread while the devices run this
+  // step, as a PyTorch DataLoader's workers draw ahead; in pinned memory when the first stage is on
+  // a GPU. Default: on when the first stage is on a GPU; on the CPU
   // nothing would overlap. The batches, their order and checkpoints are the same either way.
   void setPrefetch(bool on) { prefetch_ = on; }
 

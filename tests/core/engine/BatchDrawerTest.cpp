@@ -1,13 +1,20 @@
 // The batches of a run (engine::BatchDrawer, shared by the Trainer and the trainers over ranks):
 // a batch drawn ahead is the batch the next draw would have given, the state a checkpoint records
-// comes from before it, a restored state draws the same batches again, and a state that is not a
-// generator's is refused with one line naming the file.
+// comes from before it, a restored state draws the same batches again, a state that is not a
+// generator's is refused with one line naming the file, and a batch drawn ahead is drawn on a
+// thread of its own while the caller goes on, never two draws at once.
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
 #include "core/engine/BatchDrawer.h"
 
 #include <QtTest>
 #include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
 
 using namespace splitseg;
 
@@ -89,6 +96,59 @@ private Q_SLOTS:
     QCOMPARE(d.state(), before);  // the generator is as it was
     d.restore("", "run.pt");      // an empty state (older checkpoints) leaves it too
     QCOMPARE(d.state(), before);
+  }
+
+  // The draw runs while the caller works: a source that takes a while returns control at once from
+  // drawAhead, draws on another thread than the caller's, and is never entered twice at once,
+  // whatever the caller does meanwhile (settle, state, a second drawAhead).
+  void drawsAheadOnItsOwnThread_data() {
+    QTest::addColumn<QString>("meanwhile");
+    QTest::newRow("next") << "next";
+    QTest::newRow("settle, then next") << "settle";
+    QTest::newRow("second drawAhead") << "again";
+  }
+  void drawsAheadOnItsOwnThread() {
+    QFETCH(QString, meanwhile);
+    struct SlowSource : data::SampleSource {
+      data::PhantomSource phantoms;
+      std::atomic<int> inside{0}, most{0};
+      std::mutex mutex;
+      std::set<std::thread::id> threads;
+      data::Sample next(const std::array<std::int64_t, 3>& size, std::mt19937_64& rng) override {
+        const int now = ++inside;
+        most = std::max(most.load(), now);
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          threads.insert(std::this_thread::get_id());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        auto s = phantoms.next(size, rng);
+        --inside;
+        return s;
+      }
+      std::string describe() const override { return "slow phantoms"; }
+    };
+    auto source = std::make_shared<SlowSource>();
+    engine::BatchDrawer d(source, smallRun(), 2);
+    auto plain = drawer();
+    const auto t0 = std::chrono::steady_clock::now();
+    d.drawAhead(false);
+    const double returnedAfter = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    QVERIFY2(returnedAfter < 0.15, qPrintable(QString("drawAhead took %1 s: it drew on the caller's thread").arg(returnedAfter)));
+    QVERIFY(d.hasDrawnAhead());
+    if (meanwhile == "settle") d.settle();
+    if (meanwhile == "again") d.drawAhead(false);  // one batch ahead at most: not a second draw
+    torch::Tensor x, y, xp, yp;
+    d.next(x, y);
+    plain.next(xp, yp);
+    QVERIFY(sameBatch(x, xp) && sameBatch(y, yp));  // the same batch as drawn on the caller's thread
+    QCOMPARE(source->most.load(), 1);
+    QCOMPARE(static_cast<int>(source->threads.size()), 1);
+    QVERIFY(!source->threads.count(std::this_thread::get_id()));
+    d.next(x, y);  // nothing ahead: drawn here
+    plain.next(xp, yp);
+    QVERIFY(sameBatch(x, xp));
+    QVERIFY(source->threads.count(std::this_thread::get_id()));
   }
 
   void refusedLabelsWaitForTheirDraw() {
