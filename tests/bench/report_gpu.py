@@ -160,7 +160,7 @@ def gpu_section(path):
             lines.append(f"| {r['tag'][6:]} | {r['placement']} | {r['micro_batches']} | {grad} | {r['loss_diff']:.2e} | "
                          f"{r['max_weight_diff']:.2e}{worst}{over} | {'yes' if ok else '**no**'} ({judged}) | "
                          f"{fmt_s(r['median_step_seconds'])} | {fmt_s(r['single_median_step_seconds'])} | {per} |")
-    return "\n".join(lines) + "\n" + diagnosis_section(path)
+    return "\n".join(lines) + "\n" + diagnosis_section(path) + snapshot_section(g)
 
 
 def diagnosis_path(gpu_json):
@@ -237,3 +237,23 @@ def gpu_values(gpu_json):
             "step1_grad_param": worst("steps1:one-mixed~one-same", "grad_rms_whole"),
         }
     return values
+
+
+def snapshot_section(g):
+    """What PyTorch eager holds at the peak of the same step (tests/gpu/peak_snapshot.py), beside
+    SplitSeg's measured peak and the planner's prediction at that size (fp32, one device)."""
+    snaps = [r for r in g.get("peak_snapshot") or [] if not r.get("error")]
+    if not snaps:
+        return ""
+    lines = []
+    for r in snaps:
+        size = r["size"][0]
+        run = next((x for x in g.get("runs") or [] if x["size"] == size and x["mode"] == "fp32"
+                    and x["placement"] == "single"), {})
+        lines += ["", f"At the peak of one fp32 training step at {size}^3, PyTorch eager on the same network held "
+                  f"{mib(r['peak_bytes'])} ({mib(r['baseline_bytes'])} of it before the step: weights, Adam's moments, "
+                  f"input); SplitSeg's step peaked at {mib(run.get('measured_peak'))} and the planner predicted "
+                  f"{mib(run.get('predicted_peak'))}. Alive at eager's peak, by the operator that allocated it "
+                  "(tests/gpu/peak_snapshot.py):", "", "| bytes | blocks | operator | Python line |", "|---|---|---|---|"]
+        lines += [f"| {mib(x['bytes'])} | {x['blocks']} | `{x['op']}` | `{x['python']}` |" for x in r.get("groups") or []]
+    return "\n".join(lines) + "\n"

@@ -91,6 +91,7 @@ def main():
                "split_vs_single": {s: {"single": single.get(s), "split": split[s]} for s in split},
                "largest": largest,
                "ranks": [r for r in rows if str(r.get("tag", "")).startswith("ranks:")],
+               "peak_snapshot": [r for r in rows if str(r.get("tag", "")).startswith("peak_snapshot:")],
                "peer": lines_of(a.peer) if a.peer else []}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -132,9 +133,20 @@ def main():
             lines.append(f"{r['tag']}: fail ({str(r['error'])[:160]})")
             continue
         first = (r.get("loss_diffs") or [float("nan")])[0]
-        lines.append(f"{r['tag']}: {r.get('status', '?')} (bound {r.get('bound', float('nan')):.0e}), weights vs one "
-                     f"process max abs {r['max_weight_diff']:.2e} ({r.get('worst_parameter', '?')}), step-1 loss diff "
-                     f"{first:.1e}, step {r['median_step_seconds']:.3f}s (one process {r['single_median_step_seconds']:.3f}s)")
+        grad = (f"step-1 gradients vs one process {r['grad_rel_diff']:.1e} relative ({r['grad_worst_parameter']}; "
+                f"bound {r['grad_bound']:.0e}), loss diffs max {r['loss_diff']:.1e} (bound {r['loss_bound']:.0e}), "
+                if "grad_rel_diff" in r else f"bound {r.get('bound', float('nan')):.0e}, ")
+        lines.append(f"{r['tag']}: {r.get('status', '?')}, {grad}weights after all steps max abs "
+                     f"{r['max_weight_diff']:.2e} ({r.get('worst_parameter', '?')}"
+                     + (f", {r['weights_over_bound']} over {r['bound']:.0e}" if "weights_over_bound" in r else "")
+                     + f"), step-1 loss diff {first:.1e}, step {r['median_step_seconds']:.3f}s "
+                     f"(one process {r['single_median_step_seconds']:.3f}s)")
+    for r in summary["peak_snapshot"]:
+        if r.get("error"):
+            continue
+        top = ", ".join(f"{g['op']} {g['bytes'] / 2**20:.0f} MiB" for g in (r.get("groups") or [])[:4])
+        lines.append(f"{r['tag']}: eager peak {r['peak_bytes'] / 2**20:.0f} MiB (before the step "
+                     f"{r['baseline_bytes'] / 2**20:.0f} MiB); at the peak: {top}")
     peer = {r.get("kind"): r for r in summary["peer"]}
     for kind, r in peer.items():
         if kind.startswith("pytorch:") or r.get("error"):
