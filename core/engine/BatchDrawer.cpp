@@ -1,39 +1,134 @@
 #include "core/engine/BatchDrawer.h"
 
 #include "core/base/Error.h"
-#include "core/engine/Tensors.h"
 
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 namespace splitseg::engine {
 
-void checkLabels(const torch::Tensor& target, std::int64_t outChannels) {
+namespace {
+void checkLabelRange(std::int64_t lo, std::int64_t hi, std::int64_t outChannels) {
   const std::int64_t classes = outChannels == 1 ? 2 : outChannels;  // one channel: background + 1
-  const auto lo = target.min().item<std::int64_t>(), hi = target.max().item<std::int64_t>();
   if (lo < 0 || hi >= classes)
     throw InvalidArgument("a training label is " + std::to_string(lo < 0 ? lo : hi) + ", but the network predicts labels 0.." +
                           std::to_string(classes - 1) + " (out_channels " + std::to_string(outChannels) +
                           "): the data has more classes than the network");
 }
 
+// Labels (floats holding integers) into `out` as int64, rounded as torch::round does (to even), in
+// one pass that also finds the smallest and largest.
+std::pair<std::int64_t, std::int64_t> convertLabels(const float* src, std::int64_t* out, std::int64_t n) {
+  std::mutex mutex;
+  std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+  at::parallel_for(0, n, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
+    std::int64_t a = std::numeric_limits<std::int64_t>::max(), b = std::numeric_limits<std::int64_t>::min();
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float v = std::nearbyint(src[i]);
+      // NaN or beyond int64: out of any label range (what matters is that the check refuses it).
+      const std::int64_t l = std::isfinite(v) && std::fabs(v) < 9.0e18f ? static_cast<std::int64_t>(v) : -1;
+      out[i] = l;
+      a = std::min(a, l);
+      b = std::max(b, l);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    lo = std::min(lo, a);
+    hi = std::max(hi, b);
+  });
+  return {lo, hi};
+}
+} // namespace
+
+void checkLabels(const torch::Tensor& target, std::int64_t outChannels) {
+  checkLabelRange(target.min().item<std::int64_t>(), target.max().item<std::int64_t>(), outChannels);
+}
+
 BatchDrawer::BatchDrawer(std::shared_ptr<data::SampleSource> source, const run::RunSpec& run, std::int64_t outChannels)
     : source_(std::move(source)), batch_(run.batch), patch_(run.patch), outChannels_(outChannels), rng_(run.seed) {}
 
-void BatchDrawer::draw(torch::Tensor& input, torch::Tensor& target) {
-  std::vector<torch::Tensor> images, labels;
+// Each sample goes straight into its slice of the batch (pinned memory when asked): one copy of
+// the image and one pass over the labels, instead of a tensor per sample, a stack, a rounding, a
+// conversion, two passes for the label check and a copy into pinned memory.
+void BatchDrawer::draw(torch::Tensor& input, torch::Tensor& target, bool pinned) {
+  std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
   for (int b = 0; b < batch_; ++b) {
     data::Sample s = source_->next(patch_, rng_);
-    images.push_back(toTensor(s.channels));
-    labels.push_back(toTensor(s.label).round().to(torch::kLong));
+    if (s.channels.empty()) throw InvalidArgument("a training sample has no input channels");
+    const auto& xyz = s.label.size();
+    const std::vector<std::int64_t> dhw{xyz[2], xyz[1], xyz[0]};
+    if (b == 0) {
+      const auto opts = torch::TensorOptions().pinned_memory(pinned);
+      input = torch::empty({batch_, static_cast<std::int64_t>(s.channels.size()), dhw[0], dhw[1], dhw[2]},
+                           opts.dtype(torch::kFloat));
+      target = torch::empty({batch_, dhw[0], dhw[1], dhw[2]}, opts.dtype(torch::kLong));
+    }
+    if (static_cast<std::int64_t>(s.channels.size()) != input.size(1) || target[b].sizes().vec() != dhw)
+      throw InvalidArgument("training samples of one batch differ in size or channels (sample " + std::to_string(b + 1) +
+                            " of " + std::to_string(batch_) + ")");
+    for (std::size_t c = 0; c < s.channels.size(); ++c) {
+      if (s.channels[c].size() != xyz) throw InvalidArgument("input channels differ in size from the label");
+      input[b][static_cast<std::int64_t>(c)].copy_(
+          torch::from_blob(const_cast<float*>(s.channels[c].data()), dhw, torch::kFloat));
+    }
+    const auto [l, h] = convertLabels(s.label.data(), target[b].data_ptr<std::int64_t>(), target[b].numel());
+    lo = std::min(lo, l);
+    hi = std::max(hi, h);
   }
-  input = torch::stack(images);
-  target = torch::stack(labels);
-  checkLabels(target, outChannels_);
+  checkLabelRange(lo, hi, outChannels_);
 }
+
+// A thread that runs the draws posted to it, one at a time, for the drawer's whole life: a thread
+// per draw would also start a fresh team of intra-op threads for every batch.
+struct BatchDrawer::Worker {
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::packaged_task<Pending()>> tasks;
+  bool stop = false;
+  std::thread thread{[this] { run(); }};
+
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    wake.notify_all();
+    thread.join();
+  }
+  std::future<Pending> post(std::function<Pending()> f) {
+    std::packaged_task<Pending()> task(std::move(f));
+    auto done = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      tasks.push_back(std::move(task));
+    }
+    wake.notify_one();
+    return done;
+  }
+  void run() {
+    for (;;) {
+      std::packaged_task<Pending()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait(lock, [this] { return stop || !tasks.empty(); });
+        if (tasks.empty()) return;
+        task = std::move(tasks.front());
+        tasks.pop_front();
+      }
+      task();
+    }
+  }
+};
 
 BatchDrawer::~BatchDrawer() { settle(); }
 
@@ -42,7 +137,7 @@ void BatchDrawer::settle() {
 }
 
 void BatchDrawer::next(torch::Tensor& input, torch::Tensor& target) {
-  if (!pending_.valid()) return draw(input, target);
+  if (!pending_.valid()) return draw(input, target, /*pinned=*/false);
   Pending p = pending_.get();
   pending_ = {};
   if (p.error) std::rethrow_exception(p.error);
@@ -55,15 +150,12 @@ void BatchDrawer::drawAhead(bool pinned) {
   rngBefore_ = rng_;
   // A thread of its own, so that drawing overlaps the whole step on the GPU, not only its tail.
   // Grad mode is per thread: off there, as the batch needs no graph.
-  pending_ = std::async(std::launch::async, [this, pinned] {
+  if (!worker_) worker_ = std::make_unique<Worker>();
+  pending_ = worker_->post([this, pinned] {
                Pending p;
                try {
                  torch::NoGradGuard noGrad;
-                 draw(p.input, p.target);
-                 if (pinned) {
-                   p.input = p.input.pin_memory();
-                   p.target = p.target.pin_memory();
-                 }
+                 draw(p.input, p.target, pinned);
                } catch (...) {
                  p.error = std::current_exception();
                }

@@ -54,7 +54,7 @@ public:
   void restore(const std::string& state, const std::string& path);
 
 private:
-  void draw(torch::Tensor& input, torch::Tensor& target);
+  void draw(torch::Tensor& input, torch::Tensor& target, bool pinned);
 
   std::shared_ptr<data::SampleSource> source_;
   int batch_;
@@ -65,7 +65,9 @@ private:
     torch::Tensor input, target;
     std::exception_ptr error;
   };
-  std::future<Pending> pending_;          // valid while a batch is drawn ahead
+  struct Worker;  // one thread for the drawer's life, so its intra-op threads stay warm
+  std::unique_ptr<Worker> worker_;
+  std::future<Pending> pending_;  // valid while a batch is drawn ahead
   std::mt19937_64 rngBefore_;     // the generator before that batch (checkpoints record it)
 };
 

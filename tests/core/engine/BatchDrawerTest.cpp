@@ -6,6 +6,7 @@
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
 #include "core/engine/BatchDrawer.h"
+#include "core/engine/Tensors.h"
 
 #include <QtTest>
 #include <torch/torch.h>
@@ -62,6 +63,54 @@ private Q_SLOTS:
     plain.next(x, y);
     ahead.next(xa, ya);
     QVERIFY(sameBatch(x, xa));
+  }
+
+  // The batch is the samples as the source gave them: images as they are, labels rounded to int64,
+  // in the source's order (the same generator drawing them one by one).
+  void batchIsTheSamplesAsGiven_data() {
+    QTest::addColumn<int>("classes");
+    QTest::newRow("one foreground class") << 1;
+    QTest::newRow("three foreground classes") << 3;
+  }
+  void batchIsTheSamplesAsGiven() {
+    QFETCH(int, classes);
+    auto run = smallRun();
+    run.batch = 3;
+    engine::BatchDrawer d(std::make_shared<data::PhantomSource>(classes), run, classes + 1);
+    torch::Tensor x, y;
+    d.next(x, y);
+    data::PhantomSource same(classes);
+    std::mt19937_64 rng(run.seed);
+    std::vector<torch::Tensor> images, labels;
+    for (int b = 0; b < run.batch; ++b) {
+      auto s = same.next(run.patch, rng);
+      images.push_back(engine::toTensor(s.channels));
+      labels.push_back(engine::toTensor(s.label).round().to(torch::kLong));
+    }
+    QCOMPARE(y.scalar_type(), torch::kLong);
+    QVERIFY(sameBatch(x, torch::stack(images)));
+    QVERIFY(sameBatch(y, torch::stack(labels)));
+    QCOMPARE(y.max().item<std::int64_t>(), static_cast<std::int64_t>(classes));
+  }
+
+  void samplesThatDifferAreRefused() {
+    struct Growing : data::SampleSource {
+      data::PhantomSource phantoms;
+      std::int64_t edge = 12;
+      data::Sample next(const std::array<std::int64_t, 3>&, std::mt19937_64& rng) override {
+        edge += 2;
+        return phantoms.next({edge, edge, edge}, rng);
+      }
+      std::string describe() const override { return "growing phantoms"; }
+    };
+    engine::BatchDrawer d(std::make_shared<Growing>(), smallRun(), 2);
+    torch::Tensor x, y;
+    try {
+      d.next(x, y);
+      QFAIL("samples of two sizes made one batch");
+    } catch (const InvalidArgument& e) {
+      QVERIFY2(QString(e.what()).contains("differ in size"), e.what());
+    }
   }
 
   void restoredStateDrawsTheSameBatches() {
