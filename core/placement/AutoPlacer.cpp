@@ -157,6 +157,15 @@ public:
   }
 
   bool bestFits() const { return haveBest_ && best_.fits; }
+  // The best placement puts a stage on a device that is not a GPU while two or more GPUs exist.
+  bool bestLeavesGpus() const {
+    int gpus = 0;
+    for (const auto& d : req_.devices) gpus += d.isCuda() ? 1 : 0;
+    if (!haveBest_ || gpus < 2) return false;
+    for (const auto& d : best_.devices)
+      if (d.activationBytes > 0 && !DeviceSpec{d.name}.isCuda()) return true;
+    return false;
+  }
 
   // Every split of the stage order into consecutive runs, runs on distinct devices in order.
   void contiguous() {
@@ -323,6 +332,10 @@ AutoPlaceResult AutoPlacer::place(const PlanRequest& request) const {
   if (!search.bestFits()) {
     search.sharded();
     method += "; whole stages do not fit, so sharded stages were tried";
+  } else if (search.bestLeavesGpus()) {
+    // Whole stages fit only with some on the CPU: stages sharded over the GPUs may be faster.
+    search.sharded();
+    method += "; whole stages fit only with the CPU, so stages sharded over the GPUs were tried too";
   }
   return search.result(exact, method);
 }

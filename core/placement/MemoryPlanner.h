@@ -52,6 +52,14 @@ struct PlannerOptions {
   // batch 2, where no native convolution runs (per-thread MKL buffers; 16 planner configurations,
   // 2026-12-04): likely larger with more threads, not measured beyond two, nor with channels-last.
   std::int64_t cpuAllowanceBytes = std::int64_t{86} << 20;
+  // A CUDA convolution's backward holds transient memory beyond its input gradient that grows
+  // with the layer (likely cuDNN's workspace for it; the start-up probe measures a small one):
+  // this many times the bytes of its input and output. Fitted to the H200's allocator peaks of
+  // the 2026-12-04 lease (docs/bench/gpu.json: seed U-Net base 32, 128^3-256^3, fp32 / bf16 /
+  // bf16 + recompute): without it the planner was 7-25 % under at those 9 sizes and modes; with
+  // 1.0 it is 1-7 % over on all 9 (0.5: 4-12 % under; 1.5: 13-18 % over). In-sample: the next
+  // lease's peaks (384^3 too) and tests/gpu/peak_snapshot.py test it.
+  double cudaConvBackwardScratch = 1.0;
   // The Trainer zeroes gradients with set_to_none, so a stage's weight gradients exist from its
   // backward to the optimizer step, not during forward.
   bool gradientsPersist = false;

@@ -185,7 +185,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       op.inputs = {cin};
       op.output = y;
       op.weightGradBytes = l.parameters * 4;
-      if (!cuda) {  // CUDA's cuDNN workspace is part of the device allowance
+      if (!cuda) {
         const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype, v.cl, v.requiresGrad}; };
         // A slab runs the kernel its unsharded layer would, a micro-batch that of its batch
         // (HaloConv3d): LibTorch's size test sees the whole extent when the cut is along D or H.
@@ -197,6 +197,9 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
         if (c.forward > 0) unref(alloc(dev, c.forward, s));
         op.backwardScratch = c.backward;
         vals_[y].cl = c.outputChannelsLast;
+      } else {  // PlannerOptions::cudaConvBackwardScratch says where this comes from
+        op.backwardScratch = static_cast<std::int64_t>(o_.cudaConvBackwardScratch *
+                                                       static_cast<double>(bytesOf(vals_[cin]) + bytesOf(vals_[y])));
       }
       if (save) {
         ref(vals_[cin].storage);

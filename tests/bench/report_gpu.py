@@ -63,26 +63,36 @@ def gpu_section(path):
         lines += [f"Sliding-window inference, probabilities max abs difference: split vs one device "
                   f"{e.get('split_vs_one'):.2e}, split vs CPU {e.get('split_vs_cpu'):.2e}, one device vs CPU "
                   f"{e.get('one_vs_cpu'):.2e}.", ""]
+    replan = replan_rows(path)
+    now = {(r["size"], r["mode"]): r["predicted_peak"] for r in replan if r["kind"] == "run"}
     lines += ["Training steps (U-Net base 32, batch 1). Peaks are the caching allocator's (tensors + cuDNN "
               "workspaces, no context); predicted = planner tensors + the measured workspace; error = "
-              "(predicted - measured) / measured.", "",
-              "| size | precision | placement | median step | measured peak | predicted peak | error |",
-              "|---|---|---|---|---|---|---|"]
-    errs = []
+              "(predicted - measured) / measured. 'Planner now' is this commit's planner on the same runs "
+              "(tests/gpu/replan.py -> docs/bench/gpu/replan.jsonl).", "",
+              "| size | precision | placement | median step | measured peak | predicted peak (lease day) | error | "
+              "planner now | error now |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    errs, errs_now = [], []
+    pct = lambda e: "n/a" if e is None else f"{e:+.1f}%"
     for r in g.get("runs", []):
         meas, pred = r.get("measured_peak"), r.get("predicted_peak")
+        pnow = now.get((r.get("size"), r.get("mode"))) if r.get("placement") == "single" else None
         err = (pred - meas) / meas * 100 if meas and pred else None
+        err_now = (pnow - meas) / meas * 100 if meas and pnow else None
         if err is not None:
             errs.append((err, r))
+        if err_now is not None:
+            errs_now.append((err_now, r))
         step = r.get("median_step_seconds")
         lines.append(f"| {r.get('size')}^3 | {r.get('mode')} | {r.get('placement')} | "
-                     f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | {mib(pred)} | "
-                     f"{'n/a' if err is None else f'{err:+.1f}%'} |")
-    if errs:
-        lo, hi = min(errs, key=lambda t: t[0]), max(errs, key=lambda t: t[0])
-        lines += ["", f"Planner error over {len(errs)} measured rows: from {lo[0]:+.1f}% ({lo[1].get('size')}^3 "
-                  f"{lo[1].get('mode')}) to {hi[0]:+.1f}% ({hi[1].get('size')}^3 {hi[1].get('mode')}); "
-                  f"{sum(1 for x, _ in errs if x < 0)} rows under-predict."]
+                     f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | {mib(pred)} | {pct(err)} | "
+                     f"{mib(pnow) if pnow else 'n/a'} | {pct(err_now)} |")
+    for label, es in (("on the lease day", errs), ("now", errs_now)):
+        if es:
+            lo, hi = min(es, key=lambda t: t[0]), max(es, key=lambda t: t[0])
+            lines += ["", f"Planner error {label} over {len(es)} measured rows: from {lo[0]:+.1f}% "
+                      f"({lo[1].get('size')}^3 {lo[1].get('mode')}) to {hi[0]:+.1f}% ({hi[1].get('size')}^3 "
+                      f"{hi[1].get('mode')}); {sum(1 for x, _ in es if x < 0)} rows under-predict."]
     sv = g.get("split_vs_single") or {}
     if sv:
         lines += ["", "| size | one device | split cuda:0/cpu | split cost |", "|---|---|---|---|"]
@@ -93,10 +103,12 @@ def gpu_section(path):
     if g.get("largest"):
         lines += ["", f"Largest cube that trains under a {g.get('fraction_gib', '?')} GiB allocator cap "
                   "(a 16 GiB card's stand-in), steps of 32 voxels:", "",
-                  "| mode | measured | planner says | sizes tried |", "|---|---|---|---|"]
+                  "| mode | measured | planner said | planner now | sizes tried |", "|---|---|---|---|---|"]
+        largest_now = {r["mode"]: r["predicted"] for r in replan if r["kind"] == "largest"}
         for mode, v in g["largest"].items():
             tried = ", ".join(f"{t.get('size')}{' OOM' if t.get('oom') else ''}" for t in v.get("tried", []))
-            lines.append(f"| {mode} | {v.get('measured')}^3 | {v.get('predicted')}^3 | {tried} |")
+            lines.append(f"| {mode} | {v.get('measured')}^3 | {v.get('predicted')}^3 | "
+                         f"{str(largest_now[mode]) + '^3' if largest_now.get(mode) else 'n/a'} | {tried} |")
     peer = {r.get("kind"): r for r in g.get("peer") or [] if not r.get("error")}
     sizes = sorted({int(k.split(":")[1]) for k in peer})
     if sizes:
@@ -163,6 +175,12 @@ def gpu_section(path):
     return "\n".join(lines) + "\n" + diagnosis_section(path) + snapshot_section(g)
 
 
+def replan_rows(gpu_json):
+    """This commit's planner on the lease's runs (tests/gpu/replan.py), if it was run."""
+    p = Path(gpu_json).parent / "gpu" / "replan.jsonl"
+    return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+
+
 def diagnosis_path(gpu_json):
     """The ranks diagnosis beside gpu.json (tests/gpu/diag_ranks.sh's diag.jsonl, copied there)."""
     return Path(gpu_json).parent / "gpu" / "ranks-diagnosis.jsonl"
@@ -219,6 +237,15 @@ def gpu_values(gpu_json):
             return f"{v / eager:.2f}" if v else "n/a"
         values["gpu_peer128"] = {"ahead": ratio("splitseg:128"), "late": ratio("splitseg-noprefetch:128"),
                                  "loop": ratio("splitseg-loop:128")}
+    now = {(r["size"], r["mode"]): r["predicted_peak"] for r in replan_rows(gpu_json) if r["kind"] == "run"}
+    big = [r for r in g.get("runs") or [] if r.get("placement") == "single" and r.get("size", 0) >= 128
+           and r.get("measured_peak")]
+    if big and now:
+        lease = [(r["predicted_peak"] - r["measured_peak"]) / r["measured_peak"] * 100 for r in big]
+        today = [(now[(r["size"], r["mode"])] - r["measured_peak"]) / r["measured_peak"] * 100
+                 for r in big if (r["size"], r["mode"]) in now]
+        values["gpu_planner"] = {"rows": len(big), "lease_lo": f"{min(lease):+.1f}%", "lease_hi": f"{max(lease):+.1f}%",
+                                 "now_lo": f"{min(today):+.1f}%", "now_hi": f"{max(today):+.1f}%"}
     diag = {r["label"]: r for r in diagnosis_rows(gpu_json)}
     def worst(label, field, f="{:.1e}"):
         w = ((diag.get(label) or {}).get("worst") or [{}])[0]

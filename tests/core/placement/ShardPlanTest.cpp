@@ -104,10 +104,14 @@ private Q_SLOTS:
   void largestCubeWithSharding() {
     const auto two = largestCube(seedPlanner(), request(128, gpus(2), Precision::BF16, ""), /*autoPlace=*/true);
     qInfo("2 x 16 GiB, auto-placement: %lld^3 on %s", static_cast<long long>(two.edge), two.placement.describe().c_str());
-    // Issue 14's capacity goals. A checkpointed stage keeps its incoming gradient until its
+    // Issue 14's capacity goals were 384^3 on two and 480^3 on four, met under the planner until
+    // 2026-12-04. Since then the planner counts each CUDA convolution's backward transient
+    // (PlannerOptions::cudaConvBackwardScratch, fitted to the H200's measured peaks, where it had
+    // been up to 25 % under): 352^3 and 432^3, so those goals are missed; these bounds keep what
+    // the corrected model gives. A checkpointed stage keeps its incoming gradient until its
     // recomputed backward returns, and lets go of its recomputed outputs before that backward
     // (StageCheckpoint enters the graph by its edges), both measured on CPU by PlannerMeasuredTest.
-    QVERIFY2(two.edge >= 384, qPrintable(QString("largest cube %1").arg(two.edge)));
+    QVERIFY2(two.edge >= 352, qPrintable(QString("largest cube %1").arg(two.edge)));
     QVERIFY(two.placement.anySharded());
     // Four devices (fixed placement: every stage over all four; the auto-placer's search over five
     // or more devices is a heuristic that takes ~30 s here).
@@ -115,7 +119,7 @@ private Q_SLOTS:
     for (const auto& s : seedPlanner().network().stageNames()) r4.checkpoint.insert(s);
     const auto four = largestCube(seedPlanner(), r4, /*autoPlace=*/false);
     qInfo("4 x 16 GiB, every stage sharded, checkpointed: %lld^3", static_cast<long long>(four.edge));
-    QVERIFY2(four.edge >= 480, qPrintable(QString("largest cube %1").arg(four.edge)));
+    QVERIFY2(four.edge >= 432, qPrintable(QString("largest cube %1").arg(four.edge)));
     // Without sharding the same devices stop far lower.
     const auto whole = largestCube(seedPlanner(), request(128, gpus(2), Precision::BF16, "enc0=cuda:0"), true);
     QVERIFY(!whole.placement.anySharded() || whole.edge <= two.edge);
