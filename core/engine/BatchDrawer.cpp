@@ -8,8 +8,8 @@
 #include <functional>
 #include <limits>
 #include <mutex>
-#include <thread>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 

@@ -85,8 +85,8 @@ public:
   void setBeforeOptimizerStep(std::function<void()> callback) { beforeOptimizerStep_ = std::move(callback); }
   // Draw the next step's batch (and check its labels) on a worker thread while the devices run this
   // step, as a PyTorch DataLoader's workers draw ahead; in pinned memory when the first stage is on
-  // a GPU. Default: on when the first stage is on a GPU; on the CPU
-  // nothing would overlap. The batches, their order and checkpoints are the same either way.
+  // a GPU. Default: on when the first stage is on a GPU; on the CPU nothing would overlap. The
+  // batches, their order and checkpoints are the same either way.
   void setPrefetch(bool on) { prefetch_ = on; }
 
 private:

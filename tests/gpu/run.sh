@@ -124,9 +124,9 @@ record() {  # TAG COMMAND...: the command's last JSON line, tagged, or an error 
 # 1b. Ranks (issue 13): two processes joined through c10d (Gloo, tensors through host memory),
 # both on the GPU, split cpu | GPU, and both on cpu (this host's CPU kernels alone), against one
 # process on the same devices; M micro-batches. Checked (tests/gpu/ranks_row.py): step 1's
-# gradients (Adam's first moment after one step) within RANK_GRAD_BOUND of one process, relative to
-# each parameter's gradient (L2 norms), and the losses of 5 steps within RANK_LOSS_BOUND. The weights after 5
-# steps are reported, not checked: Adam moves an element whose gradient is near its eps (1e-8) by up
+# gradients (Adam's first moment after one step) within RANK_GRAD_BOUND of one process, relative
+# to each parameter's gradient (L2 norms), and the losses of 5 steps within RANK_LOSS_BOUND. The
+# weights after 5 steps are reported, not checked: Adam moves an element whose gradient is near its eps (1e-8) by up
 # to lr per step whichever way rounding tips it, so another order of sums (micro-batches, another
 # kernel for another batch size) can move a handful of weights by ~lr though every gradient agrees
 # to rounding. The 2026-12-04 lease showed it: one process cpu | cuda:0 differed that much from one
@@ -204,15 +204,22 @@ except Exception as e:
     print(json.dumps({"tag": "equivalence", "error": str(e)}))
 PYEOF
 tail -n 1 "$RES"
-for s in $SIZES; do
-  for m in $MODES; do
-    [ "$(left)" -gt 60 ] || { log "time budget: skipping ${s}^3 $m"; continue; }
-    prec="${m%%+*}"; rc=none; [ "$m" = "bf16+recompute" ] && rc=all
-    record "plan:$s:$m" "$BIN/splitseg-cli" plan --size "$s" --base "$BASE" --precision "$prec" --checkpoint "$rc" --json
-    record "train:$s:$m:one" "$BIN/splitseg-bench" train --size "$s" --base "$BASE" --precision "$prec" \
-      --recompute "$rc" --warmup 1 --repeats 2
+# size_runs MIN_LEFT SIZES...: each size x mode on one device, the planner's prediction beside it,
+# while more than MIN_LEFT seconds of the budget are left.
+size_runs() {
+  local least=$1 s m prec rc; shift
+  for s in "$@"; do
+    for m in $MODES; do
+      [ "$(left)" -gt "$least" ] || { log "time budget: skipping ${s}^3 $m"; continue; }
+      prec="${m%%+*}"; rc=none; [ "$m" = "bf16+recompute" ] && rc=all
+      record "plan:$s:$m" "$BIN/splitseg-cli" plan --size "$s" --base "$BASE" --precision "$prec" --checkpoint "$rc" --json
+      record "train:$s:$m:one" "$BIN/splitseg-bench" train --size "$s" --base "$BASE" --precision "$prec" \
+        --recompute "$rc" --warmup 1 --repeats 2
+    done
   done
-done
+}
+# shellcheck disable=SC2086  # word lists
+size_runs 60 $SIZES
 # 3b. The step against PyTorch eager on the same device, and SplitSeg's plain C++ loop (no Trainer).
 if [ "$(left)" -gt 60 ]; then
   if [ "$DEV" = cpu ]; then PEER_SIZES=32; else PEER_SIZES="${GPU_PEER_SIZES:-64 128}"; fi
@@ -250,15 +257,8 @@ if [ "$DEV" != cpu ]; then
     record "peak_snapshot:$SNAP" "$PY" "$ROOT/tests/gpu/peak_snapshot.py" --state "$WORK/snap.pt" --base "$BASE"
     rm -f "$WORK/snap.pt"
   fi
-  for s in ${GPU_LATE_SIZES:-384}; do
-    for m in $MODES; do
-      [ "$(left)" -gt 45 ] || { log "time budget: skipping ${s}^3 $m"; continue; }
-      prec="${m%%+*}"; rc=none; [ "$m" = "bf16+recompute" ] && rc=all
-      record "plan:$s:$m" "$BIN/splitseg-cli" plan --size "$s" --base "$BASE" --precision "$prec" --checkpoint "$rc" --json
-      record "train:$s:$m:one" "$BIN/splitseg-bench" train --size "$s" --base "$BASE" --precision "$prec" \
-        --recompute "$rc" --warmup 1 --repeats 2
-    done
-  done
+  # shellcheck disable=SC2086
+  size_runs 45 ${GPU_LATE_SIZES:-384}
 fi
 
 GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
