@@ -418,8 +418,7 @@ engine::ValidationMetrics PipelineTrainer::validate() {
       forwardOverRanks(comm_, *network_, forwardSchedule_, devices_, spec_.precision, torch::Tensor());
     return v;
   }
-  batches_.settle();  // the source is not drawn from on two threads at once
-  const auto samples = source_->validation(spec_.patch);
+  const auto samples = batches_.validationSamples();
   std::vector<std::vector<double>> dices;
   for (const auto& s : samples) {
     for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::ones({1}, torch::kLong), r, controlTag(), "a command");

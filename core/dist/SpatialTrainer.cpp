@@ -313,8 +313,7 @@ engine::ValidationMetrics SpatialTrainer::validate() {
     }
     return v;
   }
-  batches_.settle();  // the source is not drawn from on two threads at once
-  const auto samples = source_->validation(spec_.patch);
+  const auto samples = batches_.validationSamples();
   std::vector<std::vector<double>> dices;
   for (const auto& sample : samples) {
     command(1);

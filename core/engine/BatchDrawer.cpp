@@ -19,6 +19,8 @@
 namespace splitseg::engine {
 
 namespace {
+// Labels the network cannot predict (a label >= its classes; negative labels) are refused before
+// they reach a loss: on CUDA they would trip a device-side assert that kills the context.
 void checkLabelRange(std::int64_t lo, std::int64_t hi, std::int64_t outChannels) {
   const std::int64_t classes = outChannels == 1 ? 2 : outChannels;  // one channel: background + 1
   if (lo < 0 || hi >= classes)
@@ -49,10 +51,6 @@ std::pair<std::int64_t, std::int64_t> convertLabels(const float* src, std::int64
   return {lo, hi};
 }
 } // namespace
-
-void checkLabels(const torch::Tensor& target, std::int64_t outChannels) {
-  checkLabelRange(target.min().item<std::int64_t>(), target.max().item<std::int64_t>(), outChannels);
-}
 
 BatchDrawer::BatchDrawer(std::shared_ptr<data::SampleSource> source, const run::RunSpec& run, std::int64_t outChannels)
     : source_(std::move(source)), batch_(run.batch), patch_(run.patch), outChannels_(outChannels), rng_(run.seed) {}
@@ -134,6 +132,11 @@ BatchDrawer::~BatchDrawer() { settle(); }
 
 void BatchDrawer::settle() {
   if (pending_.valid()) pending_.wait();
+}
+
+std::vector<data::Sample> BatchDrawer::validationSamples() {
+  settle();
+  return source_->validation(patch_);
 }
 
 void BatchDrawer::next(torch::Tensor& input, torch::Tensor& target) {

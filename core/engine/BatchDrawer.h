@@ -13,14 +13,11 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
 namespace splitseg::engine {
-
-// Labels the network cannot predict (a label >= its classes; negative labels) are refused before
-// they reach a loss: on CUDA they would trip a device-side assert that kills the context.
-void checkLabels(const torch::Tensor& target, std::int64_t outChannels);
 
 // Whether a run that has done `stepsDone` steps has another one to draw a batch for.
 inline bool anotherStepFollows(const run::RunSpec& run, std::int64_t stepsDone) {
@@ -40,8 +37,11 @@ public:
   // Until next(), restore() or settle(), only that thread uses the source and the generator.
   void drawAhead(bool pinned);
   bool hasDrawnAhead() const { return pending_.valid(); }
-  // Waits for a batch being drawn ahead (kept for next()): call before using the source elsewhere.
+  // Waits for a batch being drawn ahead (kept for next()).
   void settle();
+  // The source's validation samples at the run's patch, after any draw in flight: the source is
+  // never used on two threads at once.
+  std::vector<data::Sample> validationSamples();
   ~BatchDrawer();
   BatchDrawer(const BatchDrawer&) = delete;
   BatchDrawer& operator=(const BatchDrawer&) = delete;

@@ -221,8 +221,7 @@ ValidationMetrics Trainer::validate() {
 ValidationMetrics Trainer::validateSamples() {
   ValidationMetrics v;
   v.step = step_;
-  batches_.settle();  // the source is not drawn from on two threads at once
-  auto samples = source_->validation(spec_.patch);
+  auto samples = batches_.validationSamples();
   if (samples.empty()) return v;
   v.cases = static_cast<int>(samples.size());
   std::vector<std::vector<double>> dices;
