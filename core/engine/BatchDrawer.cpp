@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <limits>
@@ -13,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 namespace splitseg::engine {
@@ -31,23 +31,17 @@ void checkLabelRange(std::int64_t lo, std::int64_t hi, std::int64_t outChannels)
 
 // Labels (floats holding integers) into `out` as int64, rounded as torch::round does (to even), in
 // one pass that also finds the smallest and largest.
+// Serial, like the rest of the draw (see draw()).
 std::pair<std::int64_t, std::int64_t> convertLabels(const float* src, std::int64_t* out, std::int64_t n) {
-  std::mutex mutex;
   std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
-  at::parallel_for(0, n, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
-    std::int64_t a = std::numeric_limits<std::int64_t>::max(), b = std::numeric_limits<std::int64_t>::min();
-    for (std::int64_t i = begin; i < end; ++i) {
-      const float v = std::nearbyint(src[i]);
-      // NaN or beyond int64: out of any label range (what matters is that the check refuses it).
-      const std::int64_t l = std::isfinite(v) && std::fabs(v) < 9.0e18f ? static_cast<std::int64_t>(v) : -1;
-      out[i] = l;
-      a = std::min(a, l);
-      b = std::max(b, l);
-    }
-    std::lock_guard<std::mutex> lock(mutex);
-    lo = std::min(lo, a);
-    hi = std::max(hi, b);
-  });
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = std::nearbyint(src[i]);
+    // NaN or beyond int64: out of any label range (what matters is that the check refuses it).
+    const std::int64_t l = std::isfinite(v) && std::fabs(v) < 9.0e18f ? static_cast<std::int64_t>(v) : -1;
+    out[i] = l;
+    lo = std::min(lo, l);
+    hi = std::max(hi, l);
+  }
   return {lo, hi};
 }
 } // namespace
@@ -74,10 +68,14 @@ void BatchDrawer::draw(torch::Tensor& input, torch::Tensor& target, bool pinned)
     if (static_cast<std::int64_t>(s.channels.size()) != input.size(1) || target[b].sizes().vec() != dhw)
       throw InvalidArgument("training samples of one batch differ in size or channels (sample " + std::to_string(b + 1) +
                             " of " + std::to_string(batch_) + ")");
+    // memcpy, not Tensor::copy_: a copy over ATen's grain runs on the intra-op thread team, whose
+    // threads then spin (GNU OpenMP's default wait policy) on the cores that launch the GPU's
+    // kernels; on the worker thread it would also start a second team.
+    const std::int64_t voxels = target[b].numel();
     for (std::size_t c = 0; c < s.channels.size(); ++c) {
       if (s.channels[c].size() != xyz) throw InvalidArgument("input channels differ in size from the label");
-      input[b][static_cast<std::int64_t>(c)].copy_(
-          torch::from_blob(const_cast<float*>(s.channels[c].data()), dhw, torch::kFloat));
+      float* slice = input.data_ptr<float>() + (b * input.size(1) + static_cast<std::int64_t>(c)) * voxels;
+      std::memcpy(slice, s.channels[c].data(), static_cast<std::size_t>(voxels) * sizeof(float));
     }
     const auto [l, h] = convertLabels(s.label.data(), target[b].data_ptr<std::int64_t>(), target[b].numel());
     lo = std::min(lo, l);

@@ -8,6 +8,7 @@
 #include "core/engine/BatchDrawer.h"
 #include "core/engine/Tensors.h"
 
+#include <QDir>
 #include <QtTest>
 #include <torch/torch.h>
 
@@ -31,6 +32,11 @@ run::RunSpec smallRun() {
 engine::BatchDrawer drawer() { return engine::BatchDrawer(std::make_shared<data::PhantomSource>(), smallRun(), 2); }
 
 bool sameBatch(const torch::Tensor& a, const torch::Tensor& b) { return torch::equal(a, b); }
+
+// Threads of this process (Linux: one entry per thread under /proc/self/task).
+int threadCount() {
+  return static_cast<int>(QDir("/proc/self/task").entryList(QDir::Dirs | QDir::NoDotAndDotDot).size());
+}
 } // namespace
 
 class BatchDrawerTest : public QObject {
@@ -198,6 +204,41 @@ private Q_SLOTS:
     plain.next(xp, yp);
     QVERIFY(sameBatch(x, xp));
     QVERIFY(source->threads.count(std::this_thread::get_id()));
+  }
+
+  // The draw runs no intra-op thread team: on a GPU host the team's threads spin after every
+  // parallel region (GNU OpenMP's default wait policy) on the cores that launch the step's
+  // kernels. Seen as thread count: a worker that ran one parallel region owns a team of
+  // get_num_threads() - 1 more threads. Patches of 48^3 are over ATen's grain (32768 elements),
+  // so a tensor copy there would run in parallel.
+  void drawRunsNoThreadTeam_data() {
+    QTest::addColumn<bool>("pinned");
+    QTest::newRow("pageable") << false;
+    QTest::newRow("pinned") << true;
+  }
+  void drawRunsNoThreadTeam() {
+    QFETCH(bool, pinned);
+    if (torch::get_num_threads() < 2) QSKIP("one intra-op thread: no team to start");
+    if (pinned && !torch::cuda::is_available()) QSKIP("pinned memory needs CUDA");
+    struct Fixed : data::SampleSource {
+      data::Sample sample;
+      data::Sample next(const std::array<std::int64_t, 3>&, std::mt19937_64&) override { return sample; }
+      std::string describe() const override { return "one phantom"; }
+    };
+    auto source = std::make_shared<Fixed>();
+    std::mt19937_64 rng(3);
+    source->sample = data::PhantomSource().next({48, 48, 48}, rng);
+    run::RunSpec run = smallRun();
+    run.patch = {48, 48, 48};
+    engine::BatchDrawer d(source, run, 2);
+    const int before = threadCount();
+    d.drawAhead(pinned);
+    torch::Tensor x, y;
+    d.next(x, y);
+    d.drawAhead(pinned);
+    d.next(x, y);
+    QCOMPARE(threadCount(), before + 1);  // the drawer's worker, nothing else
+    QCOMPARE(x.size(2), std::int64_t{48});
   }
 
   void refusedLabelsWaitForTheirDraw() {
