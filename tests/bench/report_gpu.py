@@ -137,15 +137,18 @@ def gpu_section(path):
         lines += ["", "Where SplitSeg's step goes on the GPU (splitseg-bench train --timeline: medians per part; the "
                   "timeline synchronises at every span, so this is a breakdown, not a timing), and the step with each "
                   "batch drawn when its step starts instead of at the end of the step before (--no-prefetch):", "",
-                  "| size | " + " | ".join(kinds) + " | step, batches drawn ahead | step, drawn when the step starts |",
-                  "|---|" + "---|" * (len(kinds) + 2)]
+                  "| size | " + " | ".join(kinds) + " | step, batches drawn ahead | step, drawn when the step starts | "
+                  "process CPU time per step: drawn ahead / C++ loop |",
+                  "|---|" + "---|" * (len(kinds) + 3)]
         for sz in parted:
             parts = peer[f"splitseg-parts:{sz}"]["timeline_parts"]
             ahead = (peer.get(f"splitseg:{sz}") or {}).get("median_step_seconds")
             late = (peer.get(f"splitseg-noprefetch:{sz}") or {}).get("median_step_seconds")
             cells = [f"{parts[k] * 1e3:.2f} ms" if k in parts else "" for k in kinds]
             f4 = lambda v: "n/a" if v is None else f"{v:.4f} s"
-            lines.append(f"| {sz}^3 | " + " | ".join(cells) + f" | {f4(ahead)} | {f4(late)} |")
+            cpu = [(peer.get(k) or {}).get("median_step_cpu_seconds") for k in (f"splitseg:{sz}", f"splitseg-loop:{sz}")]
+            lines.append(f"| {sz}^3 | " + " | ".join(cells) + f" | {f4(ahead)} | {f4(late)} | "
+                         f"{f4(cpu[0])} / {f4(cpu[1])} |")
     ranks = [r for r in g.get("ranks") or [] if not r.get("error")]
     if ranks:
         lines += ["", "Ranks (two processes joined through c10d, tensors through host memory; U-Net base 8, 32^3, "
