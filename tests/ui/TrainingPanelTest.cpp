@@ -232,9 +232,22 @@ private Q_SLOTS:
       const double u = timeline->utilisation(lane);
       QVERIFY2(u > 0 && u <= 1, lane.c_str());
     }
-    // Hover: dec0's backward on the second lane, with its exact times.
-    const QRectF r = timeline->spanRect("cuda:0", "dec0", engine::SpanKind::Backward);
+    // Hover: dec0's backward on the second lane, with its exact times. Under load a step can be long
+    // beside that backward, whose span is then narrower than a pixel (the hover found dec1 once):
+    // zoomed in with the wheel around it first, as a user would.
+    const double all = timeline->visibleSeconds();
+    auto wheelAt = [&](const QPoint& pos) {
+      QWheelEvent wheel(pos, timeline->mapToGlobal(pos), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
+                        Qt::NoScrollPhase, false);
+      QApplication::sendEvent(timeline, &wheel);
+    };
+    QRectF r = timeline->spanRect("cuda:0", "dec0", engine::SpanKind::Backward);
     QVERIFY(!r.isEmpty());
+    for (int i = 0; i < 16 && r.width() < 8; ++i) {
+      wheelAt(r.center().toPoint());
+      r = timeline->spanRect("cuda:0", "dec0", engine::SpanKind::Backward);
+    }
+    QVERIFY2(r.width() >= 8, qPrintable(QString("dec0's backward still %1 px wide").arg(r.width())));
     const QPoint at = r.center().toPoint() + QPoint(0, int(r.height() / 4));  // lower half: under any recompute
     QVERIFY2(timeline->describeAt(at).startsWith("dec0 backward on cuda:0"), qPrintable(timeline->describeAt(at)));
     QHelpEvent help(QEvent::ToolTip, at, timeline->mapToGlobal(at));
@@ -242,11 +255,10 @@ private Q_SLOTS:
     QTRY_VERIFY(QToolTip::isVisible());
     QVERIFY(QToolTip::text().contains("step 3"));
     QToolTip::hideText();
+    QTest::keyClick(timeline, Qt::Key_0);  // the whole run again
+    QCOMPARE(timeline->visibleSeconds(), all);
     // Zoom in with the wheel around the pointer, back with the keyboard.
-    const double all = timeline->visibleSeconds();
-    QWheelEvent wheel(at, timeline->mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
-                      Qt::NoScrollPhase, false);
-    QApplication::sendEvent(timeline, &wheel);
+    wheelAt(at);
     QVERIFY(timeline->visibleSeconds() < all * 0.7);
     QTest::keyClick(timeline, Qt::Key_0);
     QCOMPARE(timeline->visibleSeconds(), all);
