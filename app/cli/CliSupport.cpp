@@ -24,7 +24,7 @@ model::UNet3dOptions NetworkArgs::options() const {
 
 nlohmann::json toJson(const engine::DeviceMemory& m) {
   return {{"device", m.device}, {"allocated", m.allocated}, {"reserved", m.reserved},
-          {"peak", m.peak},     {"total", m.total},         {"free", m.free}};
+          {"peak", m.peak},     {"reserved_peak", m.reservedPeak}, {"total", m.total}, {"free", m.free}};
 }
 
 nlohmann::json toJson(const engine::StepMetrics& m) {

@@ -107,6 +107,7 @@ DeviceMemory cudaMemory(const std::string& device) {
   m.allocated = stats.allocated_bytes[agg].current;
   m.peak = stats.allocated_bytes[agg].peak;
   m.reserved = stats.reserved_bytes[agg].current;
+  m.reservedPeak = stats.reserved_bytes[agg].peak;
   int previous = 0;
   cudaGetDevice(&previous);
   cudaSetDevice(index);
@@ -154,6 +155,7 @@ std::vector<DeviceMemory> MemoryMeter::read() const {
       m.allocated = cpu_.allocated();
       m.reserved = m.allocated;
       m.peak = cpu_.peak();
+      m.reservedPeak = m.peak;
       m.total = hostTotalBytes();
       m.free = hostAvailableBytes();
       out.push_back(m);

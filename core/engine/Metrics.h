@@ -16,6 +16,8 @@ struct DeviceMemory {
   std::int64_t allocated = 0;    // bytes held by tensors now
   std::int64_t reserved = 0;     // bytes held by the caching allocator (CUDA) / == allocated (CPU)
   std::int64_t peak = 0;         // peak allocated since the last reset (the step start)
+  std::int64_t reservedPeak = 0; // peak reserved since the last reset (CUDA: what a memory cap
+                                 // bounds, allocated plus the cache's free blocks) / == peak (CPU)
   std::int64_t total = 0;        // device capacity (CUDA total, host physical memory)
   std::int64_t free = 0;         // cudaMemGetInfo free / host available
 };

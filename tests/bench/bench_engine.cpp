@@ -265,7 +265,7 @@ nlohmann::json trainOnce(const TrainArgs& a) {
   if (!a.c.state.empty()) loadWeights(net, loadTensors(a.c.state));
   auto sample = phantomSample(parseSize(a.c.size), a.c.seed);
   std::vector<double> times, cpuTimes;
-  std::map<std::string, std::int64_t> peaks;
+  std::map<std::string, std::int64_t> peaks, reservedPeaks;
   std::map<std::string, std::vector<double>> partTimes;  // --timeline: seconds per part of each step
   std::string placementText;
   nlohmann::json predicted;
@@ -326,7 +326,10 @@ nlohmann::json trainOnce(const TrainArgs& a) {
       if (i < a.warmup) continue;
       times.push_back(m.seconds);
       cpuTimes.push_back(cpuSeconds() - c0);
-      for (const auto& d : m.memory) peaks[d.device] = std::max(peaks[d.device], d.peak);
+      for (const auto& d : m.memory) {
+        peaks[d.device] = std::max(peaks[d.device], d.peak);
+        reservedPeaks[d.device] = std::max(reservedPeaks[d.device], d.reservedPeak);
+      }
       if (a.timeline) {
         // The batch (drawing and converting it) and the loss apart from the other waits and forwards.
         std::map<std::string, double> parts;
@@ -346,7 +349,8 @@ nlohmann::json trainOnce(const TrainArgs& a) {
   return {{"median_step_seconds", median(times)}, {"steps", times}, {"cpu_steps", cpuTimes}, {"timeline_parts", parts},
           {"median_step_cpu_seconds", median(cpuTimes)}, {"placement", placementText},
           {"size", parseSize(a.c.size)}, {"base", a.c.base}, {"precision", a.precision},
-          {"recompute", a.recompute}, {"peak_bytes", peaks}, {"threads", torch::get_num_threads()},
+          {"recompute", a.recompute}, {"peak_bytes", peaks}, {"reserved_peak_bytes", reservedPeaks},
+          {"threads", torch::get_num_threads()},
           {"host_cache", hostCacheJson()}, {"batch", a.batch}, {"depth", a.c.depth}, {"norm", a.c.norm},
           {"arch", a.c.arch}, {"predicted", predicted}, {"channels_last", channelsLast}, {"cpu_layout", a.cpuLayout},
           {"resident", {{"before", rssBefore}, {"peak", procStatusBytes("VmHWM")}, {"peak_reset", peakReset}}}};
@@ -431,6 +435,7 @@ nlohmann::json runTrain(const TrainArgs& a) {
     one.c.size = std::to_string(n);
     auto r = trainOrOom(one);
     tried.push_back({{"size", n}, {"oom", r.value("oom", false)}, {"peak_bytes", r.value("peak_bytes", nlohmann::json())},
+                     {"reserved_peak_bytes", r.value("reserved_peak_bytes", nlohmann::json())},
                      {"median_step_seconds", r.value("median_step_seconds", 0.0)}});
     releaseCuda();
     if (r.value("oom", false)) break;

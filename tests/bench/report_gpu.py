@@ -67,11 +67,13 @@ def gpu_section(path):
     now = {(r["size"], r["mode"]): r["predicted_peak"] for r in replan if r["kind"] == "run"}
     lines += ["Training steps (U-Net base 32, batch 1). Peaks are the caching allocator's (tensors + cuDNN "
               "workspaces, no context); predicted = planner tensors + the measured workspace; error = "
-              "(predicted - measured) / measured. 'Planner now' is this commit's planner on the same runs "
+              "(predicted - measured) / measured. The reserved peak is what a memory cap bounds: the allocated "
+              "peak plus the blocks the caching allocator holds free (not recorded by the kits of 2026-12-04 and "
+              "before). 'Planner now' is this commit's planner on the same runs "
               "(tests/gpu/replan.py -> docs/bench/gpu/replan.jsonl).", "",
-              "| size | precision | placement | median step | measured peak | predicted peak (lease day) | error | "
-              "planner now | error now |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| size | precision | placement | median step | measured peak | reserved peak | predicted peak (lease day) | "
+              "error | planner now | error now |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     errs, errs_now = [], []
     pct = lambda e: "n/a" if e is None else f"{e:+.1f}%"
     for r in g.get("runs", []):
@@ -85,7 +87,8 @@ def gpu_section(path):
             errs_now.append((err_now, r))
         step = r.get("median_step_seconds")
         lines.append(f"| {r.get('size')}^3 | {r.get('mode')} | {r.get('placement')} | "
-                     f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | {mib(pred)} | {pct(err)} | "
+                     f"{'OOM' if r.get('oom') else fmt_s(step)} | {mib(meas)} | "
+                     f"{mib(r['reserved_peak']) if r.get('reserved_peak') else 'not recorded'} | {mib(pred)} | {pct(err)} | "
                      f"{mib(pnow) if pnow else 'n/a'} | {pct(err_now)} |")
     for label, es in (("on the lease day", errs), ("now", errs_now)):
         if es:
@@ -138,8 +141,11 @@ def gpu_section(path):
                   "timeline synchronises at every span, so this is a breakdown, not a timing), and the step with each "
                   "batch drawn when its step starts instead of at the end of the step before (--no-prefetch):", "",
                   "| size | " + " | ".join(kinds) + " | step, batches drawn ahead | step, drawn when the step starts | "
-                  "process CPU time per step: drawn ahead / C++ loop |",
-                  "|---|" + "---|" * (len(kinds) + 3)]
+                  "process CPU time per step: drawn ahead / C++ loop | step and CPU time, OpenMP threads asleep "
+                  "when idle (OMP_WAIT_POLICY=passive) |",
+                  "|---|" + "---|" * (len(kinds) + 4)]
+        passive = lambda r: (f"{r['median_step_seconds']:.4f} s, {r['median_step_cpu_seconds']:.4f} s CPU"
+                             if r and r.get("median_step_seconds") else "not measured")
         for sz in parted:
             parts = peer[f"splitseg-parts:{sz}"]["timeline_parts"]
             ahead = (peer.get(f"splitseg:{sz}") or {}).get("median_step_seconds")
@@ -148,7 +154,7 @@ def gpu_section(path):
             f4 = lambda v: "n/a" if v is None else f"{v:.4f} s"
             cpu = [(peer.get(k) or {}).get("median_step_cpu_seconds") for k in (f"splitseg:{sz}", f"splitseg-loop:{sz}")]
             lines.append(f"| {sz}^3 | " + " | ".join(cells) + f" | {f4(ahead)} | {f4(late)} | "
-                         f"{f4(cpu[0])} / {f4(cpu[1])} |")
+                         f"{f4(cpu[0])} / {f4(cpu[1])} | {passive(peer.get(f'splitseg-passive:{sz}'))} |")
     ranks = [r for r in g.get("ranks") or [] if not r.get("error")]
     if ranks:
         lines += ["", "Ranks (two processes joined through c10d, tensors through host memory; U-Net base 8, 32^3, "

@@ -34,6 +34,11 @@ for s in $SIZES; do
   # step's time goes (the timeline synchronises at every span: a breakdown, not a timing).
   side "splitseg-noprefetch:$s" "$B/bin/splitseg-bench" train --size "$s" --base "$BASE" --state "$W/st$s.pt" \
     --no-prefetch --warmup 2 --repeats "$REPEATS"
+  # Diagnostic: OpenMP's idle threads asleep rather than spinning (GNU OpenMP spins by default). On
+  # the 2026-12-04 lease a Trainer step used 8-16x its wall time in CPU; if threads still spin in
+  # the step, this row is faster than the first and uses less CPU.
+  side "splitseg-passive:$s" env OMP_WAIT_POLICY=passive "$B/bin/splitseg-bench" train --size "$s" --base "$BASE" \
+    --state "$W/st$s.pt" --warmup 2 --repeats "$REPEATS"
   side "splitseg-parts:$s" "$B/bin/splitseg-bench" train --size "$s" --base "$BASE" --state "$W/st$s.pt" \
     --timeline --warmup 2 --repeats "$REPEATS"
   side "splitseg-loop:$s" "$B/bin/splitseg-bench" train --size "$s" --base "$BASE" --state "$W/st$s.pt" \

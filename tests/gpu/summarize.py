@@ -70,6 +70,8 @@ def main():
         runs.append({"size": int(size), "mode": mode, "placement": "split cuda:0/cpu" if where == "split" else "single",
                      "device": dev, "median_step_seconds": r.get("median_step_seconds"), "oom": bool(r.get("oom")),
                      "measured_peak": peaks.get(dev), "peak_bytes": peaks,
+                     # What a memory cap bounds: allocated plus the caching allocator's free blocks.
+                     "reserved_peak": (r.get("reserved_peak_bytes") or {}).get(dev),
                      "predicted_tensors": tensors, "predicted_peak": predicted,
                      "planner_device_peak": plan["peak"] if plan else None,
                      "planner_allowance": plan.get("allowance") if plan else None, "error": r.get("error")})

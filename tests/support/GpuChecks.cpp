@@ -341,7 +341,7 @@ CheckResult trainingEquivalence(const std::string& device, int edge) {
   if (m.memory.size() != split.devices().size()) r = fail(r, "meter does not report every device");
   for (const auto& d : m.memory) {
     r.figures["memory"][d.device] = {{"peak", d.peak}, {"allocated", d.allocated}, {"reserved", d.reserved},
-                                     {"total", d.total}, {"free", d.free}};
+                                     {"reserved_peak", d.reservedPeak}, {"total", d.total}, {"free", d.free}};
     if (d.peak <= 0 || d.total <= 0 || d.free > d.total) r = fail(r, d.device + ": implausible memory figures");
     if (d.device == "cpu") continue;
     // After the step: weights, their gradients and Adam's two moments live on the device.
@@ -349,6 +349,7 @@ CheckResult trainingEquivalence(const std::string& device, int edge) {
     r.figures["memory"][d.device]["weights_grads_moments"] = held;
     if (d.allocated < held) r = fail(r, d.device + ": allocator holds less than weights + gradients + moments");
     if (d.peak < d.allocated || d.reserved < d.allocated) r = fail(r, d.device + ": peak or reserved below allocated");
+    if (d.reservedPeak < d.peak || d.reservedPeak < d.reserved) r = fail(r, d.device + ": reserved peak below a peak or reserved");
   }
   return r;
 }

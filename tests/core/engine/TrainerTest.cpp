@@ -90,6 +90,7 @@ private Q_SLOTS:
     QVERIFY2(v.meanDice > 0.8, "validation Dice did not pass 0.8");
     // Memory is measured, not estimated: the CPU counter saw the step's tensors.
     QVERIFY(rec.steps.back().memory.at(0).peak > 32 * 32 * 32 * 4);
+    QCOMPARE(rec.steps.back().memory.at(0).reservedPeak, rec.steps.back().memory.at(0).peak);  // CPU: no cache
   }
 
   // With "drawn ahead" the interrupted and the resumed trainer draw each next batch at the end of
