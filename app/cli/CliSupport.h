@@ -16,7 +16,7 @@ struct NetworkArgs {
   int depth = 5;
   std::int64_t inChannels = 1;
   int classes = 1;  // foreground classes
-  std::string norm = "none";
+  std::string norm = model::toString(model::UNet3dOptions{}.norm());  // the U-Net's default
   void add(CLI::App& cmd);
   model::UNet3dOptions options() const;
 };

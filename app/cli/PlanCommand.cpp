@@ -36,7 +36,7 @@ struct PlanArgs {
   int depth = 5;
   std::int64_t inChannels = 1;
   std::int64_t outChannels = 1;
-  std::string norm = "none";
+  std::string norm = model::toString(model::UNet3dOptions{}.norm());  // the U-Net's default
   std::string precision = "fp32";
   std::string devices;
   std::string placement;

@@ -82,7 +82,7 @@ UNet3dOptions UNet3dOptions::fromJson(const std::string& text) {
     checkRange("depth", depth, 2, kMaxDepth);
     o.depth(static_cast<int>(depth));
     o.dropout(j.value("dropout", o.dropout()));
-    o.norm(normFromString(j.value("norm", std::string("none"))));
+    o.norm(normFromString(j.value("norm", toString(o.norm()))));
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(std::string("bad U-Net options: ") + e.what());
   }

@@ -20,7 +20,7 @@ ap.add_argument("--warmup", type=int, default=1)
 ap.add_argument("--placement", default="")
 a = ap.parse_args()
 
-flags = ["--synthetic", str(a.size), "--patch", str(a.size), "--base", str(a.base), "--batch", str(a.batch),
+flags = ["--synthetic", str(a.size), "--patch", str(a.size), "--base", str(a.base), "--norm", "none", "--batch", str(a.batch),
          "--steps", str(a.steps + a.warmup), "--seed", "1", "--progress", "jsonl"]
 if a.ranks > 0:
     cmd = [a.cli, "launch", "--local-ranks", str(a.ranks), "--rank-timeout", "600", "train", *flags,

@@ -248,7 +248,7 @@ ROUND=0
 fi
 # The planner's GPipe replay of the same placement (StepTime), every stage at one CPU speed.
 if want ranks || want ranks_plan; then
-  RP=("$CLI" plan --patch "$SIZE" --base "$BASE" --batch 4 --devices r0:cpu=8GiB,r1:cpu=8GiB --placement "$RPLACE" --json)
+  RP=("$CLI" plan --patch "$SIZE" --base "$BASE" --norm none --batch 4 --devices r0:cpu=8GiB,r1:cpu=8GiB --placement "$RPLACE" --json)
   record ranks_plan_m1 "${RP[@]}" --micro-batches 1
   record ranks_plan_m4 "${RP[@]}" --micro-batches 4
 fi
@@ -274,13 +274,13 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   in_order s_ranks s_none s_two s_two_t2
 done
 ROUND=0
-record shard_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cuda:0=16GiB,cuda:1=16GiB \
+record shard_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --norm none --batch 1 --devices cuda:0=16GiB,cuda:1=16GiB \
   --placement "$SPLACE" --json
 # The CPU's speed measured by the planner itself (a few training steps at the size planned, 96^3: a
 # calibration run of its own, apart from the timed rounds).
-record shard_cpu_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 --devices cpu=20GiB --measure-speed --json
+record shard_cpu_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --norm none --batch 1 --devices cpu=20GiB --measure-speed --json
 # The planner's per-device peak for the 2-rank sharded run (against each rank's measured CPU peak).
-record shard_rank_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --batch 1 \
+record shard_rank_plan "$CLI" plan --patch "$SHARD_SIZE" --base "$BASE" --norm none --batch 1 \
   --devices r0:cpu=20GiB,r1:cpu=20GiB --placement "$SRANKS" --json
 fi
 

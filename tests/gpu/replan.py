@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def plan(cli, *args):
-    out = subprocess.run([cli, "plan", "--base", "32", "--json", *args], capture_output=True, text=True, check=True)
+    out = subprocess.run([cli, "plan", "--base", "32", "--norm", "none", "--json", *args], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["plan"]
 
 

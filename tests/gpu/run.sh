@@ -142,7 +142,7 @@ export SPLITSEG_DETERMINISTIC=1  # TF32 off, deterministic cuDNN: differences ar
 # cores / ranks): the "same thread count per stage".
 RANK_THREADS=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
 RANK_STEPS="${RANK_STEPS:-5}"
-RFLAGS=(--synthetic 32 --patch 32 --base 8 --depth 3 --arch-options '{"dropout":[0,0,0]}' --batch 4
+RFLAGS=(--synthetic 32 --patch 32 --base 8 --depth 3 --arch-options '{"dropout":[0,0,0],"norm":"none"}' --batch 4
         --seed 3 --lr 0.01 --progress jsonl)
 rp() { echo "enc0=$1,enc1=$1,bottleneck=$2,dec1=$2,dec0=$2,head=$2"; }
 # Devices of the two halves for a run's kind: same (both on the GPU), mixed (cpu | GPU), cpu.
@@ -212,7 +212,7 @@ size_runs() {
     for m in $MODES; do
       [ "$(left)" -gt "$least" ] || { log "time budget: skipping ${s}^3 $m"; continue; }
       prec="${m%%+*}"; rc=none; [ "$m" = "bf16+recompute" ] && rc=all
-      record "plan:$s:$m" "$BIN/splitseg-cli" plan --size "$s" --base "$BASE" --precision "$prec" --checkpoint "$rc" --json
+      record "plan:$s:$m" "$BIN/splitseg-cli" plan --size "$s" --base "$BASE" --norm none --precision "$prec" --checkpoint "$rc" --json
       record "train:$s:$m:one" "$BIN/splitseg-bench" train --size "$s" --base "$BASE" --precision "$prec" \
         --recompute "$rc" --warmup 1 --repeats 2
     done
@@ -242,7 +242,7 @@ if [ "$CAP" != 0 ]; then
     prec="${m%%+*}"; rc=none; [ "$m" = "bf16+recompute" ] && rc=all
     record "largest:$m" "$BIN/splitseg-bench" train --base "$BASE" --precision "$prec" --recompute "$rc" \
       --warmup 0 --repeats 1 --cap-gib "$CAP" --largest "$LARGEST"
-    record "plan_largest:$m" "$BIN/splitseg-cli" plan --size 64 --base "$BASE" --precision "$prec" --checkpoint "$rc" \
+    record "plan_largest:$m" "$BIN/splitseg-cli" plan --size 64 --base "$BASE" --norm none --precision "$prec" --checkpoint "$rc" \
       --devices "cuda:0=${CAP}GiB" --allowance "${WS}B" --largest --json
   done
 fi

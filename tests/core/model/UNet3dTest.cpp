@@ -12,8 +12,9 @@ using namespace splitseg::model;
 class UNet3dTest : public QObject {
   Q_OBJECT
 private Q_SLOTS:
+  // The seed network: base 32, depth 5, no norm layers.
   void seedNetworkParameterCount() {
-    UNet3d net(UNet3dOptions{});
+    UNet3d net(UNet3dOptions().norm(Norm::None));
     QCOMPARE(net->parameterCount(), std::int64_t{22575329});
   }
 
@@ -42,7 +43,7 @@ private Q_SLOTS:
   void perStageParameters() {
     QFETCH(int, stage);
     QFETCH(qint64, params);
-    UNet3d net(UNet3dOptions{});
+    UNet3d net(UNet3dOptions().norm(Norm::None));
     QCOMPARE(qint64(net->stageParameterCount(static_cast<std::size_t>(stage))), params);
   }
 
@@ -83,6 +84,28 @@ private Q_SLOTS:
     } catch (const splitseg::InvalidArgument& e) {
       QVERIFY2(QString(e.what()).contains(field), e.what());
     }
+  }
+
+  // Instance norm unless the options say otherwise; files written by SplitSeg always name their
+  // norm ("none" for the runs before it became the default), so they keep their network.
+  void normByDefault_data() {
+    QTest::addColumn<QString>("json");
+    QTest::addColumn<bool>("normLayers");
+    QTest::newRow("no options") << "" << true;
+    QTest::newRow("options without norm") << R"({"base_channels":4,"depth":3})" << true;
+    QTest::newRow("norm none, as older files say") << R"({"base_channels":4,"depth":3,"norm":"none"})" << false;
+  }
+  void normByDefault() {
+    QFETCH(QString, json);
+    QFETCH(bool, normLayers);
+    const auto o = json.isEmpty() ? UNet3dOptions{} : UNet3dOptions::fromJson(json.toStdString());
+    QCOMPARE(o.norm() == Norm::Instance, normLayers);
+    UNet3d net(o);
+    // Each conv block is conv, [norm], ReLU: the norm's affine weight is the block's second entry.
+    bool found = false;
+    for (const auto& p : net->named_parameters())
+      if (p.key().find("convs.1.weight") != std::string::npos) found = true;
+    QCOMPARE(found, normLayers);
   }
 
   void optionsJsonRoundTrip() {

@@ -23,7 +23,9 @@ struct Step {
 
 model::UNet3d makeNet() {
   torch::manual_seed(7);
-  model::UNet3d net(model::UNet3dOptions().base_channels(8).depth(3).dropout({0.0}));
+  // No norm layers: the bound below was set on this network (with instance norm the conv biases in
+  // front of each norm get gradients near zero, and relative errors there say nothing).
+  model::UNet3d net(model::UNet3dOptions().base_channels(8).depth(3).dropout({0.0}).norm(model::Norm::None));
   net->train();
   return net;
 }
