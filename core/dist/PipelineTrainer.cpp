@@ -14,6 +14,7 @@
 #include "core/shard/HaloConv3d.h"
 #include "core/dist/PipelineInferer.h"
 
+#include <torch/csrc/autograd/engine.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -262,7 +263,15 @@ engine::StepMetrics PipelineTrainer::step() {
       // gradient: kept to the step's end, M micro-batches held 2 tensors each (RankMemoryTest).
       losses[c.micro] = torch::Tensor();
     } else if (grad.defined() && out.requires_grad()) {
-      torch::autograd::backward({out}, {grad.to(out.scalar_type())});
+      // Entered by the output's edge, as autograd::backward would, after letting the output go: its
+      // storage then lives only as long as the graph saves it, and a checkpointed stage's output
+      // (computed without a graph) is freed before the recompute (RankMemoryTest: the decoders'
+      // rank 4 MiB lower at M=1, one output map; the planner's StepSimulator does the same).
+      const auto root = torch::autograd::impl::gradient_edge(out);
+      const torch::Tensor g = grad.to(out.scalar_type());
+      out = torch::Tensor();
+      torch::autograd::Engine::get_default_engine().execute({root}, {g}, /*keep_graph=*/false,
+                                                            /*create_graph=*/false, /*accumulate_grad=*/true, {});
     }
     auto& in = leaves[at(c.stage, c.micro)];
     for (std::size_t k = 0; k < spec.inputs.size(); ++k) {

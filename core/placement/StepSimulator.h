@@ -30,8 +30,9 @@ struct SimRequest {
   std::vector<char> deviceIsCuda;  // per device
   // Per device: the rank whose process owns it (placement "r1:cpu"), or empty when no device names
   // a rank. Ranks run dist::PipelineTrainer: each stage's inputs are leaves of its own graph, a
-  // stage's inputs and output live until its backward ends, and what a rank sends to another rank
-  // stays until the step's sends complete at its end.
+  // stage's inputs live until its backward ends and its output (the head's logits aside) until
+  // that backward begins, and what a rank sends to another rank stays until the step's sends
+  // complete at its end.
   std::vector<int> deviceRank;
   // Sharded stages, as one slab's view of the step: the stage runs on stageDevice with the volume
   // cut to stageSlab planes (at full resolution) along size[shardDim]; 0 = the whole volume.

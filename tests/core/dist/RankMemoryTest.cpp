@@ -29,21 +29,26 @@ private Q_SLOTS:
     QTest::addColumn<int>("micro");
     QTest::addColumn<QString>("recompute");
     QTest::addColumn<int>("ranks");
-    QTest::newRow("one rank, M=1") << 1 << "" << 1;
-    QTest::newRow("M=1") << 1 << "" << 2;
-    QTest::newRow("M=2") << 2 << "" << 2;
-    QTest::newRow("M=4") << 4 << "" << 2;
-    QTest::newRow("M=1, recompute all") << 1 << "all" << 2;
-    QTest::newRow("M=2, recompute all") << 2 << "all" << 2;
-    QTest::newRow("M=4, recompute all") << 4 << "all" << 2;
+    QTest::addColumn<QString>("norm");
+    QTest::newRow("one rank, M=1") << 1 << "" << 1 << "none";
+    QTest::newRow("M=1") << 1 << "" << 2 << "none";
+    QTest::newRow("M=2") << 2 << "" << 2 << "none";
+    QTest::newRow("M=4") << 4 << "" << 2 << "none";
+    QTest::newRow("M=1, recompute all") << 1 << "all" << 2 << "none";
+    QTest::newRow("M=2, recompute all") << 2 << "all" << 2 << "none";
+    QTest::newRow("M=4, recompute all") << 4 << "all" << 2 << "none";
+    // The default network.
+    QTest::newRow("instance norm, M=2") << 2 << "" << 2 << "instance";
+    QTest::newRow("instance norm, M=1, recompute all") << 1 << "all" << 2 << "instance";
+    QTest::newRow("instance norm, M=4, recompute all") << 4 << "all" << 2 << "instance";
   }
   void plannerMatchesRanks() {
     QFETCH(int, micro);
     QFETCH(QString, recompute);
     QFETCH(int, ranks);
-    // No norm layers: with instance norm and recompute all the planner is 5-9 % under on ranks
-    // (measured 2026-12-04; one process is within 1 %), not modelled yet.
-    const auto options = model::UNet3dOptions().base_channels(8).depth(3).dropout({0, 0, 0}).norm(model::Norm::None);
+    QFETCH(QString, norm);
+    const auto options =
+        model::UNet3dOptions().base_channels(8).depth(3).dropout({0, 0, 0}).norm(model::normFromString(norm.toStdString()));
     run::RunSpec spec;
     spec.patch = {32, 32, 32};
     spec.batch = 4;
@@ -115,6 +120,12 @@ private Q_SLOTS:
     // row since: 2.2% (2026-12-03, AMD EPYC AVX2); 1.1% once the AVX2 convolutions got their own
     // model and the output gradient a hold to its stage's end (2026-12-04; the first alone left
     // M=1 and M=2 6-13% under).
+    // Since 2026-12-04 the trainer lets go of a stage's output as its backward begins (rank 1: 4
+    // MiB less at M=1; the plan follows). Known gap: a recomputed stage with instance norm holds
+    // one more full-size map in its backward than the plan (rank 0's enc0: 46.55 MiB measured,
+    // 42.55 planned at M=1); one process hides it behind dec0's larger peak.
+    if (norm == "instance" && recompute == "all")
+      QEXPECT_FAIL("", "instance norm with recompute: one map per rank not modelled yet", Continue);
     QVERIFY2(worst <= 0.05, "planner off by more than 5% for a rank");
   }
 };
