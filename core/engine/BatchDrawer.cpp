@@ -30,8 +30,7 @@ void checkLabelRange(std::int64_t lo, std::int64_t hi, std::int64_t outChannels)
 }
 
 // Labels (floats holding integers) into `out` as int64, rounded as torch::round does (to even), in
-// one pass that also finds the smallest and largest.
-// Serial, like the rest of the draw (see draw()).
+// one serial pass (as the rest of the draw, see draw()) that also finds the smallest and largest.
 std::pair<std::int64_t, std::int64_t> convertLabels(const float* src, std::int64_t* out, std::int64_t n) {
   std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
   for (std::int64_t i = 0; i < n; ++i) {
@@ -77,15 +76,15 @@ void BatchDrawer::draw(torch::Tensor& input, torch::Tensor& target, bool pinned)
       float* slice = input.data_ptr<float>() + (b * input.size(1) + static_cast<std::int64_t>(c)) * voxels;
       std::memcpy(slice, s.channels[c].data(), static_cast<std::size_t>(voxels) * sizeof(float));
     }
-    const auto [l, h] = convertLabels(s.label.data(), target[b].data_ptr<std::int64_t>(), target[b].numel());
+    const auto [l, h] = convertLabels(s.label.data(), target[b].data_ptr<std::int64_t>(), voxels);
     lo = std::min(lo, l);
     hi = std::max(hi, h);
   }
   checkLabelRange(lo, hi, outChannels_);
 }
 
-// A thread that runs the draws posted to it, one at a time, for the drawer's whole life: a thread
-// per draw would also start a fresh team of intra-op threads for every batch.
+// A thread that runs the draws posted to it, one at a time, for the drawer's whole life: no thread
+// is started or torn down per batch, and the process keeps one thread count through a run.
 struct BatchDrawer::Worker {
   std::mutex mutex;
   std::condition_variable wake;

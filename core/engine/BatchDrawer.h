@@ -65,7 +65,7 @@ private:
     torch::Tensor input, target;
     std::exception_ptr error;
   };
-  struct Worker;  // one thread for the drawer's life, so its intra-op threads stay warm
+  struct Worker;  // one thread for the drawer's life
   std::unique_ptr<Worker> worker_;
   std::future<Pending> pending_;  // valid while a batch is drawn ahead
   std::mt19937_64 rngBefore_;     // the generator before that batch (checkpoints record it)
