@@ -91,6 +91,12 @@ std::vector<DeviceSpec> parseDevices(const std::string& text) {
 
 std::string fmt(std::int64_t b) { return formatBytes(static_cast<double>(b)); }
 
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 std::string cube(const std::array<std::int64_t, 3>& s) {
   if (s[0] == s[1] && s[1] == s[2]) return std::to_string(s[0]) + "^3";
   return std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
@@ -248,13 +254,24 @@ void runPlan(const PlanArgs& a) {
       nlohmann::ordered_json j{{"edge", lv.edge}, {"step", lv.step}, {"exact", lv.exact},
                                {"limiting_device", lv.next.limitingDevice}, {"limiting_stage", lv.next.limitingStage},
                                {"offload", r.offload}, {"offload_bytes", lv.plan.offloadBytes}};
-      if (lv.edge > 0) j["placement"] = nlohmann::json::parse(lv.placement.toJson());
+      // The auto-placer may recompute stages the request did not (AutoPlacer: it also tries every
+      // stage recomputed); the capacity is only what it is with them.
+      std::vector<std::string> recomputed;
+      for (const auto& st : lv.plan.stages)
+        if (st.checkpointed) recomputed.push_back(st.name);
+      if (lv.edge > 0) {
+        j["placement"] = nlohmann::json::parse(lv.placement.toJson());
+        j["recompute"] = recomputed;
+      }
       out[key] = j;
       if (a.json) return;
       os << "\nLargest cube" << (a.autoPlace ? " with auto-placement" : " for this placement") << label << ": ";
       if (lv.edge == 0) os << "none fits (not even " << lv.step << "^3)\n";
       else
         os << lv.edge << "^3 (peak " << fmt(lv.plan.maxPeak()) << ", placement " << lv.placement.describe()
+           << (recomputed.empty() ? std::string()
+               : recomputed.size() == lv.plan.stages.size() ? std::string(", every stage recomputed")
+                                                             : ", recomputed: " + join(recomputed))
            << (lv.plan.offloadBytes > 0 ? ", host memory for offload " + fmt(lv.plan.offloadBytes) : "") << ")\n";
       if (!lv.next.devices.empty())
         os << "  next size " << cube(lv.next.size) << ": " << verdict(lv.next) << "\n";

@@ -11,6 +11,7 @@ namespace {
 
 struct Moments {
   torch::Tensor mean, var, count;  // var biased (divided by count); count a double scalar
+  torch::Tensor centred;           // x - mean, reused by the normalisation
 };
 
 // Mean and biased variance over `dims` of the whole volume, each slab contributing its part.
@@ -21,19 +22,24 @@ Moments globalMoments(ShardComm& comm, const torch::Tensor& x, std::vector<std::
   m.count = comm.allReduceSum(torch::full({1}, local, torch::TensorOptions().dtype(torch::kDouble).device(comm.device())));
   const torch::Tensor count = m.count.to(torch::kFloat);
   m.mean = comm.allReduceSum(x.sum(dims, /*keepdim=*/true)) / count;
-  const torch::Tensor centred = x - m.mean;
-  m.var = comm.allReduceSum((centred * centred).sum(dims, /*keepdim=*/true)) / count;
+  m.centred = x - m.mean;
+  m.var = comm.allReduceSum(m.centred.square().sum(dims, /*keepdim=*/true)) / count;
   return m;
 }
 
-torch::Tensor normalise(ShardComm& comm, const torch::Tensor& x, const Moments& m, double eps,
-                        const torch::Tensor& weight, const torch::Tensor& bias) {
-  torch::Tensor y = (x - m.mean) * torch::rsqrt(m.var + eps);
-  if (weight.defined()) {
-    const std::vector<std::int64_t> shape{1, x.size(1), 1, 1, 1};
-    y = y * comm.local(weight).view(shape) + comm.local(bias).view(shape);
-  }
-  return y;
+// The normalised slab, built so that autograd keeps one full-size tensor of its own (the centred
+// input, which square and addcmul both save) besides the output: the per-channel scale folds
+// rstd and the weight together, and addcmul makes the output in one op. Written as
+// (x - mean) * rstd * w + b it kept three: two ranks, every stage sharded, base 8, 48^3, rank 0's
+// peak 85.5 MiB with instance norm, 71.6 since, 64.7 without norm layers (splitseg-cli launch;
+// RankMemoryTest::plannerMatchesSpatialRanks holds the planner to it).
+torch::Tensor normalise(ShardComm& comm, const Moments& m, double eps, const torch::Tensor& weight,
+                        const torch::Tensor& bias) {
+  torch::Tensor scale = torch::rsqrt(m.var + eps);
+  if (!weight.defined()) return m.centred * scale;
+  const std::vector<std::int64_t> shape{1, m.centred.size(1), 1, 1, 1};
+  scale = scale * comm.local(weight).view(shape);
+  return torch::addcmul(comm.local(bias).view(shape), m.centred, scale);
 }
 
 // running = (1 - momentum) * running + momentum * value, on the buffer's device, by slab 0 only.
@@ -62,7 +68,7 @@ torch::Tensor ShardInstanceNorm3dImpl::forward(const torch::Tensor& input) {
     updateRunning(*comm, running_mean, m.mean.mean(0).flatten(), options.momentum());
     updateRunning(*comm, running_var, (m.var * (n / std::max(1.0, n - 1))).mean(0).flatten(), options.momentum());
   }
-  return normalise(*comm, x, m, options.eps(), weight, bias).to(input.scalar_type());
+  return normalise(*comm, m, options.eps(), weight, bias).to(input.scalar_type());
 }
 
 torch::Tensor ShardBatchNorm3dImpl::forward(const torch::Tensor& input) {
@@ -86,7 +92,7 @@ torch::Tensor ShardBatchNorm3dImpl::forward(const torch::Tensor& input) {
     updateRunning(*comm, running_mean, m.mean.flatten(), momentum);
     updateRunning(*comm, running_var, (m.var * (n / std::max(1.0, n - 1))).flatten(), momentum);
   }
-  return normalise(*comm, x, m, options.eps(), weight, bias).to(input.scalar_type());
+  return normalise(*comm, m, options.eps(), weight, bias).to(input.scalar_type());
 }
 
 } // namespace splitseg::shard

@@ -138,6 +138,12 @@ private Q_SLOTS:
     QCOMPARE(asked.value("offload").toBool(), false);
     QCOMPARE(offloaded.value("offload").toBool(), true);
     QVERIFY(asked.value("edge").toInt() > 0);
+    // The stages recomputed at that size: here every stage, as asked (the auto-placer may add some).
+    QCOMPARE(asked.value("recompute").toArray().size(), 6);
+    auto plain = cli({"plan", "--patch", "32", "--base", "4", "--depth", "3", "--devices", "cuda:0=1GiB", "--allowance", "0",
+                      "--json", "--largest"});
+    QVERIFY2(plain.code == 0, qPrintable(plain.err));
+    QCOMPARE(QJsonDocument::fromJson(plain.out.toUtf8()).object().value("largest").toObject().value("recompute").toArray().size(), 0);
     QVERIFY(offloaded.value("edge").toInt() >= asked.value("edge").toInt());
     QVERIFY(offloaded.value("offload_bytes").toDouble() > 0);
     QCOMPARE(top.value("plan").toObject().value("offload_bytes").toDouble(), 0.0);

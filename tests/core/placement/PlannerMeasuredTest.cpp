@@ -59,6 +59,11 @@ private Q_SLOTS:
     QTest::newRow("b16 d5 64^3 instance") << 16 << 5 << 64 << 1 << "fp32" << "" << "instance" << 0.05 << false;
     QTest::newRow("b8 d3 48^3 instance") << 8 << 3 << 48 << 1 << "fp32" << "" << "instance" << 0.05 << false;
     QTest::newRow("b8 d3 32^3 batch 2 instance") << 8 << 3 << 32 << 2 << "fp32" << "" << "instance" << 0.10 << false;
+    // Recomputed stages ending in that ReLU: the checkpoint's backward holds the incoming gradient
+    // beside the view's AsStridedBackward copy (the default network with checkpointing).
+    QTest::newRow("b8 d3 48^3 instance ckpt all") << 8 << 3 << 48 << 1 << "fp32" << "all" << "instance" << 0.05 << false;
+    QTest::newRow("b8 d3 48^3 instance ckpt enc0") << 8 << 3 << 48 << 1 << "fp32" << "enc0" << "instance" << 0.05 << false;
+    QTest::newRow("b8 d3 32^3 batch 2 instance ckpt all") << 8 << 3 << 32 << 2 << "fp32" << "all" << "instance" << 0.05 << false;
     QTest::newRow("b8 d3 48^3 batch norm") << 8 << 3 << 48 << 1 << "fp32" << "" << "batch" << 0.10 << false;
     // Channels-last weights (RunSpec::cpuLayout; the default on CPUs without AVX-512): oneDNN's
     // NDHWC kernels, plain copies where native kernels or instance norm meet NDHWC tensors.
