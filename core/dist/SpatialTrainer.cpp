@@ -11,6 +11,8 @@
 #include "core/engine/StepSafety.h"
 #include "core/engine/Tensors.h"
 #include "core/engine/Trainer.h"
+#include "core/placement/PipelineOrder.h"
+#include "core/shard/HaloConv3d.h"
 
 #include <torch/torch.h>
 
@@ -25,6 +27,8 @@ constexpr int kInputTag = 11, kOutputTag = 12, kGradientTag = 13, kControlTag = 
               kBufferTags = 700000, kHaloTags = 1000;
 // Gradients summed over the ranks: tags of RankShardComm's second instance, away from the halos'.
 constexpr int kReduceTags = 500000;
+// Micro-batch m's input slab, output slab and its gradient: kMicroTags + 3m + 0, 1, 2.
+constexpr int kMicroTags = 300000;
 
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -55,8 +59,8 @@ SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork>
     throw InvalidArgument("placement: spatial training over ranks needs every stage on the same ranks' devices, each rank once");
   if (!network_->supportsSharding())
     throw InvalidArgument("the " + network_->architecture() + " architecture does not support sharded stages");
-  if (spec_.microBatches > 1)
-    throw InvalidArgument("micro_batches: stages sharded over ranks run the whole batch at once; use 1");
+  if (spec_.microBatches < 1 || spec_.microBatches > spec_.batch)
+    throw InvalidArgument("micro_batches: must be 1.." + std::to_string(spec_.batch) + " (the batch)");
   if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
   const std::string entry = placement.entryOf(placement.stages().front());
   const auto shards = placement::splitShards(entry);
@@ -182,53 +186,78 @@ engine::StepMetrics SpatialTrainer::step() {
   // Fresh tags every step: the transports' counters start again where every rank expects them.
   RankShardComm shards(comm_, group_, device_, dim, kHaloTags);
 
-  torch::Tensor target, slab;
-  if (me == 0) {
-    torch::Tensor input;
-    batches_.next(input, target);  // labels checked
-    std::int64_t offset = 0;
-    for (std::size_t k = 0; k < group_.size(); ++k) {
-      const auto piece = input.narrow(dim, offset, layout_.sizes[k]).contiguous();
-      offset += layout_.sizes[k];
-      if (group_[k] == 0) slab = piece;
-      else comm_.send(piece, group_[k], kInputTag, "an input slab");
-    }
-    comm_.flush();
-  } else {
-    slab = comm_.recv(0, kInputTag, "this rank's input slab");
-  }
-  const torch::Tensor out = forwardSlab(shards, slab.to(device_));
-
+  // Micro-batches run one after another, each through forward and backward before the next, their
+  // parameter gradients adding up: activations of one micro-batch at a time. The loss is a mean
+  // over samples (soft Dice per sample, cross-entropy per voxel), so the micro-batches' losses
+  // weighted by their share of the batch are the batch's loss, as on the pipeline's ranks.
+  const auto sizes = placement::PipelineOrder::microSizes(spec_.batch, spec_.microBatches);
+  shard::WholeBatchScope whole(spec_.batch);  // a micro-batch runs the kernels its whole batch would
+  const int M = static_cast<int>(sizes.size());
+  torch::Tensor input, target;
+  if (me == 0) batches_.next(input, target);  // labels checked
   engine::StepMetrics m;
+  double lossValue = 0;
+  std::vector<torch::Tensor> labels, targets;
+  std::int64_t first = 0;
+  for (int mb = 0; mb < M; ++mb) {
+    const int inTag = kMicroTags + 3 * mb, outTag = inTag + 1, gradTag = inTag + 2;
+    torch::Tensor slab;
+    if (me == 0) {
+      const auto micro = input.narrow(0, first, sizes[static_cast<std::size_t>(mb)]);
+      std::int64_t offset = 0;
+      for (std::size_t k = 0; k < group_.size(); ++k) {
+        const auto piece = micro.narrow(dim, offset, layout_.sizes[k]).contiguous();
+        offset += layout_.sizes[k];
+        if (group_[k] == 0) slab = piece;
+        else comm_.send(piece, group_[k], inTag, "an input slab");
+      }
+      comm_.flush();
+    } else {
+      slab = comm_.recv(0, inTag, "this rank's input slab");
+    }
+    torch::Tensor out = forwardSlab(shards, slab.to(device_));
+    slab = torch::Tensor();
+    if (me == 0) {
+      // The loss over the whole volume: every rank's output slab, as leaves whose gradients go back.
+      std::vector<torch::Tensor> leaves;
+      for (std::size_t k = 0; k < group_.size(); ++k) {
+        torch::Tensor part = group_[k] == 0 ? out.detach() : comm_.recv(group_[k], outTag, "an output slab").to(device_);
+        leaves.push_back(part.requires_grad_(true));
+      }
+      const auto logits = torch::cat(leaves, dim);
+      const auto microTarget = target.narrow(0, first, sizes[static_cast<std::size_t>(mb)]).to(device_);
+      auto r = engine::segmentationLoss(logits, microTarget);
+      const double value = r.loss.item<double>();
+      if (!std::isfinite(value))
+        throw engine::NonFiniteLoss("step " + std::to_string(step_ + 1) + ": the loss" +
+                                    (M > 1 ? " of micro-batch " + std::to_string(mb) : std::string()) + " is " +
+                                    std::to_string(value) + "; the step was not applied");
+      const double share = static_cast<double>(sizes[static_cast<std::size_t>(mb)]) / spec_.batch;
+      lossValue += value * share;
+      (r.loss * share).backward();
+      labels.push_back(engine::labelsFromLogits(logits.detach()).cpu());
+      targets.push_back(microTarget.cpu());
+      // Every other rank's gradient first: the backward passes exchange halos with each other.
+      torch::Tensor mine;
+      for (std::size_t k = 0; k < group_.size(); ++k) {
+        if (group_[k] == 0) mine = leaves[k].grad();
+        else comm_.send(leaves[k].grad(), group_[k], gradTag, "an output slab's gradient");
+      }
+      out.backward(mine);
+      comm_.flush();
+    } else {
+      comm_.send(out.detach(), 0, outTag, "this rank's output slab");
+      comm_.flush();
+      out.backward(comm_.recv(0, gradTag, "this rank's output gradient").to(device_));
+    }
+    first += sizes[static_cast<std::size_t>(mb)];
+  }
   if (me == 0) {
-    // The loss over the whole volume: every rank's output slab, as leaves whose gradients go back.
-    std::vector<torch::Tensor> leaves;
-    for (std::size_t k = 0; k < group_.size(); ++k) {
-      torch::Tensor part = group_[k] == 0 ? out.detach() : comm_.recv(group_[k], kOutputTag, "an output slab").to(device_);
-      leaves.push_back(part.requires_grad_(true));
-    }
-    const auto logits = torch::cat(leaves, dim);
-    auto r = engine::segmentationLoss(logits, target.to(device_));
-    const double value = r.loss.item<double>();
-    if (!std::isfinite(value))
-      throw engine::NonFiniteLoss("step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(value) +
-                                  "; the step was not applied");
-    r.loss.backward();
-    // Every other rank's gradient first: the backward passes exchange halos with each other.
-    torch::Tensor mine;
-    for (std::size_t k = 0; k < group_.size(); ++k) {
-      if (group_[k] == 0) mine = leaves[k].grad();
-      else comm_.send(leaves[k].grad(), group_[k], kGradientTag, "an output slab's gradient");
-    }
-    out.backward(mine);
-    comm_.flush();
-    m.loss = value;
-    m.dice = r.dice;
-    for (double d : r.dice) m.meanDice += d / static_cast<double>(r.dice.size());
-  } else {
-    comm_.send(out.detach(), 0, kOutputTag, "this rank's output slab");
-    comm_.flush();
-    out.backward(comm_.recv(0, kGradientTag, "this rank's output gradient").to(device_));
+    // Loss and Dice over the whole batch, as one process computes them.
+    const auto classes = network_->outChannels();
+    m.loss = lossValue;
+    m.dice = engine::dicePerClass(torch::cat(labels), torch::cat(targets), classes == 1 ? 1 : static_cast<int>(classes - 1));
+    for (double d : m.dice) m.meanDice += d / static_cast<double>(m.dice.size());
   }
   // The replicas' gradients summed over the ranks (in slab order: the same numbers everywhere).
   {

@@ -6,8 +6,9 @@
 // the output slabs come back to rank 0 for the loss (soft Dice needs the whole volume), and each rank
 // gets the gradient of its slab back. The replicas' gradients are summed over the ranks and every
 // rank steps the same Adam, so the replicas stay equal, and equal to training in one process.
-// Validation runs through the ranks the same way, without gradients. Not yet: micro-batches
-// (refused with one line).
+// Validation runs through the ranks the same way, without gradients. With M micro-batches the
+// batch runs as M parts one after another, each through forward and backward before the next, the
+// parameters' gradients adding up (activations of one part at a time; the same weights).
 #include "core/base/CancelToken.h"
 #include "core/dist/Comm.h"
 #include "core/engine/BatchDrawer.h"

@@ -150,10 +150,25 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     for (const auto& d : deviceNames) deviceRank.push_back(splitRank(d).rank);
   const int M = req.microBatches;
   const int micro = (req.batch + M - 1) / M;
-  // A device's peak over the M micro-batches (see above).
-  auto microPeak = [M](const detail::SimDevice& d) {
-    return d.peak + std::int64_t{M - 1} * std::max<std::int64_t>(0, d.endOfForward - d.persistent);
+  // Every stage sharded over the same ranks (dist::SpatialTrainer) runs its micro-batches one after
+  // another instead, each through its backward before the next forward: one micro-batch's
+  // activations at a time, the parameters' gradients kept from the first backward on.
+  bool spatial = !layouts.empty();
+  for (const auto& s : network_.stages)
+    spatial = spatial && placement.entryOf(s.name) == placement.entryOf(network_.stages.front().name);
+  if (spatial)
+    for (const auto& d : placement.shardsOf(network_.stages.front().name)) spatial = spatial && splitRank(d).rank >= 0;
+  std::int64_t gradientBytes = 0;  // every spatial rank holds the whole network
+  for (const auto& s : network_.stages)
+    for (const auto& l : s.layers) gradientBytes += l.parameters * 4;
+  const std::int64_t keptGradients = spatial && M > 1 && !options_.gradientsPersist ? gradientBytes : 0;
+  // What the other M-1 micro-batches add to a device's peak (see above).
+  auto heldByOthers = [M, spatial, keptGradients](const detail::SimDevice& d) -> std::int64_t {
+    if (spatial) return keptGradients;
+    return std::int64_t{M - 1} * std::max<std::int64_t>(0, d.endOfForward - d.persistent);
   };
+  auto microPeak = [&heldByOthers](const detail::SimDevice& d) { return d.peak + heldByOthers(d); };
+  const int activationSets = spatial ? 1 : M;  // micro-batches whose activations a device holds at once
   // One replay per slab index: in view j every sharded stage runs its j-th slab on its j-th device
   // (a stage with fewer slabs repeats one), unsharded stages run whole. A device's peak is its
   // largest over the views.
@@ -232,16 +247,16 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     s.parameterBytes = ss.parameters * 4;
     s.gradientBytes = ss.parameters * 4;
     s.optimizerBytes = ss.parameters * optimizerPerParam;
-    s.activationBytes = ss.activationBytes * M;  // held for every micro-batch
+    s.activationBytes = ss.activationBytes * activationSets;
     s.transferBytes = ss.transferBytes * M;
     s.outputBytes = ss.outputBytes;
-    s.offloadBytes = ss.offloadBytes * M;
+    s.offloadBytes = ss.offloadBytes * activationSets;
     s.flops = ss.flops * M;
     s.checkpointed = sr.checkpointed[i];
     s.precision = sr.bf16[i] ? Precision::BF16 : Precision::FP32;
     const std::int64_t allowance = allowanceFor(req.devices[sr.stageDevice[i]]);
     const auto& dev = sim.devices[sr.stageDevice[i]];
-    s.backwardPeak = ss.backwardPeak + allowance + std::int64_t{M - 1} * std::max<std::int64_t>(0, dev.endOfForward - dev.persistent);
+    s.backwardPeak = ss.backwardPeak + allowance + heldByOthers(dev);
     s.backwardTransient = ss.backwardTransient;
     plan.stages.push_back(s);
   }
@@ -276,6 +291,13 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     dp.allowance = allowanceFor(req.devices[d]);
     dp.persistentBytes = sd.persistent;
     dp.peak = microPeak(sd) + dp.allowance;
+    if (spatial && splitRank(dp.name).rank == 0 && !req.devices[d].isCuda()) {
+      // Rank 0 draws the whole batch (fp32 input, int64 labels) and keeps each micro-batch's predicted
+      // labels for the step's Dice; the replay holds one micro-batch's input and labels. On a GPU
+      // they stay in host memory.
+      const std::int64_t voxels = req.size[0] * req.size[1] * req.size[2];
+      dp.peak += std::int64_t{req.batch - micro} * voxels * (network_.inChannels * 4 + 8) + std::int64_t{req.batch} * voxels * 8;
+    }
     dp.peakStage = sd.peakStage >= 0 ? network_.stages[sd.peakStage].name : "";
     dp.peakPhase = detail::toString(sd.peakPhase);
     plan.fits = plan.fits && dp.fits();

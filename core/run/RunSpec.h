@@ -70,7 +70,9 @@ struct RunSpec {
   std::array<std::int64_t, 3> patch{64, 64, 64};   // x, y, z
   int batch = 1;
   // Ranks: each batch split into this many micro-batches that flow through the ranks one after
-  // another (GPipe). The loss is a mean over samples, so any split gives the batch's gradients.
+  // another (GPipe); with every stage sharded over the ranks (dist::SpatialTrainer) they run one
+  // after another, each through its backward first (activations of one at a time). The loss is a
+  // mean over samples, so any split gives the batch's gradients.
   int microBatches = 1;
   // Seconds a rank waits for another before it gives up (a rank that died, hangs or cannot be
   // reached); every rank then stops with a line naming the rank.
