@@ -15,12 +15,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def plan(cli, *args):
-    out = subprocess.run([cli, "plan", "--base", "32", "--norm", "none", "--json", *args], capture_output=True, text=True, check=True)
+    out = subprocess.run([cli, "plan", "--base", "32", "--json", *args], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["plan"]
 
 
 def mode_flags(mode):
-    return ["--precision", mode.split("+")[0], "--checkpoint", "all" if mode == "bf16+recompute" else "none"]
+    # MODE or MODE@NORM (tests/gpu/run.sh's size_runs); the kit's other runs have no norm layers.
+    base, _, norm = mode.partition("@")
+    return ["--precision", base.split("+")[0], "--checkpoint", "all" if base == "bf16+recompute" else "none",
+            "--norm", norm or "none"]
 
 
 def main():

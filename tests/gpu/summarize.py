@@ -116,12 +116,12 @@ def main():
     if eq and "error" not in eq:
         lines.append(f"inference equivalence (probabilities, max abs diff): split vs one device {eq['split_vs_one']:.2e}, "
                      f"split vs cpu {eq['split_vs_cpu']:.2e}, one device vs cpu {eq['one_vs_cpu']:.2e}")
-    lines.append(f"{'size':>5} {'mode':<15} {'placement':<17} {'step':>9} {'alloc peak':>11} {'predicted':>11} {'error':>7}")
+    lines.append(f"{'size':>5} {'mode':<24} {'placement':<17} {'step':>9} {'alloc peak':>11} {'predicted':>11} {'error':>7}")
     for r in runs:
         err = (f"{(r['predicted_peak'] - r['measured_peak']) / r['measured_peak'] * 100:+.0f}%"
                if r["predicted_peak"] and r["measured_peak"] else "")
         step = "OOM" if r["oom"] else ("error" if r["error"] else f"{r['median_step_seconds']:.3f}s")
-        lines.append(f"{r['size']:>5} {r['mode']:<15} {r['placement']:<17} {step:>9} {mib(r['measured_peak']):>11} "
+        lines.append(f"{r['size']:>5} {r['mode']:<24} {r['placement']:<17} {step:>9} {mib(r['measured_peak']):>11} "
                      f"{mib(r['predicted_peak']):>11} {err:>7}")
     lines.append("(predicted = planner tensors + measured cuDNN workspace on CUDA; the context is outside both)")
     for s, v in summary["split_vs_single"].items():
