@@ -6,6 +6,7 @@
 #include "core/dist/PipelineInferer.h"
 #include "core/dist/PipelineTrainer.h"
 #include "core/dist/RankRun.h"
+#include "core/dist/SpatialInferer.h"
 #include "core/dist/SpatialTrainer.h"
 #include "core/engine/Devices.h"
 #include "core/placement/Placement.h"
@@ -46,6 +47,13 @@ void inferAsRankZero(const dist::RankEnv& env, const run::RunSpec& spec, std::sh
   comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "infer"}}.dump());
   comm.agree("ready", dist::rankProblem(spec, net->stageNames(), 0, env.worldSize));
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
+  if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize)) {
+    dist::SpatialInferer ranks(comm, net, spec);
+    engine::Inferer inferer(ranks);
+    use(inferer);
+    ranks.finish();
+    return;
+  }
   dist::PipelineInferer ranks(comm, net, spec);
   engine::Inferer inferer(ranks);
   use(inferer);
@@ -69,12 +77,18 @@ void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   }
   comm.agree("ready", problem);
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
+  const bool spatial = dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize);
   if (message.value("mode", std::string("train")) == "infer") {
+    if (spatial) {
+      dist::SpatialInferer ranks(comm, net, spec);
+      ranks.serve();
+      return;
+    }
     dist::PipelineInferer ranks(comm, net, spec);
     ranks.serve();
     return;
   }
-  if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize)) {
+  if (spatial) {
     dist::SpatialTrainer trainer(comm, net, nullptr, spec);
     if (message.value("resume", false)) trainer.loadCheckpoint("");
     trainer.run(nullptr);

@@ -63,15 +63,10 @@ SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork>
     throw InvalidArgument("micro_batches: must be 1.." + std::to_string(spec_.batch) + " (the batch)");
   if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
   const std::string entry = placement.entryOf(placement.stages().front());
-  const auto shards = placement::splitShards(entry);
-  for (std::size_t k = 0; k < shards.size(); ++k) {
-    const auto rd = placement::splitRank(shards[k]);
-    group_.push_back(rd.rank);
-    if (rd.rank == comm_.rank()) {
-      index_ = static_cast<int>(k);
-      device_ = torch::Device(rd.device);
-    }
-  }
+  const auto mine = SpatialRanks::of(placement, comm_.rank());
+  group_ = mine.group;
+  index_ = mine.index;
+  device_ = mine.device;
   // The cut, from the patch (the same on every rank): x, y, z -> D = z, H = y, W = x.
   const int axis = static_cast<int>(spec_.shardAxis);
   const std::int64_t extent = spec_.patch[static_cast<std::size_t>(2 - axis)];
@@ -147,27 +142,45 @@ void SpatialTrainer::loadCheckpoint(const std::string& path) {
 
 SpatialTrainer::~SpatialTrainer() = default;
 
-torch::Tensor SpatialTrainer::forwardSlab(RankShardComm& shards, const torch::Tensor& slab) {
+SpatialRanks SpatialRanks::of(const placement::Placement& placement, int rank) {
+  SpatialRanks r;
+  bool found = false;
+  const auto shards = placement::splitShards(placement.entryOf(placement.stages().front()));
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const auto rd = placement::splitRank(shards[k]);
+    r.group.push_back(rd.rank);
+    if (rd.rank == rank) {
+      r.index = static_cast<int>(k);
+      r.device = torch::Device(rd.device);
+      found = true;
+    }
+  }
+  if (!found) throw InvalidArgument("placement: rank " + std::to_string(rank) + " holds no slab of the sharded stages");
+  return r;
+}
+
+torch::Tensor forwardSlab(model::StagedNetwork& network, const run::RunSpec& run, RankShardComm& shards,
+                          torch::Device device, const torch::Tensor& slab) {
   std::map<std::string, torch::Tensor> out{{model::kInput, slab}};
   torch::Tensor last;
-  const auto specs = network_->stageSpecs();
+  const auto specs = network.stageSpecs();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     std::vector<torch::Tensor> in;
-    const bool bf16 = spec_.precision.of(specs[i].name) == placement::Precision::BF16;
+    const bool bf16 = run.precision.of(specs[i].name) == placement::Precision::BF16;
     for (const auto& n : specs[i].inputs) {
       torch::Tensor t = out.at(n);
       if (!bf16 && t.scalar_type() == torch::kBFloat16) t = t.to(torch::kFloat);
       in.push_back(t);
     }
-    engine::AutocastScope autocast(bf16, device_.type());
+    engine::AutocastScope autocast(bf16, device.type());
     // The recomputation of a checkpointed stage runs in backward, on autograd's thread: the stage
     // function installs the slab's transport itself.
-    auto stage = [this, i, &shards](const std::vector<torch::Tensor>& x) {
+    auto stage = [&network, i, &shards](const std::vector<torch::Tensor>& x) {
       shard::ShardScope scope(&shards);
-      return network_->runStage(i, x);
+      return network.runStage(i, x);
     };
-    last = spec_.recompute.count(specs[i].name) ? engine::runCheckpointed(stage, in, network_->stageModule(i)->parameters())
-                                                : stage(in);
+    last = run.recompute.count(specs[i].name) ? engine::runCheckpointed(stage, in, network.stageModule(i)->parameters())
+                                              : stage(in);
     out[specs[i].name] = last;
   }
   return last.to(torch::kFloat);
@@ -215,7 +228,7 @@ engine::StepMetrics SpatialTrainer::step() {
     } else {
       slab = comm_.recv(0, inTag, "this rank's input slab");
     }
-    torch::Tensor out = forwardSlab(shards, slab.to(device_));
+    torch::Tensor out = forwardSlab(*network_, spec_, shards, device_, slab.to(device_));
     slab = torch::Tensor();
     if (me == 0) {
       // The loss over the whole volume: every rank's output slab, as leaves whose gradients go back.
@@ -337,7 +350,7 @@ engine::ValidationMetrics SpatialTrainer::validate() {
     while (comm_.recv(0, kControlTag, "rank 0's next validation sample").item<std::int64_t>() == 1) {
       RankShardComm shards(comm_, group_, device_, dim, kHaloTags);
       const auto slab = comm_.recv(0, kInputTag, "a validation slab");
-      comm_.send(forwardSlab(shards, slab.to(device_)), 0, kOutputTag, "this rank's output slab");
+      comm_.send(forwardSlab(*network_, spec_, shards, device_, slab.to(device_)), 0, kOutputTag, "this rank's output slab");
       comm_.flush();
     }
     return v;
@@ -358,7 +371,7 @@ engine::ValidationMetrics SpatialTrainer::validate() {
       else comm_.send(piece, group_[k], kInputTag, "a validation slab");
     }
     comm_.flush();
-    const auto out = forwardSlab(shards, mine.to(device_));
+    const auto out = forwardSlab(*network_, spec_, shards, device_, mine.to(device_));
     std::vector<torch::Tensor> parts;
     for (std::size_t k = 0; k < group_.size(); ++k)
       parts.push_back(group_[k] == 0 ? out : comm_.recv(group_[k], kOutputTag, "an output slab").to(device_));

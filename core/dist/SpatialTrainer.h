@@ -26,6 +26,22 @@ namespace splitseg::engine { class MemoryMeter; }
 
 namespace splitseg::dist {
 
+class RankShardComm;
+
+// This rank's part in a placement with every stage sharded over the same ranks: the ranks in slab
+// order, this rank's slab and its device. Throws InvalidArgument when `rank` holds no slab.
+struct SpatialRanks {
+  std::vector<int> group;
+  int index = 0;
+  torch::Device device{torch::kCPU};
+  static SpatialRanks of(const placement::Placement& placement, int rank);
+};
+
+// The whole network on this rank's slab, each stage in its precision (recomputed where `run` says,
+// when gradients are on), halos and norm sums through `shards`. Logits in fp32.
+torch::Tensor forwardSlab(model::StagedNetwork& network, const run::RunSpec& run, RankShardComm& shards,
+                          torch::Device device, const torch::Tensor& slab);
+
 class SpatialTrainer {
 public:
   // True when every stage is placed on the same ranks' devices, each of the worldSize ranks once.
@@ -56,7 +72,6 @@ private:
   void shareFromRankZero(bool withState);
   // Running statistics (batch norm) are kept by slab 0's rank: copied to every rank after a step.
   void syncBuffers();
-  torch::Tensor forwardSlab(class RankShardComm& shards, const torch::Tensor& slab);
 
   Comm& comm_;
   std::shared_ptr<model::StagedNetwork> network_;

@@ -60,6 +60,8 @@ double maxWeightDifference(const QString& a, const QString& b) {
 const char* kEncodersDecoders = "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu";
 // Every decoder on another rank than its encoder twin; rank 0 also holds the head.
 const char* kThreeRanks = "enc0=r0:cpu,enc1=r1:cpu,bottleneck=r2:cpu,dec1=r2:cpu,dec0=r1:cpu,head=r0:cpu";
+const char* kSpatial = "enc0=r0:cpu+r1:cpu,enc1=r0:cpu+r1:cpu,bottleneck=r0:cpu+r1:cpu,dec1=r0:cpu+r1:cpu,"
+                       "dec0=r0:cpu+r1:cpu,head=r0:cpu+r1:cpu";
 } // namespace
 
 class DistTrainingTest : public QObject {
@@ -198,6 +200,8 @@ private Q_SLOTS:
     QTest::newRow("2 ranks, sliding window 16") << 2 << kEncodersDecoders << "16";
     QTest::newRow("3 ranks, whole volume") << 3 << kThreeRanks << "0";
     QTest::newRow("3 ranks, sliding window 16x16x32") << 3 << kThreeRanks << "16,16,32";
+    // Every stage sharded over both ranks: each window cut into one slab per rank (SpatialInferer).
+    QTest::newRow("every stage sharded over 2 ranks, whole volume") << 2 << kSpatial << "0";
   }
   void inferenceMatchesOneProcess() {
     QFETCH(int, ranks);

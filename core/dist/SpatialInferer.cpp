@@ -1,0 +1,103 @@
+#include "core/dist/SpatialInferer.h"
+#include "core/base/Error.h"
+#include "core/dist/RankShardComm.h"
+#include "core/placement/ShardLayout.h"
+
+#include <torch/torch.h>
+
+namespace splitseg::dist {
+
+namespace {
+// Message tags; RankShardComm's start at kHaloTags for every forward pass.
+constexpr int kControlTag = 31, kInputTag = 32, kOutputTag = 33, kHaloTags = 1000, kWeightTags = 100000;
+} // namespace
+
+SpatialInferer::SpatialInferer(Comm& comm, std::shared_ptr<model::StagedNetwork> network, run::RunSpec run)
+    : comm_(comm), network_(std::move(network)), spec_(std::move(run)) {
+  const auto placement = spec_.resolvePlacement(network_->stageNames(), "cpu");
+  if (!SpatialTrainer::applies(placement, comm_.size()))
+    throw InvalidArgument("placement: sharded inference over ranks needs every stage on the same ranks' devices, each rank once");
+  if (!network_->supportsSharding())
+    throw InvalidArgument("the " + network_->architecture() + " architecture does not support sharded stages");
+  ranks_ = SpatialRanks::of(placement, comm_.rank());
+  // Every rank runs the whole network: rank 0's weights and buffers to every other rank.
+  {
+    torch::NoGradGuard noGrad;
+    auto tensors = network_->root().parameters();
+    for (auto& b : network_->root().buffers()) tensors.push_back(b);
+    int tag = kWeightTags;
+    for (auto& t : tensors) {
+      if (comm_.rank() == 0) {
+        for (int r = 1; r < comm_.size(); ++r) comm_.send(t, r, tag, "rank 0's weights");
+      } else {
+        t.copy_(comm_.recv(0, tag, "rank 0's weights").to(t.scalar_type()));
+      }
+      ++tag;
+    }
+    comm_.flush();
+  }
+  network_->root().to(ranks_.device);
+  network_->root().eval();
+}
+
+torch::Tensor SpatialInferer::forward(const torch::Tensor& batch) {
+  if (comm_.rank() != 0) throw Error("internal: only rank 0 hands out windows");
+  const int dim = 2 + static_cast<int>(spec_.shardAxis);
+  const std::int64_t extent = batch.size(dim);
+  const std::int64_t multiple = network_->sizeDivisor();
+  const auto count = static_cast<int>(ranks_.group.size());
+  placement::ShardLayout layout;
+  try {
+    layout = placement::ShardLayout::even(spec_.shardAxis, extent, count, multiple);
+    int deepest = 0;
+    for (const auto& s : network_->stageSpecs()) deepest = std::max(deepest, s.level);
+    layout.check(extent, multiple, deepest, network_->stageNames().front());
+  } catch (const std::exception& e) {
+    finish();  // the other ranks stop now instead of waiting out the rank timeout
+    throw InvalidArgument(std::string("inference over ") + std::to_string(count) + " ranks: " + e.what() +
+                          " (here: a larger window, or the whole volume)");
+  }
+  for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::ones({1}, torch::kLong), r, kControlTag, "a command");
+  RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
+  const torch::Tensor input = batch.to(torch::kCPU).contiguous();
+  torch::Tensor mine;
+  std::int64_t offset = 0;
+  for (int k = 0; k < count; ++k) {
+    const auto piece = input.narrow(dim, offset, layout.sizes[static_cast<std::size_t>(k)]).contiguous();
+    offset += layout.sizes[static_cast<std::size_t>(k)];
+    const int r = ranks_.group[static_cast<std::size_t>(k)];
+    if (r == 0) mine = piece;
+    else comm_.send(piece, r, kInputTag, "a window slab");
+  }
+  comm_.flush();
+  const torch::Tensor out = forwardSlab(*network_, spec_, shards, ranks_.device, mine.to(ranks_.device));
+  std::vector<torch::Tensor> parts;
+  for (int k = 0; k < count; ++k) {
+    const int r = ranks_.group[static_cast<std::size_t>(k)];
+    parts.push_back(r == 0 ? out : comm_.recv(r, kOutputTag, "an output slab").to(ranks_.device));
+  }
+  return torch::cat(parts, dim);
+}
+
+void SpatialInferer::serve() {
+  c10::InferenceMode inference;
+  const int dim = 2 + static_cast<int>(spec_.shardAxis);
+  while (comm_.recv(0, kControlTag, "rank 0's next windows").item<std::int64_t>() == 1) {
+    RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
+    const auto slab = comm_.recv(0, kInputTag, "this rank's window slab");
+    comm_.send(forwardSlab(*network_, spec_, shards, ranks_.device, slab.to(ranks_.device)), 0, kOutputTag,
+               "this rank's output slab");
+    comm_.flush();
+  }
+  comm_.barrier("the end of inference");
+}
+
+void SpatialInferer::finish() {
+  if (finished_ || comm_.rank() != 0) return;
+  finished_ = true;
+  for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::zeros({1}, torch::kLong), r, kControlTag, "a command");
+  comm_.flush();
+  comm_.barrier("the end of inference");
+}
+
+} // namespace splitseg::dist
