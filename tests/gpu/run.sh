@@ -145,13 +145,24 @@ RANK_STEPS="${RANK_STEPS:-5}"
 RFLAGS=(--synthetic 32 --patch 32 --base 8 --depth 3 --arch-options '{"dropout":[0,0,0],"norm":"none"}' --batch 4
         --seed 3 --lr 0.01 --progress jsonl)
 rp() { echo "enc0=$1,enc1=$1,bottleneck=$2,dec1=$2,dec0=$2,head=$2"; }
-# Devices of the two halves for a run's kind: same (both on the GPU), mixed (cpu | GPU), cpu.
+# Devices of the two halves for a run's kind: same (both on the GPU), mixed (cpu | GPU), cpu;
+# spatial: every stage sharded over both ranks, each rank's slab on the GPU (dist::SpatialTrainer).
 halves() {
   case $1 in
-    same) echo "$RANKDEV $RANKDEV" ;;
+    same|spatial) echo "$RANKDEV $RANKDEV" ;;
     mixed) echo "cpu $RANKDEV" ;;
     *) echo "cpu cpu" ;;
   esac
+}
+# The ranks run's placement for a kind and its two devices.
+rank_placement() {
+  if [ "$1" = spatial ]; then
+    local st out=""
+    for st in enc0 enc1 bottleneck dec1 dec0 head; do out="$out${out:+,}$st=r0:$2+r1:$3"; done
+    echo "$out"
+  else
+    rp "r0:$2" "r1:$3"
+  fi
 }
 # rank_pair STEPS PREFIX: the reference (once per kind) and the ranks run of STEPS steps.
 rank_pair() {
@@ -160,21 +171,22 @@ rank_pair() {
     --placement "$(rp "$a" "$b")" --save "$WORK/${pre}_$ref.pt" >"$WORK/${pre}_$ref.jsonl" 2>"$WORK/${pre}_$ref.err" ||
     tail -n 3 "$WORK/${pre}_$ref.err"
   OMP_NUM_THREADS=$threads timeout 120 "$BIN/splitseg-cli" launch --local-ranks 2 --rank-timeout 60 train \
-    "${RFLAGS[@]}" --steps "$steps" --placement "$(rp "r0:$a" "r1:$b")" --micro-batches "$M" \
+    "${RFLAGS[@]}" --steps "$steps" --placement "$(rank_placement "$kind" "$a" "$b")" --micro-batches "$M" \
     --save "$WORK/${pre}_$name.pt" >"$WORK/${pre}_$name.jsonl" 2>"$WORK/${pre}_$name.err" || tail -n 3 "$WORK/${pre}_$name.err"
 }
 # A run is KIND-M<micro-batches>[-t1]; -t1: one thread per rank (and in its reference) instead of
 # RANK_THREADS, which says whether a mismatch depends on the CPU stages' thread count.
-RANK_RUNS="${RANK_RUNS:-same-M1 same-M4 mixed-M1 mixed-M2 mixed-M4 mixed-M4-t1 cpu-M4}"
+RANK_RUNS="${RANK_RUNS:-same-M1 same-M4 mixed-M1 mixed-M2 mixed-M4 mixed-M4-t1 cpu-M4 spatial-M1 spatial-M2}"
 for name in $RANK_RUNS; do
   kind="${name%%-*}"; rest="${name#*-M}"; M="${rest%%-*}"
   threads=$RANK_THREADS; suffix=""
   case $name in *-t1) threads=1; suffix="-t1" ;; esac
   read -r a b <<<"$(halves "$kind")"
   ref="one-$kind$suffix"  # one process with the same devices and threads
+  [ "$kind" = spatial ] && ref="one-same$suffix"  # all on the GPU as well
   rank_pair 1 g
   rank_pair "$RANK_STEPS" r
-  "$PY" "$ROOT/tests/gpu/ranks_row.py" --work "$WORK" --name "$name" --ref "$ref" --placement "$(rp "r0:$a" "r1:$b")" \
+  "$PY" "$ROOT/tests/gpu/ranks_row.py" --work "$WORK" --name "$name" --ref "$ref" --placement "$(rank_placement "$kind" "$a" "$b")" \
     --micro-batches "$M" --threads "$threads" --steps "$RANK_STEPS" --weight-bound "$RANK_BOUND" \
     --grad-bound "$RANK_GRAD_BOUND" --loss-bound "$RANK_LOSS_BOUND" >>"$RES"
   tail -n 1 "$RES" | cut -c1-240
