@@ -22,8 +22,9 @@
 namespace splitseg::dist {
 
 namespace {
-// Message tags of the trainer's own traffic; RankShardComm's start at kHaloTags each step.
-constexpr int kInputTag = 11, kOutputTag = 12, kGradientTag = 13, kControlTag = 14, kStatsTag = 15, kWeightTags = 100000,
+// Message tags of the trainer's own traffic (validation's slabs, commands, figures, weights);
+// RankShardComm's start at kHaloTags each step.
+constexpr int kInputTag = 11, kOutputTag = 12, kControlTag = 14, kStatsTag = 15, kWeightTags = 100000,
               kBufferTags = 700000, kHaloTags = 1000;
 // Gradients summed over the ranks: tags of RankShardComm's second instance, away from the halos'.
 constexpr int kReduceTags = 500000;
