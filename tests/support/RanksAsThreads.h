@@ -1,6 +1,14 @@
 #pragma once
 // For suites that run several ranks as threads of one process, each with its own c10d group.
+#include "core/dist/Comm.h"
+#include "core/dist/RankEnv.h"
+
+#include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace splitseg::checks {
 
@@ -10,5 +18,32 @@ namespace splitseg::checks {
 // at address 0x10 in SpatialTrainingTest on CI (2026-12-03), reproduced here in 1 of 8 runs with a
 // second copy running beside it. splitseg-cli runs one group per process and keeps the recorder.
 inline void allowRanksAsThreads() { ::setenv("TORCH_FR_BUFFER_SIZE", "0", 1); }
+
+// Runs `body(comm, rank)` for ranks 0..worldSize-1, rank 0 on this thread and the others on their
+// own, each with a Comm joined on a free port of 127.0.0.1. Returns each rank's exception message
+// ("" where it returned).
+inline std::vector<std::string> runRanksAsThreads(int worldSize, const std::function<void(dist::Comm&, int)>& body,
+                                                  std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  const int port = dist::freeLocalPort();
+  std::vector<std::string> failures(static_cast<std::size_t>(worldSize));
+  auto rank = [&](int r) {
+    try {
+      dist::RankEnv env;
+      env.masterPort = port;
+      env.rank = r;
+      env.worldSize = worldSize;
+      dist::Comm comm(env, "test", timeout);
+      comm.startGroup(timeout);
+      body(comm, r);
+    } catch (const std::exception& e) {
+      failures[static_cast<std::size_t>(r)] = e.what();
+    }
+  };
+  std::vector<std::thread> others;
+  for (int r = 1; r < worldSize; ++r) others.emplace_back(rank, r);
+  rank(0);
+  for (auto& t : others) t.join();
+  return failures;
+}
 
 } // namespace splitseg::checks

@@ -10,11 +10,9 @@
 #include "core/placement/MemoryPlanner.h"
 
 #include "tests/support/RanksAsThreads.h"
-#include "core/dist/RankEnv.h"
 
 #include <QtTest>
 
-#include <thread>
 
 using namespace splitseg;
 
@@ -85,32 +83,16 @@ private Q_SLOTS:
       if (recompute == "all") spec.recompute = {names.begin(), names.end()};
       else if (!recompute.isEmpty()) spec.recompute = {recompute.toStdString()};
     }
-    const int port = dist::freeLocalPort();
     engine::StepMetrics last;
-    std::string failure;
-    auto rank = [&](int r) {
-      try {
-        dist::RankEnv env;
-        env.masterPort = port;
-        env.rank = r;
-        env.worldSize = ranks;
-        dist::Comm comm(env, "test", std::chrono::seconds(30));
-        comm.startGroup(std::chrono::seconds(30));
-        torch::manual_seed(spec.seed);
-        auto net = std::make_shared<model::UNet3dImpl>(options);
-        dist::PipelineTrainer trainer(comm, net, r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
-        trainer.step();  // warm-up: lazy allocations outside the measurement
-        auto m = trainer.step();
-        if (r == 0) last = m;
-      } catch (const std::exception& e) {
-        failure = e.what();
-      }
-    };
-    std::thread r1;
-    if (ranks > 1) r1 = std::thread(rank, 1);
-    rank(0);
-    if (r1.joinable()) r1.join();
-    QVERIFY2(failure.empty(), failure.c_str());
+    const auto failures = checks::runRanksAsThreads(ranks, [&](dist::Comm& comm, int r) {
+      torch::manual_seed(spec.seed);
+      auto net = std::make_shared<model::UNet3dImpl>(options);
+      dist::PipelineTrainer trainer(comm, net, r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
+      trainer.step();  // warm-up: lazy allocations outside the measurement
+      auto m = trainer.step();
+      if (r == 0) last = m;
+    });
+    for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
     QCOMPARE(int(last.ranks.size()), ranks);
 
     model::UNet3d net(options);
@@ -178,31 +160,16 @@ private Q_SLOTS:
       spec.setPlacement(placement::Placement::uniform(names, "r0:cpu+r1:cpu"));
       if (recompute) spec.recompute = {names.begin(), names.end()};
     }
-    const int port = dist::freeLocalPort();
     engine::StepMetrics last;
-    std::string failure;
-    auto rank = [&](int r) {
-      try {
-        dist::RankEnv env;
-        env.masterPort = port;
-        env.rank = r;
-        env.worldSize = 2;
-        dist::Comm comm(env, "test", std::chrono::seconds(30));
-        comm.startGroup(std::chrono::seconds(30));
-        torch::manual_seed(spec.seed);
-        auto net = std::make_shared<model::UNet3dImpl>(options);
-        dist::SpatialTrainer trainer(comm, net, r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
-        trainer.step();  // warm-up: lazy allocations outside the measurement
-        auto m = trainer.step();
-        if (r == 0) last = m;
-      } catch (const std::exception& e) {
-        failure = e.what();
-      }
-    };
-    std::thread r1(rank, 1);
-    rank(0);
-    r1.join();
-    QVERIFY2(failure.empty(), failure.c_str());
+    const auto failures = checks::runRanksAsThreads(2, [&](dist::Comm& comm, int r) {
+      torch::manual_seed(spec.seed);
+      auto net = std::make_shared<model::UNet3dImpl>(options);
+      dist::SpatialTrainer trainer(comm, net, r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
+      trainer.step();  // warm-up: lazy allocations outside the measurement
+      auto m = trainer.step();
+      if (r == 0) last = m;
+    });
+    for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
     QCOMPARE(int(last.ranks.size()), 2);
 
     model::UNet3d net(options);

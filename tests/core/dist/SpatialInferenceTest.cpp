@@ -9,12 +9,9 @@
 #include "tests/support/GpuChecks.h"
 #include "tests/support/RanksAsThreads.h"
 
-#include "core/dist/RankEnv.h"
-
 #include <QtTest>
 #include <torch/torch.h>
 
-#include <thread>
 
 using namespace splitseg;
 
@@ -83,35 +80,20 @@ private Q_SLOTS:
       torch::manual_seed(r == 0 ? 3 : 50 + r);
       nets.push_back(std::make_shared<model::UNet3dImpl>(options));
     }
-    const int port = dist::freeLocalPort();
-    std::vector<std::string> failures(ranks);
     engine::Prediction got;
-    auto rank = [&](int r) {
-      try {
-        dist::RankEnv env;
-        env.masterPort = port;
-        env.rank = r;
-        env.worldSize = ranks;
-        dist::Comm comm(env, "test", std::chrono::seconds(30));
-        comm.startGroup(std::chrono::seconds(30));
-        dist::SpatialInferer inferer(comm, nets[static_cast<std::size_t>(r)], spec);
-        if (r != 0) {
-          inferer.serve();
-          return;
-        }
-        engine::Inferer whole(inferer);
-        got = whole.predict(image, io);
-        inferer.finish();
-      } catch (const std::exception& e) {
-        failures[static_cast<std::size_t>(r)] = e.what();
+    const auto failures = checks::runRanksAsThreads(ranks, [&](dist::Comm& comm, int r) {
+      dist::SpatialInferer inferer(comm, nets[static_cast<std::size_t>(r)], spec);
+      if (r != 0) {
+        inferer.serve();
+        return;
       }
-    };
-    std::vector<std::thread> others;
-    for (int r = 1; r < ranks; ++r) others.emplace_back(rank, r);
-    rank(0);
-    for (auto& t : others) t.join();
+      engine::Inferer whole(inferer);
+      got = whole.predict(image, io);
+      inferer.finish();
+    });
     for (int r = 0; r < ranks; ++r)
-      QVERIFY2(failures[static_cast<std::size_t>(r)].empty(), qPrintable(QString("rank %1: %2").arg(r).arg(failures[r].c_str())));
+      QVERIFY2(failures[static_cast<std::size_t>(r)].empty(),
+               qPrintable(QString("rank %1: %2").arg(r).arg(failures[static_cast<std::size_t>(r)].c_str())));
     QCOMPARE(got.probabilities.sizes(), want.probabilities.sizes());
     const double diff = (got.probabilities - want.probabilities).abs().max().item<double>();
     qInfo("%d ranks: probabilities within %.3g of one process", ranks, diff);
@@ -129,34 +111,21 @@ private Q_SLOTS:
     run::RunSpec spec;
     spec.rankTimeoutSeconds = 30;
     spec.setPlacement(placement::Placement::parse(everyStage("r0:cpu+r1:cpu+r2:cpu", stages), stages, "cpu"));
-    const int port = dist::freeLocalPort();
-    std::string refusal, others;
+    std::vector<std::shared_ptr<model::UNet3dImpl>> nets{net0, net1, net2};
     const auto start = std::chrono::steady_clock::now();
-    auto rank = [&](int r, std::shared_ptr<model::UNet3dImpl> net) {
-      try {
-        dist::RankEnv env;
-        env.masterPort = port;
-        env.rank = r;
-        env.worldSize = 3;
-        dist::Comm comm(env, "test", std::chrono::seconds(30));
-        comm.startGroup(std::chrono::seconds(30));
-        dist::SpatialInferer inferer(comm, net, spec);
-        if (r != 0) {
-          inferer.serve();
-          return;
-        }
-        engine::Inferer whole(inferer);
-        engine::InferOptions io;
-        io.window = {8, 8, 8};  // 8 planes: two slabs of the size divisor (4 at depth 3) at most
-        whole.predict(torch::zeros({1, 16, 16, 16}), io);
-      } catch (const std::exception& e) {
-        (r == 0 ? refusal : others) += e.what();
+    const auto failures = checks::runRanksAsThreads(3, [&](dist::Comm& comm, int r) {
+      dist::SpatialInferer inferer(comm, nets[static_cast<std::size_t>(r)], spec);
+      if (r != 0) {
+        inferer.serve();
+        return;
       }
-    };
-    std::thread t1(rank, 1, net1), t2(rank, 2, net2);
-    rank(0, net0);
-    t1.join();
-    t2.join();
+      engine::Inferer whole(inferer);
+      engine::InferOptions io;
+      io.window = {8, 8, 8};  // 8 planes: two slabs of the size divisor (4 at depth 3) at most
+      whole.predict(torch::zeros({1, 16, 16, 16}), io);
+    });
+    const std::string& refusal = failures[0];
+    const std::string others = failures[1] + failures[2];
     qInfo("refusal: %s", refusal.c_str());
     QVERIFY2(!refusal.empty(), "rank 0 ran windows it cannot cut");
     QVERIFY2(others.empty(), others.c_str());
