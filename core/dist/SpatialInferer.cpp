@@ -59,23 +59,9 @@ torch::Tensor SpatialInferer::forward(const torch::Tensor& batch) {
   }
   for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::ones({1}, torch::kLong), r, kControlTag, "a command");
   RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
-  const torch::Tensor input = batch.to(torch::kCPU).contiguous();
-  torch::Tensor mine;
-  std::int64_t offset = 0;
-  for (int k = 0; k < count; ++k) {
-    const auto piece = input.narrow(dim, offset, layout.sizes[static_cast<std::size_t>(k)]).contiguous();
-    offset += layout.sizes[static_cast<std::size_t>(k)];
-    const int r = ranks_.group[static_cast<std::size_t>(k)];
-    if (r == 0) mine = piece;
-    else comm_.send(piece, r, kInputTag, "a window slab");
-  }
-  comm_.flush();
+  const auto mine = ranks_.scatter(comm_, batch.to(torch::kCPU), dim, layout.sizes, kInputTag, "a window slab");
   const torch::Tensor out = forwardSlab(*network_, spec_, shards, ranks_.device, mine.to(ranks_.device));
-  std::vector<torch::Tensor> parts;
-  for (int k = 0; k < count; ++k) {
-    const int r = ranks_.group[static_cast<std::size_t>(k)];
-    parts.push_back(r == 0 ? out : comm_.recv(r, kOutputTag, "an output slab").to(ranks_.device));
-  }
+  const auto parts = ranks_.gather(comm_, out, kOutputTag, "an output slab");
   return torch::cat(parts, dim);
 }
 

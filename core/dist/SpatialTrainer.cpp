@@ -64,10 +64,7 @@ SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork>
     throw InvalidArgument("micro_batches: must be 1.." + std::to_string(spec_.batch) + " (the batch)");
   if (comm_.rank() == 0 && !source_) throw InvalidArgument("rank 0 needs the training data");
   const std::string entry = placement.entryOf(placement.stages().front());
-  const auto mine = SpatialRanks::of(placement, comm_.rank());
-  group_ = mine.group;
-  index_ = mine.index;
-  device_ = mine.device;
+  ranks_ = SpatialRanks::of(placement, comm_.rank());
   // The cut, from the patch (the same on every rank): x, y, z -> D = z, H = y, W = x.
   const int axis = static_cast<int>(spec_.shardAxis);
   const std::int64_t extent = spec_.patch[static_cast<std::size_t>(2 - axis)];
@@ -77,14 +74,14 @@ SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork>
     layout_.axis = spec_.shardAxis;
     layout_.sizes = given->second;
   } else {
-    layout_ = placement::ShardLayout::even(spec_.shardAxis, extent, static_cast<int>(group_.size()), multiple);
+    layout_ = placement::ShardLayout::even(spec_.shardAxis, extent, static_cast<int>(ranks_.group.size()), multiple);
   }
   int deepest = 0;
   for (const auto& s : network_->stageSpecs()) deepest = std::max(deepest, s.level);
   layout_.check(extent, multiple, deepest, network_->stageNames().front());
 
-  network_->root().to(device_);
-  meter_ = std::make_unique<engine::MemoryMeter>(std::vector<std::string>{device_.str()});
+  network_->root().to(ranks_.device);
+  meter_ = std::make_unique<engine::MemoryMeter>(std::vector<std::string>{ranks_.device.str()});
   optimizer_ = std::make_unique<torch::optim::Adam>(network_->root().parameters(),
                                                     torch::optim::AdamOptions(spec_.learningRate));
   engine::allocateAdamState(*optimizer_);
@@ -126,11 +123,11 @@ void SpatialTrainer::loadCheckpoint(const std::string& path) {
     batches_.restore(info.sampleRng, path);
     step[0] = info.step;
     // Reading put the weights and moments on the CPU: back to this rank's device.
-    network_->root().to(device_);
+    network_->root().to(ranks_.device);
     for (auto& p : network_->root().parameters()) {
       auto& st = static_cast<torch::optim::AdamParamState&>(*optimizer_->state().at(p.unsafeGetTensorImpl()));
-      st.exp_avg(st.exp_avg().to(device_));
-      st.exp_avg_sq(st.exp_avg_sq().to(device_));
+      st.exp_avg(st.exp_avg().to(ranks_.device));
+      st.exp_avg_sq(st.exp_avg_sq().to(ranks_.device));
     }
     for (int r = 1; r < comm_.size(); ++r) comm_.send(step, r, kWeightTags - 1, "the checkpoint's step");
     comm_.flush();
@@ -158,6 +155,26 @@ SpatialRanks SpatialRanks::of(const placement::Placement& placement, int rank) {
   }
   if (!found) throw InvalidArgument("placement: rank " + std::to_string(rank) + " holds no slab of the sharded stages");
   return r;
+}
+
+torch::Tensor SpatialRanks::scatter(Comm& comm, const torch::Tensor& whole, int dim, const std::vector<std::int64_t>& sizes,
+                                    int tag, const std::string& what) const {
+  torch::Tensor mine;
+  std::int64_t offset = 0;
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    const auto piece = whole.narrow(dim, offset, sizes[k]).contiguous();
+    offset += sizes[k];
+    if (group[k] == 0) mine = piece;
+    else comm.send(piece, group[k], tag, what);
+  }
+  comm.flush();
+  return mine;
+}
+
+std::vector<torch::Tensor> SpatialRanks::gather(Comm& comm, const torch::Tensor& mine, int tag, const std::string& what) const {
+  std::vector<torch::Tensor> parts;
+  for (const int r : group) parts.push_back(r == 0 ? mine : comm.recv(r, tag, what).to(device));
+  return parts;
 }
 
 torch::Tensor forwardSlab(model::StagedNetwork& network, const run::RunSpec& run, RankShardComm& shards,
@@ -198,7 +215,7 @@ engine::StepMetrics SpatialTrainer::step() {
   const int me = comm_.rank();
   const int dim = 2 + static_cast<int>(spec_.shardAxis);
   // Fresh tags every step: the transports' counters start again where every rank expects them.
-  RankShardComm shards(comm_, group_, device_, dim, kHaloTags);
+  RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
 
   // Micro-batches run one after another, each through forward and backward before the next, their
   // parameter gradients adding up: activations of one micro-batch at a time. The loss is a mean
@@ -217,29 +234,19 @@ engine::StepMetrics SpatialTrainer::step() {
     const int inTag = kMicroTags + 3 * mb, outTag = inTag + 1, gradTag = inTag + 2;
     torch::Tensor slab;
     if (me == 0) {
-      const auto micro = input.narrow(0, first, sizes[static_cast<std::size_t>(mb)]);
-      std::int64_t offset = 0;
-      for (std::size_t k = 0; k < group_.size(); ++k) {
-        const auto piece = micro.narrow(dim, offset, layout_.sizes[k]).contiguous();
-        offset += layout_.sizes[k];
-        if (group_[k] == 0) slab = piece;
-        else comm_.send(piece, group_[k], inTag, "an input slab");
-      }
-      comm_.flush();
+      slab = ranks_.scatter(comm_, input.narrow(0, first, sizes[static_cast<std::size_t>(mb)]), dim, layout_.sizes, inTag,
+                            "an input slab");
     } else {
       slab = comm_.recv(0, inTag, "this rank's input slab");
     }
-    torch::Tensor out = forwardSlab(*network_, spec_, shards, device_, slab.to(device_));
+    torch::Tensor out = forwardSlab(*network_, spec_, shards, ranks_.device, slab.to(ranks_.device));
     slab = torch::Tensor();
     if (me == 0) {
       // The loss over the whole volume: every rank's output slab, as leaves whose gradients go back.
-      std::vector<torch::Tensor> leaves;
-      for (std::size_t k = 0; k < group_.size(); ++k) {
-        torch::Tensor part = group_[k] == 0 ? out.detach() : comm_.recv(group_[k], outTag, "an output slab").to(device_);
-        leaves.push_back(part.requires_grad_(true));
-      }
+      auto leaves = ranks_.gather(comm_, out.detach(), outTag, "an output slab");
+      for (auto& leaf : leaves) leaf.requires_grad_(true);
       const auto logits = torch::cat(leaves, dim);
-      const auto microTarget = target.narrow(0, first, sizes[static_cast<std::size_t>(mb)]).to(device_);
+      const auto microTarget = target.narrow(0, first, sizes[static_cast<std::size_t>(mb)]).to(ranks_.device);
       auto r = engine::segmentationLoss(logits, microTarget);
       const double value = r.loss.item<double>();
       if (!std::isfinite(value))
@@ -253,16 +260,16 @@ engine::StepMetrics SpatialTrainer::step() {
       targets.push_back(microTarget.cpu());
       // Every other rank's gradient first: the backward passes exchange halos with each other.
       torch::Tensor mine;
-      for (std::size_t k = 0; k < group_.size(); ++k) {
-        if (group_[k] == 0) mine = leaves[k].grad();
-        else comm_.send(leaves[k].grad(), group_[k], gradTag, "an output slab's gradient");
+      for (std::size_t k = 0; k < ranks_.group.size(); ++k) {
+        if (ranks_.group[k] == 0) mine = leaves[k].grad();
+        else comm_.send(leaves[k].grad(), ranks_.group[k], gradTag, "an output slab's gradient");
       }
       out.backward(mine);
       comm_.flush();
     } else {
       comm_.send(out.detach(), 0, outTag, "this rank's output slab");
       comm_.flush();
-      out.backward(comm_.recv(0, gradTag, "this rank's output gradient").to(device_));
+      out.backward(comm_.recv(0, gradTag, "this rank's output gradient").to(ranks_.device));
     }
     first += sizes[static_cast<std::size_t>(mb)];
   }
@@ -279,7 +286,7 @@ engine::StepMetrics SpatialTrainer::step() {
     std::vector<torch::Tensor> flat;
     auto params = network_->root().parameters();
     for (auto& p : params) flat.push_back(p.grad().defined() ? p.grad().flatten() : torch::zeros({p.numel()}, p.options()));
-    RankShardComm reduce(comm_, group_, device_, dim, kReduceTags);
+    RankShardComm reduce(comm_, ranks_.group, ranks_.device, dim, kReduceTags);
     const torch::Tensor sum = reduce.allReduceSum(torch::cat(flat));
     std::int64_t at = 0;
     for (auto& p : params) {
@@ -293,7 +300,7 @@ engine::StepMetrics SpatialTrainer::step() {
   syncBuffers();
   // Rank 0 draws the next batch while its GPU may still run this step (pinned memory), as the
   // Trainer does; on the CPU nothing would overlap.
-  if (me == 0 && device_.is_cuda() && engine::anotherStepFollows(spec_, step_ + 1)) batches_.drawAhead(/*pinned=*/true);
+  if (me == 0 && ranks_.device.is_cuda() && engine::anotherStepFollows(spec_, step_ + 1)) batches_.drawAhead(/*pinned=*/true);
   ++step_;
   m.step = step_;
   m.totalSteps = spec_.totalSteps();
@@ -303,7 +310,7 @@ engine::StepMetrics SpatialTrainer::step() {
   std::int64_t peak = 0;
   for (const auto& d : meter_->read()) peak = std::max(peak, d.peak);
   const auto& cnt = comm_.counters();
-  engine::RankStepStats mine{me, device_.str(), std::max(0.0, m.seconds - cnt.waitSeconds), cnt.waitSeconds, 0.0,
+  engine::RankStepStats mine{me, ranks_.device.str(), std::max(0.0, m.seconds - cnt.waitSeconds), cnt.waitSeconds, 0.0,
                              cnt.bytesSent, cnt.bytesReceived, peak};
   if (me != 0) {
     comm_.send(torch::tensor(rankFigures(mine), torch::kDouble), 0, kStatsTag, "the step's figures");
@@ -316,7 +323,7 @@ engine::StepMetrics SpatialTrainer::step() {
       m.ranks.push_back(rankStatsFrom(r, std::vector<double>(f.data_ptr<double>(), f.data_ptr<double>() + f.numel())));
     }
     for (auto& rs : m.ranks)
-      if (rs.device.empty()) rs.device = device_.str();  // the device named in rank r's placement entry
+      if (rs.device.empty()) rs.device = ranks_.device.str();  // the device named in rank r's placement entry
   }
   comm_.counters() = {};
   return m;
@@ -324,7 +331,7 @@ engine::StepMetrics SpatialTrainer::step() {
 
 void SpatialTrainer::syncBuffers() {
   torch::NoGradGuard noGrad;
-  const int source = group_.front();
+  const int source = ranks_.group.front();
   int tag = kBufferTags;
   for (auto& b : network_->root().buffers()) {
     if (comm_.rank() == source) {
@@ -349,9 +356,9 @@ engine::ValidationMetrics SpatialTrainer::validate() {
   };
   if (comm_.rank() != 0) {
     while (comm_.recv(0, kControlTag, "rank 0's next validation sample").item<std::int64_t>() == 1) {
-      RankShardComm shards(comm_, group_, device_, dim, kHaloTags);
+      RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
       const auto slab = comm_.recv(0, kInputTag, "a validation slab");
-      comm_.send(forwardSlab(*network_, spec_, shards, device_, slab.to(device_)), 0, kOutputTag, "this rank's output slab");
+      comm_.send(forwardSlab(*network_, spec_, shards, ranks_.device, slab.to(ranks_.device)), 0, kOutputTag, "this rank's output slab");
       comm_.flush();
     }
     return v;
@@ -362,21 +369,11 @@ engine::ValidationMetrics SpatialTrainer::validate() {
     command(1);
     const auto input = engine::toTensor(sample.channels).unsqueeze(0);
     const auto target = engine::toTensor(sample.label).round().to(torch::kLong).unsqueeze(0);
-    RankShardComm shards(comm_, group_, device_, dim, kHaloTags);
-    torch::Tensor mine;
-    std::int64_t offset = 0;
-    for (std::size_t k = 0; k < group_.size(); ++k) {
-      const auto piece = input.narrow(dim, offset, layout_.sizes[k]).contiguous();
-      offset += layout_.sizes[k];
-      if (group_[k] == 0) mine = piece;
-      else comm_.send(piece, group_[k], kInputTag, "a validation slab");
-    }
-    comm_.flush();
-    const auto out = forwardSlab(*network_, spec_, shards, device_, mine.to(device_));
-    std::vector<torch::Tensor> parts;
-    for (std::size_t k = 0; k < group_.size(); ++k)
-      parts.push_back(group_[k] == 0 ? out : comm_.recv(group_[k], kOutputTag, "an output slab").to(device_));
-    auto r = engine::segmentationLoss(torch::cat(parts, dim), target.to(device_));
+    RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
+    const auto mine = ranks_.scatter(comm_, input, dim, layout_.sizes, kInputTag, "a validation slab");
+    const auto out = forwardSlab(*network_, spec_, shards, ranks_.device, mine.to(ranks_.device));
+    const auto parts = ranks_.gather(comm_, out, kOutputTag, "an output slab");
+    auto r = engine::segmentationLoss(torch::cat(parts, dim), target.to(ranks_.device));
     v.loss += r.loss.item<double>() / static_cast<double>(samples.size());
     dices.push_back(r.dice);
   }

@@ -35,6 +35,12 @@ struct SpatialRanks {
   int index = 0;
   torch::Device device{torch::kCPU};
   static SpatialRanks of(const placement::Placement& placement, int rank);
+  // Rank 0: `whole` cut along `dim` into slabs of `sizes` planes (slab order), each other rank's sent
+  // to it under `tag`; returns rank 0's own slab.
+  torch::Tensor scatter(Comm& comm, const torch::Tensor& whole, int dim, const std::vector<std::int64_t>& sizes,
+                        int tag, const std::string& what) const;
+  // Rank 0: every rank's output slab in slab order on `device`, rank 0's being `mine`.
+  std::vector<torch::Tensor> gather(Comm& comm, const torch::Tensor& mine, int tag, const std::string& what) const;
 };
 
 // The whole network on this rank's slab, each stage in its precision (recomputed where `run` says,
@@ -77,9 +83,7 @@ private:
   std::shared_ptr<model::StagedNetwork> network_;
   std::shared_ptr<data::SampleSource> source_;
   run::RunSpec spec_;
-  std::vector<int> group_;  // ranks in slab order
-  int index_ = 0;           // this rank's slab
-  torch::Device device_{torch::kCPU};
+  SpatialRanks ranks_;  // the ranks in slab order, this rank's slab and device
   placement::ShardLayout layout_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   std::unique_ptr<engine::MemoryMeter> meter_;
