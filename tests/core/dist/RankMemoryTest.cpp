@@ -19,6 +19,15 @@ using namespace splitseg;
 namespace {
 const char* kPlacement = "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu";
 
+// The plan for `spec` on `ranks` CPU ranks (r0:cpu, r1:cpu) with room to spare.
+placement::MemoryPlan planOnRanks(const model::UNet3dOptions& options, const run::RunSpec& spec, int ranks) {
+  model::UNet3d net(options);
+  placement::MemoryPlanner planner(model::networkStructure(*net));
+  std::vector<placement::DeviceSpec> devices;
+  for (int r = 0; r < ranks; ++r) devices.push_back({"r" + std::to_string(r) + ":cpu", std::int64_t{64} << 30});
+  return planner.plan(spec.planRequest(net->stageNames(), devices));
+}
+
 // Each rank's measured peak against the plan's figure for its device (without what existed before
 // the step: parameters and Adam state); the worst relative error, each rank's line printed.
 double worstRankError(const engine::StepMetrics& last, const placement::MemoryPlan& plan, const char* what) {
@@ -95,11 +104,7 @@ private Q_SLOTS:
     for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
     QCOMPARE(int(last.ranks.size()), ranks);
 
-    model::UNet3d net(options);
-    placement::MemoryPlanner planner(model::networkStructure(*net));
-    std::vector<placement::DeviceSpec> devices{{"r0:cpu", std::int64_t{64} << 30}, {"r1:cpu", std::int64_t{64} << 30}};
-    devices.resize(static_cast<std::size_t>(ranks));
-    const auto plan = planner.plan(spec.planRequest(net->stageNames(), devices));
+    const auto plan = planOnRanks(options, spec, ranks);
     QCOMPARE(plan.microBatches, micro);
     for (const auto& rs : last.ranks)
       QCOMPARE(QString::fromStdString(plan.devices.at(static_cast<std::size_t>(rs.rank)).name), QString("r%1:cpu").arg(rs.rank));
@@ -172,10 +177,7 @@ private Q_SLOTS:
     for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
     QCOMPARE(int(last.ranks.size()), 2);
 
-    model::UNet3d net(options);
-    placement::MemoryPlanner planner(model::networkStructure(*net));
-    const std::vector<placement::DeviceSpec> devices{{"r0:cpu", std::int64_t{64} << 30}, {"r1:cpu", std::int64_t{64} << 30}};
-    const auto plan = planner.plan(spec.planRequest(net->stageNames(), devices));
+    const auto plan = planOnRanks(options, spec, 2);
     const std::string what = "batch " + std::to_string(batch) + " M=" + std::to_string(micro) + (recompute ? " recompute all" : "");
     const double worst = worstRankError(last, plan, what.c_str());
     // With instance norm each rank was 17% over the plan (base 8, 48^3: 85.5 MiB against 70.6)

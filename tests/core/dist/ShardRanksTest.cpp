@@ -12,12 +12,10 @@
 #include "tests/support/GpuChecks.h"
 #include "tests/support/RanksAsThreads.h"
 
-#include "core/dist/RankEnv.h"
 
 #include <QtTest>
 #include <torch/torch.h>
 
-#include <thread>
 
 using namespace splitseg;
 
@@ -77,44 +75,28 @@ private Q_SLOTS:
       replicas.push_back(model::UNet3d(options));
     }
     const auto layout = placement::ShardLayout::even(placement::ShardAxis::Depth, depth, ranks, 8);
-    const int port = dist::freeLocalPort();
     std::vector<torch::Tensor> outs(ranks);
     std::vector<std::vector<torch::Tensor>> grads(ranks);
     std::vector<std::int64_t> sent(ranks);
-    std::vector<std::string> failures(ranks);
-    auto rank = [&](int r) {
-      try {
-        dist::RankEnv env;
-        env.masterPort = port;
-        env.rank = r;
-        env.worldSize = ranks;
-        dist::Comm comm(env, "test", std::chrono::seconds(30));
-        comm.startGroup(std::chrono::seconds(30));
-        auto& net = replicas[r];
-        std::vector<int> group(ranks);
-        std::iota(group.begin(), group.end(), 0);
-        dist::RankShardComm shards(comm, group, torch::kCPU, 2, 1000);
-        std::int64_t offset = 0;
-        for (int k = 0; k < r; ++k) offset += layout.sizes[k];
-        const auto slab = x.narrow(2, offset, layout.sizes[r]);
-        torch::Tensor out;
-        {
-          shard::ShardScope scope(&shards);
-          out = forwardSlab(*net, slab);
-          ((out - target.narrow(2, offset, layout.sizes[r])).pow(2).sum() / count).backward();
-        }
-        outs[r] = out.detach();
-        for (const auto& p : net->parameters()) grads[r].push_back(p.grad().clone());
-        sent[r] = comm.counters().bytesSent;
-        comm.barrier("end of test");
-      } catch (const std::exception& e) {
-        failures[r] = e.what();
+    const auto failures = checks::runRanksAsThreads(ranks, [&](dist::Comm& comm, int r) {
+      auto& net = replicas[r];
+      std::vector<int> group(ranks);
+      std::iota(group.begin(), group.end(), 0);
+      dist::RankShardComm shards(comm, group, torch::kCPU, 2, 1000);
+      std::int64_t offset = 0;
+      for (int k = 0; k < r; ++k) offset += layout.sizes[k];
+      const auto slab = x.narrow(2, offset, layout.sizes[r]);
+      torch::Tensor out;
+      {
+        shard::ShardScope scope(&shards);
+        out = forwardSlab(*net, slab);
+        ((out - target.narrow(2, offset, layout.sizes[r])).pow(2).sum() / count).backward();
       }
-    };
-    std::vector<std::thread> others;
-    for (int r = 1; r < ranks; ++r) others.emplace_back(rank, r);
-    rank(0);
-    for (auto& t : others) t.join();
+      outs[r] = out.detach();
+      for (const auto& p : net->parameters()) grads[r].push_back(p.grad().clone());
+      sent[r] = comm.counters().bytesSent;
+      comm.barrier("end of test");
+    });
     for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
 
     const auto o = checks::compare(torch::cat(outs, 2), refOut.detach(), 1e-5, 1e-5);

@@ -9,12 +9,10 @@
 #include "tests/support/GpuChecks.h"
 #include "tests/support/RanksAsThreads.h"
 
-#include "core/dist/RankEnv.h"
 
 #include <QtTest>
 #include <torch/torch.h>
 
-#include <thread>
 
 using namespace splitseg;
 
@@ -116,45 +114,29 @@ private Q_SLOTS:
       torch::manual_seed(r == 0 ? 5 : 77);  // other ranks start from other weights: rank 0's must reach them
       replicas.push_back(model::UNet3d(options));
     }
-    const int port = dist::freeLocalPort();
-    std::vector<std::string> failures(ranks);
     std::vector<std::int64_t> sent(ranks), peak(ranks);
     std::vector<double> compute(ranks);
     std::size_t reported = 0;
     std::vector<double> losses;
     engine::ValidationMetrics validation;
-    auto rank = [&](int r) {
-      try {
-        dist::RankEnv env;
-        env.masterPort = port;
-        env.rank = r;
-        env.worldSize = ranks;
-        dist::Comm comm(env, "test", std::chrono::seconds(60));
-        comm.startGroup(std::chrono::seconds(60));
-        dist::SpatialTrainer trainer(comm, replicas[r].ptr(), r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
-        for (int s = 0; s < spec.steps; ++s) {
-          const auto m = trainer.step();
-          if (r != 0) continue;
-          losses.push_back(m.loss);
-          // Rank 0's step carries every rank's figures.
-          reported = std::max(reported, m.ranks.size());
-          for (const auto& rs : m.ranks) {
-            sent.at(rs.rank) += rs.bytesSent;
-            peak.at(rs.rank) = std::max(peak.at(rs.rank), rs.peakBytes);
-            compute.at(rs.rank) += rs.computeSeconds;
-          }
+    const auto failures = checks::runRanksAsThreads(ranks, [&](dist::Comm& comm, int r) {
+      dist::SpatialTrainer trainer(comm, replicas[r].ptr(), r == 0 ? std::make_shared<data::PhantomSource>() : nullptr, spec);
+      for (int s = 0; s < spec.steps; ++s) {
+        const auto m = trainer.step();
+        if (r != 0) continue;
+        losses.push_back(m.loss);
+        // Rank 0's step carries every rank's figures.
+        reported = std::max(reported, m.ranks.size());
+        for (const auto& rs : m.ranks) {
+          sent.at(rs.rank) += rs.bytesSent;
+          peak.at(rs.rank) = std::max(peak.at(rs.rank), rs.peakBytes);
+          compute.at(rs.rank) += rs.computeSeconds;
         }
-        const auto v = trainer.validate();
-        if (r == 0) validation = v;
-        comm.barrier("end of test");
-      } catch (const std::exception& e) {
-        failures[r] = e.what();
       }
-    };
-    std::vector<std::thread> others;
-    for (int r = 1; r < ranks; ++r) others.emplace_back(rank, r);
-    rank(0);
-    for (auto& t : others) t.join();
+      const auto v = trainer.validate();
+      if (r == 0) validation = v;
+      comm.barrier("end of test");
+    }, std::chrono::seconds(60));
     std::string failed;
     for (int r = 0; r < ranks; ++r)
       if (!failures[r].empty()) failed += "[rank " + std::to_string(r) + "] " + failures[r] + " ";
