@@ -30,6 +30,20 @@ namespace splitseg::cli {
 
 namespace {
 std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std::int64_t(s) * 1000); }
+
+// Rank 0 predicts through the ranks; the others serve (dist::PipelineInferer or dist::SpatialInferer).
+template <class RankInferer>
+void predictOnRanks(dist::Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec,
+                    const std::function<void(engine::Inferer&)>& use) {
+  RankInferer ranks(comm, std::move(net), spec);
+  if (comm.rank() != 0) {
+    ranks.serve();
+    return;
+  }
+  engine::Inferer inferer(ranks);
+  use(inferer);
+  ranks.finish();
+}
 } // namespace
 
 void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
@@ -47,17 +61,10 @@ void inferAsRankZero(const dist::RankEnv& env, const run::RunSpec& spec, std::sh
   comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "infer"}}.dump());
   comm.agree("ready", dist::rankProblem(spec, net->stageNames(), 0, env.worldSize));
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
-  if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize)) {
-    dist::SpatialInferer ranks(comm, net, spec);
-    engine::Inferer inferer(ranks);
-    use(inferer);
-    ranks.finish();
-    return;
-  }
-  dist::PipelineInferer ranks(comm, net, spec);
-  engine::Inferer inferer(ranks);
-  use(inferer);
-  ranks.finish();
+  if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize))
+    predictOnRanks<dist::SpatialInferer>(comm, net, spec, use);
+  else
+    predictOnRanks<dist::PipelineInferer>(comm, net, spec, use);
 }
 
 void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
@@ -79,13 +86,8 @@ void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
   const bool spatial = dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize);
   if (message.value("mode", std::string("train")) == "infer") {
-    if (spatial) {
-      dist::SpatialInferer ranks(comm, net, spec);
-      ranks.serve();
-      return;
-    }
-    dist::PipelineInferer ranks(comm, net, spec);
-    ranks.serve();
+    if (spatial) predictOnRanks<dist::SpatialInferer>(comm, net, spec, {});
+    else predictOnRanks<dist::PipelineInferer>(comm, net, spec, {});
     return;
   }
   if (spatial) {
