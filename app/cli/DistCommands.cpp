@@ -3,10 +3,8 @@
 #include "app/cli/DistTraining.h"
 #include "core/base/Error.h"
 #include "core/dist/Comm.h"
-#include "core/dist/PipelineInferer.h"
 #include "core/dist/PipelineTrainer.h"
 #include "core/dist/RankRun.h"
-#include "core/dist/SpatialInferer.h"
 #include "core/dist/SpatialTrainer.h"
 #include "core/engine/Devices.h"
 #include "core/placement/Placement.h"
@@ -30,20 +28,6 @@ namespace splitseg::cli {
 
 namespace {
 std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std::int64_t(s) * 1000); }
-
-// Rank 0 predicts through the ranks; the others serve (dist::PipelineInferer or dist::SpatialInferer).
-template <class RankInferer>
-void predictOnRanks(dist::Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec,
-                    const std::function<void(engine::Inferer&)>& use) {
-  RankInferer ranks(comm, std::move(net), spec);
-  if (comm.rank() != 0) {
-    ranks.serve();
-    return;
-  }
-  engine::Inferer inferer(ranks);
-  use(inferer);
-  ranks.finish();
-}
 } // namespace
 
 void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
@@ -53,18 +37,6 @@ void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_pt
                         [&](const std::string& line) {
                           if (progress == "bar") std::cerr << line << "\n";
                         });
-}
-
-void inferAsRankZero(const dist::RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
-                     const std::function<void(engine::Inferer&)>& use) {
-  dist::Comm comm(env, dist::rankIdentity(), seconds(spec.rankTimeoutSeconds));
-  comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "infer"}}.dump());
-  comm.agree("ready", dist::rankProblem(spec, net->stageNames(), 0, env.worldSize));
-  comm.startGroup(seconds(spec.rankTimeoutSeconds));
-  if (dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize))
-    predictOnRanks<dist::SpatialInferer>(comm, net, spec, use);
-  else
-    predictOnRanks<dist::PipelineInferer>(comm, net, spec, use);
 }
 
 void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
@@ -86,8 +58,7 @@ void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
   const bool spatial = dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize);
   if (message.value("mode", std::string("train")) == "infer") {
-    if (spatial) predictOnRanks<dist::SpatialInferer>(comm, net, spec, {});
-    else predictOnRanks<dist::PipelineInferer>(comm, net, spec, {});
+    dist::serveInference(comm, net, spec);
     return;
   }
   if (spatial) {

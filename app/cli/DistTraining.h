@@ -3,7 +3,6 @@
 // ranks (`worker`, or `train` with RANK > 0 as torchrun starts it), and `launch`, which starts N
 // local ranks with torchrun's environment. (DistCommands.cpp)
 #include "core/data/SampleSource.h"
-#include "core/engine/Inferer.h"
 #include "core/dist/RankEnv.h"
 #include "core/dist/RankRun.h"
 #include "core/model/StagedNetwork.h"
@@ -20,10 +19,6 @@ namespace splitseg::cli {
 // Rank 0: sends the run to the others, trains, writes the checkpoint, prints the progress.
 void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
                      std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress);
-// Rank 0 of inference over ranks: hands the run to the others, calls `use` with an Inferer whose
-// windows go through the ranks, then lets the others go.
-void inferAsRankZero(const dist::RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
-                     const std::function<void(engine::Inferer&)>& use);
 // Any other rank: joins, receives the run from rank 0, trains its stages or serves inference.
 void runAsWorker(const dist::RankEnv& env, int timeoutSeconds);
 // The rank timeout: the flag when given, else SPLITSEG_RANK_TIMEOUT (what launch passes every

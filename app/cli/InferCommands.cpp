@@ -5,6 +5,7 @@
 #include "core/plugin/PluginRegistry.h"
 #include "core/base/Error.h"
 #include "core/data/Phantom.h"
+#include "core/dist/RankRun.h"
 #include "core/engine/Devices.h"
 #include "core/engine/Inferer.h"
 #include "core/engine/Loss.h"
@@ -140,7 +141,7 @@ void runInfer(const InferArgs& a) {
     std::cout << out.dump() << "\n";
   };
   if (env.distributed()) {
-    inferAsRankZero(env, spec, net, use);
+    dist::inferAsRankZero(env, spec, net, use);
     return;
   }
   engine::SplitExecutor executor(net, placement, spec.precision);

@@ -1,10 +1,13 @@
 #include "core/dist/RankRun.h"
 
 #include "core/dist/Comm.h"
+#include "core/dist/PipelineInferer.h"
 #include "core/dist/PipelineTrainer.h"
 #include "core/dist/RunLoop.h"
+#include "core/dist/SpatialInferer.h"
 #include "core/dist/SpatialTrainer.h"
 #include "core/engine/Devices.h"
+#include "core/engine/Inferer.h"
 #include "core/placement/Placement.h"
 
 #include <nlohmann/json.hpp>
@@ -18,6 +21,34 @@ namespace splitseg::dist {
 
 namespace {
 std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std::int64_t(s) * 1000); }
+
+// Rank 0 predicts through the ranks; the others serve (PipelineInferer or SpatialInferer).
+template <class RankInferer>
+void predictOnRanks(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec,
+                    const std::function<void(engine::Inferer&)>& use) {
+  RankInferer ranks(comm, std::move(net), spec);
+  if (comm.rank() != 0) {
+    ranks.serve();
+    return;
+  }
+  engine::Inferer inferer(ranks);
+  try {
+    use(inferer);
+  } catch (...) {
+    // The others wait for rank 0's next windows: "none" lets them go. When a rank is what
+    // failed, that fails too; the first exception is the one that says why.
+    try {
+      ranks.finish();
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+  ranks.finish();
+}
+
+bool everyStageSharded(const run::RunSpec& spec, const model::StagedNetwork& net, int worldSize) {
+  return SpatialTrainer::applies(spec.resolvePlacement(net.stageNames(), "cpu"), worldSize);
+}
 } // namespace
 
 std::string rankIdentity() { return std::string("SplitSeg ") + SPLITSEG_VERSION + ", LibTorch " + TORCH_VERSION; }
@@ -93,6 +124,25 @@ void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<mode
              " parameters) on " + std::to_string(env.worldSize) + " ranks, " + std::to_string(spec.microBatches) +
              " micro-batches");
   trainer.run(sink, cancel);
+}
+
+void inferAsRankZero(const RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
+                     const std::function<void(engine::Inferer&)>& use, CancelToken* cancel) {
+  Comm comm(env, rankIdentity(), seconds(spec.rankTimeoutSeconds), cancel);
+  comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "infer"}}.dump());
+  comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
+  comm.startGroup(seconds(spec.rankTimeoutSeconds));
+  if (everyStageSharded(spec, *net, env.worldSize))
+    predictOnRanks<SpatialInferer>(comm, net, spec, use);
+  else
+    predictOnRanks<PipelineInferer>(comm, net, spec, use);
+}
+
+void serveInference(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec) {
+  if (everyStageSharded(spec, *net, comm.size()))
+    predictOnRanks<SpatialInferer>(comm, net, spec, {});
+  else
+    predictOnRanks<PipelineInferer>(comm, net, spec, {});
 }
 
 } // namespace splitseg::dist

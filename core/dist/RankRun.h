@@ -13,7 +13,11 @@
 #include <string>
 #include <vector>
 
+namespace splitseg::engine { class Inferer; }
+
 namespace splitseg::dist {
+
+class Comm;
 
 // What every rank compares at the rendezvous: SplitSeg's and LibTorch's versions.
 std::string rankIdentity();
@@ -22,8 +26,7 @@ std::string rankIdentity();
 std::string rankProblem(const run::RunSpec& spec, const std::vector<std::string>& stages, int rank, int worldSize);
 
 // One process: a placement that names ranks runs each stage on its device here (a run saved over
-// ranks resumes or infers in one process; the workstation's review). Returns whether it changed
-// anything.
+// ranks resumes or infers in one process). Returns whether it changed anything.
 bool dropRanks(run::RunSpec& spec);
 
 // Rank 0: publishes the run, waits until every rank is ready, trains (pipeline or every stage
@@ -33,5 +36,17 @@ bool dropRanks(run::RunSpec& spec);
 void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
                      std::shared_ptr<data::SampleSource> source, const std::string& resume, engine::MetricsSink* sink,
                      CancelToken* cancel = nullptr, const std::function<void(const std::string&)>& describe = {});
+
+// Rank 0 of inference over ranks (splitseg-cli launch ... infer, the workstation's review):
+// publishes the run, waits until every rank is ready, then gives `use` an Inferer whose forward
+// passes run over the ranks (the pipeline, or every stage sharded). When `use` throws (cancelled
+// between windows, a window that cannot be cut), the other ranks are let go before the exception
+// leaves, so they exit at once instead of after the rank timeout. `cancel` also ends the wait for
+// ranks that never join.
+void inferAsRankZero(const RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
+                     const std::function<void(engine::Inferer&)>& use, CancelToken* cancel = nullptr);
+// A rank other than 0, after the rendezvous, of a run rank 0 published for inference: serves
+// forward passes until rank 0 finishes.
+void serveInference(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec);
 
 } // namespace splitseg::dist

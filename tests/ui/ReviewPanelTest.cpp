@@ -1,19 +1,26 @@
 // Review on a phantom with known ground truth: a prediction that misses known voxels shows
 // the Dice computed independently here; a perfect one shows Dice 1 and HD95 0; inference
-// through the real engine produces a label map in the image's geometry.
+// through the real engine produces a label map in the image's geometry; with stages placed on a
+// second rank, the panel starts it (splitseg-cli worker) and predicts the same labels over ranks.
 #include "tests/ui/UiTestSupport.h"
 
 #include "core/data/Phantom.h"
 #include "ui/review/ReviewPanel.h"
+#include "ui/session/RankHost.h"
+#include "ui/training/RankProcesses.h"
 #include "core/metrics/SegmentationMetrics.h"
+#include "core/model/StagedNetwork.h"
 #include "ui/session/Session.h"
 
 #include <QComboBox>
+#include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
+
+#include <torch/torch.h>
 
 using namespace splitseg;
 using namespace splitseg::ui;
@@ -24,6 +31,7 @@ class ReviewPanelTest : public QObject {
   std::unique_ptr<Session> session_;
   std::unique_ptr<ReviewPanel> panel_;
   data::Phantom phantom_;
+  bool headScaled_ = false;
 
 private Q_SLOTS:
   void initTestCase() {
@@ -113,6 +121,68 @@ private Q_SLOTS:
     QVERIFY(pred);
     QVERIFY(pred->geometry().sameGrid(phantom_.image.geometry()));
     QVERIFY(panel_->metricsTable()->item(0, 3)->text() != QString("—"));
+  }
+
+  // The decoders on rank 1, or every stage cut in two slabs over ranks 0 and 1: the panel starts
+  // rank 1 as a splitseg-cli worker and predicts the labels one process predicts; the worker
+  // exits by itself. Rows run on the whole volume and with a sliding window.
+  void inferenceOverTwoLocalRanks_data() {
+    QTest::addColumn<bool>("sharded");
+    QTest::addColumn<QString>("mode");
+    QTest::newRow("pipeline, window") << false << "window";
+    QTest::newRow("every stage sharded, whole volume") << true << "whole";
+    QTest::newRow("every stage sharded, window") << true << "window";
+  }
+  void inferenceOverTwoLocalRanks() {
+    QFETCH(bool, sharded);
+    QFETCH(QString, mode);
+    if (!headScaled_) {
+      // Untrained, the network gives almost every voxel the same label; a larger head makes the
+      // labels vary, so that a wrong slab or window shows as differing voxels.
+      torch::NoGradGuard noGrad;
+      for (auto& p : session_->network()->root().named_parameters())
+        if (p.key().rfind("head", 0) == 0) p.value().mul_(40);
+      headScaled_ = true;
+    }
+    panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData(mode));
+    panel_->windowBox()->setValue(32);
+    const auto oneProcess = session_->placement();
+    QSignalSpy done(panel_.get(), &ReviewPanel::inferenceFinished);
+    QTest::mouseClick(panel_->runButton(), Qt::LeftButton);
+    QVERIFY(done.wait(120000));
+    QCOMPARE(done.takeFirst().at(0).toBool(), true);
+    const auto expected = session_->prediction();
+    QVERIFY(expected);
+
+    QCOMPARE(session_->addRank(RankHost{}), std::string("r1:cpu"));
+    auto p = oneProcess;
+    for (const auto& s : session_->stageNames())
+      if (sharded) p.assign(s, "r0:cpu+r1:cpu");
+      else if (s.rfind("dec", 0) == 0) p.assign(s, "r1:cpu");
+    session_->setPlacement(p);
+    QCOMPARE(session_->placement().rankCount(), 2);
+    QTest::mouseClick(panel_->runButton(), Qt::LeftButton);
+    QCOMPARE(panel_->rankProcesses()->running(), 1);
+    QVERIFY(done.wait(120000));
+    QVERIFY2(done.front().at(0).toBool(), qPrintable(panel_->summaryLabel()->text()));
+    const auto got = session_->prediction();
+    QVERIFY(got && got != expected);
+    QVERIFY(got->geometry().sameGrid(expected->geometry()));
+    std::size_t differing = 0, foreground = 0;
+    for (std::size_t i = 0; i < got->voxels().size(); ++i) {
+      differing += got->voxels()[i] != expected->voxels()[i];
+      foreground += expected->voxels()[i] != 0;
+    }
+    qInfo("%zu of %zu voxels differ from one process (%zu labelled)", differing, got->voxels().size(), foreground);
+    QCOMPARE(differing, std::size_t(0));
+    QVERIFY2(foreground > got->voxels().size() / 10 && foreground < got->voxels().size() * 9 / 10,
+             "the labels hardly vary: a comparison of them shows little");
+    QTRY_COMPARE_WITH_TIMEOUT(panel_->rankProcesses()->running(), 0, 10000);  // rank 1 ended by itself
+    QVERIFY(session_->rankProblem(1).isEmpty());
+
+    session_->removeRank(1);
+    session_->setPlacement(oneProcess);
+    QCOMPARE(session_->placement().rankCount(), 0);
   }
 };
 

@@ -1,6 +1,7 @@
 #include "ui/review/InferenceWorker.h"
 
 #include "core/base/Error.h"
+#include "core/dist/RankRun.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Inferer.h"
 
@@ -26,18 +27,27 @@ void InferenceWorker::run(const InferenceJob& job) {
   QElapsedTimer clock;
   clock.start();
   try {
-    // The run's preprocessing, placement and precision: what `splitseg-cli infer` does with them.
-    const auto placement = job.run.resolvePlacement(job.network->stageNames(), "cpu");
-    engine::SplitExecutor executor(job.network, placement, job.run.precision);
-    executor.setSharding(job.run.shardAxis, job.run.shardSlabs);
     job.network->root().eval();
-    engine::Inferer inferer(executor);
     engine::InferOptions o;
     o.window = job.run.window;
     o.overlap = job.run.overlap;
     SignalProgress sink(this);
     torch::NoGradGuard noGrad;
-    auto labels = std::make_shared<Volume>(engine::predictLabels(inferer, *job.image, job.run.preprocessing, o, &sink, &token_));
+    std::shared_ptr<Volume> labels;
+    const auto predict = [&](engine::Inferer& inferer) {
+      labels = std::make_shared<Volume>(engine::predictLabels(inferer, *job.image, job.run.preprocessing, o, &sink, &token_));
+    };
+    if (job.ranks.distributed()) {
+      Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
+      dist::inferAsRankZero(job.ranks, job.run, job.network, predict, &token_);
+    } else {
+      // The run's preprocessing, placement and precision: what `splitseg-cli infer` does with them.
+      const auto placement = job.run.resolvePlacement(job.network->stageNames(), "cpu");
+      engine::SplitExecutor executor(job.network, placement, job.run.precision);
+      executor.setSharding(job.run.shardAxis, job.run.shardSlabs);
+      engine::Inferer inferer(executor);
+      predict(inferer);
+    }
     r.labels = labels;
     if (job.truth && job.truth->geometry().sameGrid(labels->geometry())) {
       Q_EMIT progress(1.0, tr("computing Dice and HD95"));

@@ -1,7 +1,9 @@
 #pragma once
 // Runs the engine's Inferer (whole volume or sliding window) on a worker QThread and, with a
-// ground truth, the metrics too, so neither blocks the UI thread.
+// ground truth, the metrics too, so neither blocks the UI thread. A placement over ranks runs with
+// this process as rank 0: each window goes through the ranks (pipeline or every stage sharded).
 #include "core/base/CancelToken.h"
+#include "core/dist/RankEnv.h"
 #include "core/run/RunSpec.h"
 #include "core/volume/Volume.h"
 #include "core/metrics/SegmentationMetrics.h"
@@ -22,6 +24,9 @@ struct InferenceJob {
   run::RunSpec run;
   std::shared_ptr<const Volume> image;
   std::shared_ptr<const Volume> truth;      // optional
+  // Over ranks (worldSize > 1): this process is rank 0 and serves the rendezvous; the other ranks
+  // join it (RankProcesses, or workers on other machines). Rank 0's weights go to them.
+  dist::RankEnv ranks;
 };
 
 struct InferenceResult {

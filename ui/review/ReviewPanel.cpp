@@ -1,6 +1,6 @@
 #include "ui/review/ReviewPanel.h"
 
-#include "core/dist/RankRun.h"
+#include "ui/training/RankProcesses.h"
 
 #include "ui/session/Session.h"
 
@@ -13,6 +13,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QProgressBar>
+#include <QRegularExpression>
 #include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
@@ -36,6 +37,11 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
   thread_->start();
   connect(worker_, &InferenceWorker::finished, this, &ReviewPanel::onFinished);
+  ranks_ = new RankProcesses(this);
+  connect(ranks_, &RankProcesses::rankFailed, this, [this](int rank, const QString& why) {
+    session_->setRankProblem(rank, why);
+    if (running_) summary_->setText(tr("%1 — inference stops within the rank timeout").arg(why));
+  });
   connect(worker_, &InferenceWorker::progress, this, [this](double f, const QString& m) {
     progress_->setValue(static_cast<int>(f * 100));
     progress_->setFormat(QString("%1 — %p%").arg(m));
@@ -165,8 +171,19 @@ void ReviewPanel::runInference() {
   run.overlap = overlap_->value();
   session_->setRun(run);
   job.run = session_->run();
-  // Review runs in this process: a stage placed on a rank runs on that device here.
-  if (dist::dropRanks(job.run)) summary_->setText(tr("Stages placed on ranks run on their devices in this process"));
+  // A placement over ranks infers over them, this process being rank 0, as training does.
+  session_->clearRankProblems();
+  summary_->clear();
+  if (session_->placement().rankCount() > 1) {
+    std::string joinHint;
+    const QString why = ranks_->startForSession(*session_, job.run.rankTimeoutSeconds, job.ranks, joinHint);
+    if (!why.isEmpty()) {
+      summary_->setText(why);
+      return;
+    }
+    summary_->setText(joinHint.empty() ? tr("Inference over %n rank(s)", nullptr, job.ranks.worldSize)
+                                       : QString::fromStdString(joinHint));
+  }
   job.image = session_->image();
   job.truth = session_->groundTruth();
   running_ = true;
@@ -181,6 +198,11 @@ void ReviewPanel::runInference() {
 
 void ReviewPanel::onFinished(const InferenceResult& r) {
   running_ = false;
+  // Workers end right after rank 0; whatever still runs after a grace period is stopped.
+  ranks_->finish(5000);
+  // "rank 2 closed the connection ..." from the ranks' runtime: shown on rank 2's column too.
+  if (const auto m = QRegularExpression("\\brank (\\d+)\\b").match(r.error); m.hasMatch() && m.captured(1).toInt() > 0)
+    if (session_->rankProblem(m.captured(1).toInt()).isEmpty()) session_->setRankProblem(m.captured(1).toInt(), r.error);
   cancel_->setEnabled(false);
   session_->setBusy(false);
   run_->setEnabled(true);

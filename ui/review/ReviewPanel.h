@@ -23,6 +23,7 @@ class QThread;
 
 namespace splitseg::ui {
 
+class RankProcesses;
 class Session;
 
 class ReviewPanel : public QWidget {
@@ -45,6 +46,9 @@ public:
   QTableWidget* metricsTable() const { return table_; }
   QComboBox* displayBox() const { return display_; }
   QSlider* opacitySlider() const { return opacity_; }
+  QLabel* summaryLabel() const { return summary_; }
+  // The workers a review over ranks starts on this machine (the same kind training starts).
+  RankProcesses* rankProcesses() const { return ranks_; }
 
 Q_SIGNALS:
   // The slice views and the 3D view follow these (the main window connects them).
@@ -64,6 +68,7 @@ private:
   Session* session_;
   QThread* thread_;
   InferenceWorker* worker_;
+  RankProcesses* ranks_;
   QComboBox* mode_;
   QSpinBox* window_;
   QDoubleSpinBox* overlap_;

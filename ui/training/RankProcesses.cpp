@@ -1,11 +1,14 @@
 #include "ui/training/RankProcesses.h"
 #include "ui/training/TrainingWorker.h"
+#include "ui/session/RankHost.h"
+#include "ui/session/Session.h"
 
 #include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
 #include <QProcess>
 #include <QStandardPaths>
+#include <QSysInfo>
 #include <QThread>
 #include <QTimer>
 
@@ -77,6 +80,41 @@ QString RankProcesses::start(const QList<int>& ranks, int port, int worldSize, i
       return why;
     }
   }
+  return {};
+}
+
+QString RankProcesses::startForSession(const Session& session, int timeoutSeconds, dist::RankEnv& env,
+                                       std::string& joinHint) {
+  joinHint.clear();
+  const int world = session.placement().rankCount();
+  QList<int> local;
+  QStringList remote;
+  for (int r = 1; r < world; ++r) {
+    const auto& hosts = session.hosts();
+    const auto h = std::find_if(hosts.begin(), hosts.end(), [&](const RankHost& x) { return x.rank == r; });
+    if (h == hosts.end())
+      return tr("The placement names rank %1, which no host provides: add it with Add host… or move its stages").arg(r);
+    if (h->local())
+      local << r;
+    else
+      remote << QString::fromStdString(h->host);
+  }
+  // Remote workers connect to the port they were told; a run on this machine alone takes a free one.
+  const int port = remote.isEmpty() ? dist::freeLocalPort() : session.rendezvousPort();
+  if (port <= 0) return tr("No free port on 127.0.0.1 for the ranks' rendezvous");
+  env.masterAddr = "127.0.0.1";
+  env.masterPort = port;
+  env.rank = 0;
+  env.worldSize = world;
+  if (const QString why = start(local, port, world, timeoutSeconds); !why.isEmpty()) return why;
+  QStringList lines;
+  for (const auto& h : session.hosts())
+    if (!h.local() && h.rank < world)
+      lines << tr("on %1: %2").arg(QString::fromStdString(h.host),
+                                   QString::fromStdString(workerCommand(QSysInfo::machineHostName().toStdString(), port,
+                                                                        h.rank, world)));
+  if (!lines.isEmpty())
+    joinHint = tr("start the remote ranks within %1 s —\n%2").arg(timeoutSeconds).arg(lines.join("\n")).toStdString();
   return {};
 }
 

@@ -8,9 +8,15 @@
 #include <QObject>
 #include <QString>
 
+#include "core/dist/RankEnv.h"
+
+#include <string>
+
 class QProcess;
 
 namespace splitseg::ui {
+
+class Session;
 
 class RankProcesses : public QObject {
   Q_OBJECT
@@ -24,6 +30,12 @@ public:
   // The run ended: workers normally exit by themselves right after; those still running after
   // `graceMs` are killed. Does not block.
   void finish(int graceMs);
+  // A run over the ranks the session's placement names, with this process as rank 0 (training
+  // or review): starts the workers on this machine and fills `env` (a free port on 127.0.0.1, or
+  // the session's rendezvous port when a host is remote) and `joinHint` (the command each remote
+  // host runs, empty when none). "" or why the run cannot start (a rank no host provides, no
+  // free port, a worker that did not start).
+  QString startForSession(const Session& session, int timeoutSeconds, dist::RankEnv& env, std::string& joinHint);
   int running() const;
   qint64 pidOf(int rank) const;  // 0 when not running
 

@@ -30,7 +30,6 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QRegularExpression>
-#include <QSysInfo>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QThread>
@@ -442,46 +441,10 @@ void TrainingPanel::startRun() {
 
 bool TrainingPanel::prepareRanks(TrainingJob& c) {
   session_->clearRankProblems();
-  const int world = session_->placement().rankCount();
-  if (world <= 1) return true;
-  QList<int> local;
-  QStringList remote;
-  for (int r = 1; r < world; ++r) {
-    const auto& hosts = session_->hosts();
-    const auto h = std::find_if(hosts.begin(), hosts.end(), [&](const RankHost& x) { return x.rank == r; });
-    if (h == hosts.end()) {
-      showError(tr("The placement names rank %1, which no host provides: add it with Add host… or move its stages").arg(r));
-      return false;
-    }
-    if (h->local())
-      local << r;
-    else
-      remote << QString::fromStdString(h->host);
-  }
-  // Remote workers connect to the port they were told; a run on this machine alone takes a free one.
-  const int port = remote.isEmpty() ? dist::freeLocalPort() : session_->rendezvousPort();
-  if (port <= 0) {
-    showError(tr("No free port on 127.0.0.1 for the ranks' rendezvous"));
-    return false;
-  }
-  c.ranks.masterAddr = "127.0.0.1";
-  c.ranks.masterPort = port;
-  c.ranks.rank = 0;
-  c.ranks.worldSize = world;
-  const QString why = ranks_->start(local, port, world, c.run.rankTimeoutSeconds);
-  if (!why.isEmpty()) {
-    showError(why);
-    return false;
-  }
-  QStringList lines;
-  for (const auto& h : session_->hosts())
-    if (!h.local() && h.rank < world)
-      lines << tr("on %1: %2").arg(QString::fromStdString(h.host),
-                                   QString::fromStdString(workerCommand(QSysInfo::machineHostName().toStdString(), port,
-                                                                        h.rank, world)));
-  if (!lines.isEmpty())
-    c.joinHint = tr("start the remote ranks within %1 s —\n%2").arg(c.run.rankTimeoutSeconds).arg(lines.join("\n")).toStdString();
-  return true;
+  if (session_->placement().rankCount() <= 1) return true;
+  const QString why = ranks_->startForSession(*session_, c.run.rankTimeoutSeconds, c.ranks, c.joinHint);
+  if (!why.isEmpty()) showError(why);
+  return why.isEmpty();
 }
 
 void TrainingPanel::togglePause() {

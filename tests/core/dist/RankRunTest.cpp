@@ -2,13 +2,17 @@
 // a thread, as the GUI's worker thread does), rank 1 a `splitseg-cli worker` process. Stop ends
 // every rank after the same step; a pause longer than the rank timeout is not taken for a dead
 // rank; without a checkpoint path rank 0's network ends with every rank's trained weights, the
-// same as training in one process.
+// same as training in one process. Inference over ranks (dist::inferAsRankZero, as the review
+// runs it) equals one process, and a review stopped between windows lets the worker go at once.
 #include "core/data/SampleSource.h"
 #include "core/dist/RankRun.h"
+#include "core/engine/Inferer.h"
+#include "core/engine/SplitExecutor.h"
 #include "core/engine/Trainer.h"
 #include "core/plugin/PluginRegistry.h"
 #include "core/dist/RankEnv.h"
 
+#include <QElapsedTimer>
 #include <QProcess>
 #include <QtTest>
 
@@ -22,6 +26,8 @@ using namespace splitseg;
 
 namespace {
 const char* kPlacement = "enc0=cpu,enc1=cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=cpu";
+const char* kSharded = "enc0=r0:cpu+r1:cpu,enc1=r0:cpu+r1:cpu,bottleneck=r0:cpu+r1:cpu,dec1=r0:cpu+r1:cpu,"
+                       "dec0=r0:cpu+r1:cpu,head=r0:cpu+r1:cpu";
 
 run::RunSpec tinyRun(int steps, int timeoutSeconds) {
   run::RunSpec spec;
@@ -36,12 +42,22 @@ run::RunSpec tinyRun(int steps, int timeoutSeconds) {
   return spec;
 }
 
-std::shared_ptr<model::StagedNetwork> build(run::RunSpec& spec) {
+std::shared_ptr<model::StagedNetwork> build(run::RunSpec& spec, const char* placement = kPlacement) {
   torch::manual_seed(spec.seed);
   auto net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
-  spec.setPlacement(placement::Placement::parse(kPlacement, net->stageNames(), "cpu"));
+  spec.setPlacement(placement::Placement::parse(placement, net->stageNames(), "cpu"));
   return net;
 }
+
+// Stops the run at its first progress report (after the first batch of windows).
+class StopAtFirstWindow final : public ProgressSink {
+public:
+  explicit StopAtFirstWindow(CancelToken& token) : token_(token) {}
+  void progress(double, const std::string&) override { token_.cancel(); }
+
+private:
+  CancelToken& token_;
+};
 
 // Counts steps; calls `onStep` (on rank 0's thread) after each.
 class Steps final : public engine::MetricsSink {
@@ -198,6 +214,71 @@ private Q_SLOTS:
     QVERIFY2(pausedFor >= 4.0, qPrintable(QString::number(pausedFor)));
     const int code = worker.finish(30000);
     QVERIFY2(code == 0, worker.err().constData());
+  }
+
+  // Rank 0 predicts through dist::inferAsRankZero with a `splitseg-cli worker` as rank 1: the same
+  // probabilities as one process. Stopped after the first windows, rank 0 leaves with Cancelled
+  // and the worker exits cleanly at once, not after the rank timeout (60 s here).
+  void inferenceOverRanks_data() {
+    QTest::addColumn<QString>("placement");
+    QTest::addColumn<bool>("stop");
+    QTest::newRow("pipeline") << QString(kPlacement) << false;
+    QTest::newRow("pipeline, stopped") << QString(kPlacement) << true;
+    QTest::newRow("every stage sharded") << QString(kSharded) << false;
+    QTest::newRow("every stage sharded, stopped") << QString(kSharded) << true;
+  }
+  void inferenceOverRanks() {
+    QFETCH(QString, placement);
+    QFETCH(bool, stop);
+    auto spec = tinyRun(1, 60);
+    const auto where = placement.toStdString();
+    auto net = build(spec, where.c_str());
+    net->root().eval();
+    torch::manual_seed(11);
+    const auto image = torch::rand({1, 32, 32, 32});
+    engine::InferOptions o;
+    o.window = {16, 16, 16};
+    o.overlap = 0.5;  // 27 windows
+
+    auto oneProcess = build(spec, where.c_str());
+    oneProcess->root().eval();
+    engine::SplitExecutor executor(oneProcess, placement::Placement::uniform(oneProcess->stageNames(), "cpu"),
+                                   spec.precision);
+    engine::Prediction expected;
+    {
+      torch::NoGradGuard noGrad;
+      expected = engine::Inferer(executor).predict(image, o);
+    }
+
+    const int port = dist::freeLocalPort();
+    Worker worker(port);
+    CancelToken cancel;
+    StopAtFirstWindow stopper(cancel);
+    engine::Prediction got;
+    bool cancelled = false;
+    std::string error;
+    try {
+      torch::NoGradGuard noGrad;
+      dist::inferAsRankZero(rankZero(port), spec, net, [&](engine::Inferer& inferer) {
+        got = inferer.predict(image, o, stop ? &stopper : nullptr, &cancel);
+      });
+    } catch (const Cancelled&) {
+      cancelled = true;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    QElapsedTimer clock;
+    clock.start();
+    const int code = worker.finish(30000);
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(cancelled, stop);
+    QVERIFY2(code == 0, worker.err().constData());
+    QVERIFY2(clock.elapsed() < 10000, qPrintable(QString("the worker exited %1 ms after rank 0").arg(clock.elapsed())));
+    if (stop) return;
+    const double worst = (got.probabilities - expected.probabilities).abs().max().item<double>();
+    qInfo("largest probability difference to one process: %.3g", worst);
+    QVERIFY2(worst < 1e-5, qPrintable(QString::number(worst)));
+    QVERIFY(torch::equal(got.labels, expected.labels));
   }
 
   // No checkpoint path: rank 1's stages come back into rank 0's network, trained as in one process.
