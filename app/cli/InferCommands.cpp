@@ -35,17 +35,20 @@ struct InferArgs {
   double overlap = 0.5;
   CLI::Option* overlapGiven = nullptr;
   int batch = 1;
+  CLI::Option* batchGiven = nullptr;
+  int microBatches = 1;
+  CLI::Option* microGiven = nullptr;
   std::string progress = "bar";
   std::uint64_t seed = 1;
   std::string probabilities;
 };
 
-// The run's window and overlap, with the windows per pass of the command line.
-engine::InferOptions inferOptions(const InferArgs& a, const run::RunSpec& spec) {
+// The run's window, overlap and windows per pass (an inference run's batch).
+engine::InferOptions inferOptions(const InferArgs&, const run::RunSpec& spec) {
   engine::InferOptions o;
   o.window = spec.window;
   o.overlap = spec.overlap;
-  o.batch = a.batch;
+  o.batch = spec.batch;
   return o;
 }
 
@@ -105,9 +108,16 @@ void runInfer(const InferArgs& a) {
     spec.networkOptions = info.run.networkOptions;
     if (!a.run.given("--intensity") && !a.run.given("--spacing")) spec.preprocessing = info.run.preprocessing;
   } else {
+    // Untrained weights from the run's seed, as `train` and the ranks draw them: without it, four
+    // runs of the same command gave four different probability maps.
+    torch::manual_seed(spec.seed);
     net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
   }
   a.run.applyStages(spec, net->stageNames());
+  // An inference run's batch is its windows per forward pass; over ranks, by default one window per
+  // micro-batch, so that the ranks work on different windows at the same time.
+  if (a.microGiven->count() > 0) spec.microBatches = a.microBatches;
+  spec.batch = a.batchGiven->count() > 0 ? a.batch : std::max(a.batch, spec.microBatches);
   // `launch --rank-timeout` reaches every rank through the environment.
   spec.rankTimeoutSeconds = rankTimeout(spec.rankTimeoutSeconds, a.run.given("--rank-timeout"));
   if (!env.distributed() && dropRanks(spec))
@@ -162,7 +172,13 @@ void addInferCommands(CLI::App& app) {
   cmd->add_option("--checkpoint", a->checkpoint, "trained checkpoint (its run gives network and preprocessing)");
   cmd->add_option("--window", a->window, "sliding window N or X,Y,Z (default: whole volume)");
   a->overlapGiven = cmd->add_option("--overlap", a->overlap, "window overlap")->capture_default_str()->check(CLI::Range(0.0, 0.95));
-  cmd->add_option("--batch", a->batch, "windows per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
+  a->batchGiven = cmd->add_option("--batch", a->batch, "windows per forward pass (default: 1, or the micro-batches)")
+                      ->capture_default_str()
+                      ->check(CLI::PositiveNumber);
+  a->microGiven = cmd->add_option("--micro-batches", a->microBatches,
+                                  "ranks: each pass's windows flow through the ranks as M micro-batches, the ranks "
+                                  "working on different windows at once (default: the run's)")
+                      ->check(CLI::Range(1, 4096));
   cmd->add_option("--progress", a->progress, "jsonl|bar|none")->capture_default_str();
   cmd->add_option("--seed", a->seed, "phantom seed")->capture_default_str();
   cmd->add_option("--probabilities", a->probabilities,

@@ -2,9 +2,11 @@
 #include "core/base/Error.h"
 #include "core/dist/PipelineTrainer.h"
 #include "core/engine/AutocastScope.h"
+#include "core/shard/HaloConv3d.h"
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
 
 namespace splitseg::dist {
@@ -19,6 +21,22 @@ PipelineInferer::PipelineInferer(Comm& comm, std::shared_ptr<model::StagedNetwor
   sendWeightsFromRank0(comm_, *network_, schedule_);
   for (int i : schedule_.stagesOf(comm_.rank())) network_->stageModule(i)->to(devices_[static_cast<std::size_t>(i)]);
   network_->root().eval();
+  // CPU stages predict with their weights in NDHWC, as the one-process Inferer does (faster on
+  // the CPU); the destructor gives them their layout back (rank 0's network may train again).
+  torch::NoGradGuard noGrad;
+  for (int i : schedule_.stagesOf(comm_.rank())) {
+    if (!devices_[static_cast<std::size_t>(i)].is_cpu()) continue;
+    for (auto& p : network_->stageModule(i)->parameters()) {
+      if (p.dim() != 5 || p.is_contiguous(at::MemoryFormat::ChannelsLast3d)) continue;
+      p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+      channelsLast_.push_back(p);
+    }
+  }
+}
+
+PipelineInferer::~PipelineInferer() {
+  torch::NoGradGuard noGrad;
+  for (auto& p : channelsLast_) p.set_data(p.contiguous());
 }
 
 torch::Tensor forwardOverRanks(Comm& comm_, model::StagedNetwork& network, const PipelineSchedule& schedule_,
@@ -26,29 +44,42 @@ torch::Tensor forwardOverRanks(Comm& comm_, model::StagedNetwork& network, const
                                const torch::Tensor& input) {
   const int me = comm_.rank();
   const int head = schedule_.headStage();
-  std::vector<torch::Tensor> outputs(static_cast<std::size_t>(schedule_.stageCount()));
-  std::map<int, torch::Tensor> received;
-  auto fetch = [&](const std::string& name) -> torch::Tensor {
+  const int M = schedule_.microBatches();
+  auto part = [](const std::string& what, int m) { return what + " of micro-batch " + std::to_string(m); };
+  // outputs[stage][m]; what came from other ranks, by (producer, m).
+  std::vector<std::vector<torch::Tensor>> outputs(static_cast<std::size_t>(schedule_.stageCount()),
+                                                  std::vector<torch::Tensor>(static_cast<std::size_t>(M)));
+  std::map<std::pair<int, int>, torch::Tensor> received;
+  std::vector<torch::Tensor> inputs(static_cast<std::size_t>(M));
+  if (me == 0) {
+    const auto sizes = placement::PipelineOrder::microSizes(static_cast<int>(input.size(0)), M);
+    const auto parts = input.split_with_sizes(std::vector<std::int64_t>(sizes.begin(), sizes.end()));
+    for (int m = 0; m < M; ++m) {
+      inputs[static_cast<std::size_t>(m)] = parts[static_cast<std::size_t>(m)].contiguous();
+      for (int r : schedule_.inputReaders())
+        comm_.send(inputs[static_cast<std::size_t>(m)], r, PipelineSchedule::tag(Message::Input, 0, m), part("the input windows", m));
+    }
+  }
+  auto fetch = [&](const std::string& name, int m) -> torch::Tensor {
     const int p = schedule_.producer(name);
-    if (p < 0 && me == 0) return input;
-    if (p >= 0 && schedule_.owner(p) == me) return outputs[static_cast<std::size_t>(p)];
-    auto& slot = received[p];
+    if (p < 0 && me == 0) return inputs[static_cast<std::size_t>(m)];
+    if (p >= 0 && schedule_.owner(p) == me) return outputs[static_cast<std::size_t>(p)][static_cast<std::size_t>(m)];
+    auto& slot = received[{p, m}];
     if (!slot.defined())
-      slot = p < 0 ? comm_.recv(0, PipelineSchedule::tag(Message::Input, 0, 0), "the input windows")
-                   : comm_.recv(schedule_.owner(p), PipelineSchedule::tag(Message::Activation, p, 0),
-                                schedule_.spec(p).name + "'s output");
+      slot = p < 0 ? comm_.recv(0, PipelineSchedule::tag(Message::Input, 0, m), part("the input windows", m))
+                   : comm_.recv(schedule_.owner(p), PipelineSchedule::tag(Message::Activation, p, m),
+                                part(schedule_.spec(p).name + "'s output", m));
     return slot;
   };
-  if (me == 0)
-    for (int r : schedule_.inputReaders())
-      comm_.send(input, r, PipelineSchedule::tag(Message::Input, 0, 0), "the input windows");
+  // The wavefront order: with M > 1, this rank runs micro-batch m + 1 while the next rank runs m.
+  std::vector<torch::Tensor> logits(static_cast<std::size_t>(M));
   for (const Cell& c : schedule_.forwardOrder(me)) {
     const auto& spec = schedule_.spec(c.stage);
     const torch::Device device = devices_[static_cast<std::size_t>(c.stage)];
     const bool bf16 = precision.of(spec.name) == placement::Precision::BF16;
     std::vector<torch::Tensor> in;
     for (const auto& name : spec.inputs) {
-      torch::Tensor t = fetch(name).to(device);
+      torch::Tensor t = fetch(name, c.micro).to(device);
       if (!bf16 && t.scalar_type() == torch::kBFloat16) t = t.to(torch::kFloat);
       in.push_back(t);
     }
@@ -57,31 +88,59 @@ torch::Tensor forwardOverRanks(Comm& comm_, model::StagedNetwork& network, const
       engine::AutocastScope autocast(bf16, device.type());
       out = network.runStage(c.stage, in);
     }
-    outputs[static_cast<std::size_t>(c.stage)] = out;
+    outputs[static_cast<std::size_t>(c.stage)][static_cast<std::size_t>(c.micro)] = out;
     for (int r : schedule_.remoteReaders(c.stage))
-      comm_.send(out, r, PipelineSchedule::tag(Message::Activation, c.stage, 0), spec.name + "'s output");
+      comm_.send(out, r, PipelineSchedule::tag(Message::Activation, c.stage, c.micro), part(spec.name + "'s output", c.micro));
+    if (c.stage == head) {
+      logits[static_cast<std::size_t>(c.micro)] = out.to(torch::kFloat);
+      if (me != 0)
+        comm_.send(logits[static_cast<std::size_t>(c.micro)], 0, PipelineSchedule::tag(Message::Result, head, c.micro),
+                   part("the logits", c.micro));
+    }
   }
-  torch::Tensor logits;
-  if (schedule_.owner(head) == me) {
-    logits = outputs[static_cast<std::size_t>(head)].to(torch::kFloat);
-    if (me != 0) comm_.send(logits, 0, PipelineSchedule::tag(Message::Result, head, 0), "the logits");
-  } else if (me == 0) {
-    logits = comm_.recv(schedule_.owner(head), PipelineSchedule::tag(Message::Result, head, 0), "the logits");
+  torch::Tensor result;
+  if (me == 0) {
+    if (schedule_.owner(head) != 0)
+      for (int m = 0; m < M; ++m)
+        logits[static_cast<std::size_t>(m)] =
+            comm_.recv(schedule_.owner(head), PipelineSchedule::tag(Message::Result, head, m), part("the logits", m));
+    result = M == 1 ? logits.front() : torch::cat(logits, 0);
   }
   comm_.flush();
-  return logits;
+  return result;
+}
+
+const PipelineSchedule& PipelineInferer::scheduleFor(int microBatches) {
+  auto it = schedules_.find(microBatches);
+  if (it == schedules_.end())
+    it = schedules_.emplace(microBatches, PipelineSchedule(network_->stageSpecs(), stageOwners(placement_, comm_.size()),
+                                                           microBatches)).first;
+  return it->second;
 }
 
 torch::Tensor PipelineInferer::forward(const torch::Tensor& batch) {
   if (comm_.rank() != 0) throw Error("internal: only rank 0 hands out windows");
-  for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::ones({1}, torch::kLong), r, controlTag(), "a command");
-  return forwardOverRanks(comm_, *network_, schedule_, devices_, spec_.precision, batch.to(torch::kCPU).contiguous());
+  // As many micro-batches as asked, at most one per window. The command tells the ranks how many
+  // and the pass's windows: each micro-batch runs the convolution kernels of the whole pass (on the
+  // CPU, oneDNN rather than batch 1's vol2col).
+  const std::int64_t n = batch.size(0);
+  const int m = static_cast<int>(std::min<std::int64_t>(std::max(1, spec_.microBatches), n));
+  const auto command = torch::tensor({static_cast<std::int64_t>(m), n}, torch::kLong);
+  for (int r = 1; r < comm_.size(); ++r) comm_.send(command, r, controlTag(), "a command");
+  shard::WholeBatchScope whole(n);
+  return forwardOverRanks(comm_, *network_, scheduleFor(m), devices_, spec_.precision, batch.to(torch::kCPU).contiguous());
 }
 
 void PipelineInferer::serve() {
   c10::InferenceMode inference;
-  while (comm_.recv(0, controlTag(), "rank 0's next windows").item<std::int64_t>() == 1)
-    forwardOverRanks(comm_, *network_, schedule_, devices_, spec_.precision, torch::Tensor());
+  shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
+  while (true) {
+    const auto command = comm_.recv(0, controlTag(), "rank 0's next windows");
+    const std::int64_t m = command[0].item<std::int64_t>();
+    if (m < 1) break;
+    shard::WholeBatchScope whole(command.numel() > 1 ? command[1].item<std::int64_t>() : m);
+    forwardOverRanks(comm_, *network_, scheduleFor(static_cast<int>(m)), devices_, spec_.precision, torch::Tensor());
+  }
   comm_.barrier("the end of inference");
 }
 

@@ -1,5 +1,6 @@
 #include "core/dist/SpatialInferer.h"
 #include "core/base/Error.h"
+#include "core/shard/HaloConv3d.h"
 #include "core/dist/RankShardComm.h"
 #include "core/placement/ShardLayout.h"
 
@@ -67,6 +68,7 @@ torch::Tensor SpatialInferer::forward(const torch::Tensor& batch) {
 
 void SpatialInferer::serve() {
   c10::InferenceMode inference;
+  shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
   const int dim = 2 + static_cast<int>(spec_.shardAxis);
   while (comm_.recv(0, kControlTag, "rank 0's next windows").item<std::int64_t>() == 1) {
     RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);

@@ -1,4 +1,5 @@
 #include "core/engine/Inferer.h"
+#include "core/shard/HaloConv3d.h"
 #include "core/engine/Tensors.h"
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
@@ -71,6 +72,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
                                 !executor_->cpuChannelsLast()};
   if (channelsLast.on) executor_->setCpuChannelsLast(true);
   c10::InferenceMode inferenceMode;  // no autograd bookkeeping at all
+  shard::OneDnnInferenceScope oneDnn;  // one window's small convolutions: oneDNN, not vol2col
   auto& net = network().root();
   const bool wasTraining = net.is_training();
   net.eval();

@@ -49,6 +49,7 @@ at::native::mkldnn_convolution_backward_fn oneDnnBackward() {
 }
 
 thread_local std::int64_t tWholeBatch = 0;
+thread_local bool tOneDnnInference = false;
 
 // LibTorch sends a CPU fp32 convolution at batch 1 to oneDNN only when N*C*D*H > 20480 ("for some
 // case, native is faster": use_mkldnn in aten/src/ATen/native/Convolution.cpp, torch 2.11), else
@@ -59,14 +60,23 @@ thread_local std::int64_t tWholeBatch = 0;
 // runs oneDNN (GPipe's micro-batches ran 1.2x slower per sample than their batch). They run the
 // whole's kernel instead. LibTorch's other conditions (the "a" of use_mkldnn) hold for the whole
 // as for the part, except that a 1x1x1 kernel at stride 1 on one thread stays native for both.
-// False where LibTorch picks oneDNN itself, in a build without oneDNN, and for channels-last or
-// other non-contiguous layouts (LibTorch's own path handles those).
+// False where LibTorch picks oneDNN itself, in a build without oneDNN, and for non-contiguous
+// layouts, except channels-last without gradients (the CPU inference layout, which oneDNN takes
+// as it is; LibTorch's test sends it to vol2col the same way).
+} // namespace
+
+namespace {
+bool oneDnnLayout(const torch::Tensor& t) {
+  return t.is_contiguous() || (!torch::GradMode::is_enabled() && t.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+}
 } // namespace
 
 bool callsOneDnn(const torch::Tensor& x, const torch::Tensor& w, std::int64_t wholeFactor) {
+  // Inference (OneDnnInferenceScope, no gradients): every such convolution, as if in a large batch.
+  if (tOneDnnInference && !torch::GradMode::is_enabled()) wholeFactor = std::max<std::int64_t>(wholeFactor, 1 << 20);
   if (wholeFactor <= 1 || !x.device().is_cpu() || x.scalar_type() != torch::kFloat ||
       w.scalar_type() != torch::kFloat || !at::globalContext().userEnabledMkldnn() || x.dim() != 5 ||
-      x.size(0) != 1 || !x.is_contiguous() || !w.is_contiguous() || (w.size(-1) > 3 && w.size(-2) > 3) ||
+      x.size(0) != 1 || !oneDnnLayout(x) || !oneDnnLayout(w) || (w.size(-1) > 3 && w.size(-2) > 3) ||
       !oneDnnBackward())
     return false;
   const bool pointwise = w.size(-1) == 1 && w.size(-2) == 1 && w.size(-3) == 1;
@@ -78,9 +88,15 @@ bool callsOneDnn(const torch::Tensor& x, const torch::Tensor& w, std::int64_t wh
 namespace {
 
 torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const ConvArgs& a) {
-  if (a.oneDnn)
-    return at::mkldnn_convolution(x.contiguous(), w.contiguous(), b.defined() ? std::optional<torch::Tensor>(b) : std::nullopt,
-                                  a.padding, a.stride, a.dilation, a.groups);
+  if (a.oneDnn) {
+    // Channels-last weights (CPU inference) keep their layout: no copy of them per call.
+    const auto layout = w.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !w.is_contiguous()
+                            ? at::MemoryFormat::ChannelsLast3d
+                            : at::MemoryFormat::Contiguous;
+    return at::mkldnn_convolution(x.contiguous(layout), w.contiguous(layout),
+                                  b.defined() ? std::optional<torch::Tensor>(b) : std::nullopt, a.padding, a.stride,
+                                  a.dilation, a.groups);
+  }
   return at::convolution(x, w, b, a.stride, a.padding, a.dilation, false, {0, 0, 0}, a.groups);
 }
 
@@ -190,6 +206,9 @@ public:
 };
 
 } // namespace
+
+OneDnnInferenceScope::OneDnnInferenceScope() : previous_(tOneDnnInference) { tOneDnnInference = true; }
+OneDnnInferenceScope::~OneDnnInferenceScope() { tOneDnnInference = previous_; }
 
 WholeBatchScope::WholeBatchScope(std::int64_t batch) : previous_(tWholeBatch) { tWholeBatch = batch; }
 WholeBatchScope::~WholeBatchScope() { tWholeBatch = previous_; }

@@ -167,6 +167,14 @@ def split_and_ranks(rep):
                 op=">=", threshold=1.5, throughput=True)
     rep.compare("ranks_vs_one", "  2 ranks (M=4) vs one process with 2 threads", "ranks_m4", "ranks_one",
                 "one process, 2 threads", throughput=True)
+    ri = first(rows, "rinfer_m4") or first(rows, "rinfer_m1")
+    if ri:
+        rep.add(f"**Inference over a process boundary**, base {ri.get('base', '?')}, {ri.get('size', '?')}^3 in "
+                f"{ri.get('window', '?')}^3 windows, {ri.get('batch', '?')} a pass")
+        rep.compare("rinfer_gpipe", "  2 ranks x 1 thread: the pass as 4 micro-batches vs 1", "rinfer_m4", "rinfer_m1",
+                    "M=1", throughput=True)
+        rep.compare("rinfer_vs_one", "  2 ranks (M=4) vs one process with 2 threads", "rinfer_m4", "rinfer_one",
+                    "one process, 2 threads", throughput=True)
     est = ratio(rows, "ranks_b1", "ranks_b4")
     if est:
         est = Estimate([4 * v for v in est.values])  # four steps of batch 1 against one of batch 4

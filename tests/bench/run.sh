@@ -50,8 +50,8 @@ OUTD="$WORK/results"; mkdir -p "$OUTD"
 # counts work, not waiting: on a shared 2-core machine wall time swings by 2-3x between rounds.
 export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 log() { echo "bench: $*" >&2; }
-# BENCH_ONLY=planner,ranks runs only those sections (training inference planner volume ranks ranks_plan sharding
-# ui); with BENCH_MERGE=old-results.jsonl the other sections' records are taken from that file, so
+# BENCH_ONLY=planner,ranks runs only those sections (training inference planner volume ranks ranks_infer
+# ranks_plan sharding ui); with BENCH_MERGE=old-results.jsonl the other sections' records are taken from that file, so
 # the report is still regenerated whole from one results file.
 want() { [ -z "${BENCH_ONLY:-}" ] || [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
 ROUND=0; TAGS=()  # every record carries its round (0: outside the rounds) and these extra KEY VALUE tags
@@ -243,6 +243,24 @@ record ranks_stages "${RB[@]}" --ranks 10 --micro 1 --threads 1 --placement "$RS
 for ROUND in $(seq 1 "$ROUNDS"); do
   log "ranks round $ROUND/$ROUNDS"
   in_order r_m1 r_b4 r_m4 r_one r_b1
+done
+ROUND=0
+fi
+# Sliding-window inference over 2 local ranks x 1 thread (the seed network at base $BASE, a
+# ${RINF_SIZE}^3 phantom in 64^3 windows at overlap 0.5: 64 windows, 4 a pass): the pass as 4
+# micro-batches, the ranks working on different windows at once, against 1; and against one process
+# with 2 threads. Rank 0 runs enc0..dec1, rank 1 dec0 and the head, the contiguous cut nearest to
+# half the compute (dec0 alone is nearly half; ranks_stages).
+RINF_SIZE="${BENCH_RINF_SIZE:-160}"; [ "${BENCH_QUICK:-0}" = 1 ] && RINF_SIZE=64
+RIPLACE="enc0=r0:cpu,enc1=r0:cpu,enc2=r0:cpu,enc3=r0:cpu,bottleneck=r0:cpu,dec3=r0:cpu,dec2=r0:cpu,dec1=r0:cpu,dec0=r1:cpu,head=r1:cpu"
+RI=("$PY" "$HERE/ranks_bench.py" --cli "$CLI" --infer --size "$RINF_SIZE" --base "$BASE" --batch 4 --window 64)
+ri_m1() { record rinfer_m1 "${RI[@]}" --ranks 2 --micro 1 --threads 1 --placement "$RIPLACE"; }
+ri_m4() { record rinfer_m4 "${RI[@]}" --ranks 2 --micro 4 --threads 1 --placement "$RIPLACE"; }
+ri_one() { record rinfer_one "${RI[@]}" --ranks 0 --threads 2; }
+if want ranks_infer; then
+for ROUND in $(seq 1 "$ROUNDS"); do
+  log "inference over ranks round $ROUND/$ROUNDS"
+  in_order ri_m1 ri_m4 ri_one
 done
 ROUND=0
 fi

@@ -7,6 +7,8 @@
 
 #include <QElapsedTimer>
 
+#include <algorithm>
+
 namespace splitseg::ui {
 
 namespace {
@@ -31,6 +33,8 @@ void InferenceWorker::run(const InferenceJob& job) {
     engine::InferOptions o;
     o.window = job.run.window;
     o.overlap = job.run.overlap;
+    // Over ranks, one window per micro-batch in each pass: the ranks work on different windows at once.
+    if (job.ranks.distributed()) o.batch = std::max(1, job.run.microBatches);
     SignalProgress sink(this);
     torch::NoGradGuard noGrad;
     std::shared_ptr<Volume> labels;

@@ -197,25 +197,29 @@ private Q_SLOTS:
     QTest::addColumn<int>("ranks");
     QTest::addColumn<QString>("placement");
     QTest::addColumn<QString>("window");
-    QTest::newRow("2 ranks, sliding window 16") << 2 << kEncodersDecoders << "16";
-    QTest::newRow("3 ranks, whole volume") << 3 << kThreeRanks << "0";
-    QTest::newRow("3 ranks, sliding window 16x16x32") << 3 << kThreeRanks << "16,16,32";
+    QTest::addColumn<int>("micro");  // micro-batches over the ranks, as many windows per pass
+    QTest::newRow("2 ranks, sliding window 16") << 2 << kEncodersDecoders << "16" << 1;
+    QTest::newRow("3 ranks, whole volume") << 3 << kThreeRanks << "0" << 1;
+    QTest::newRow("3 ranks, sliding window 16x16x32") << 3 << kThreeRanks << "16,16,32" << 1;
+    // Three windows a pass, one per micro-batch, in flight on the 3 ranks at once.
+    QTest::newRow("3 ranks, sliding window 16, 3 micro-batches") << 3 << kThreeRanks << "16" << 3;
     // Every stage sharded over both ranks: each window cut into one slab per rank (SpatialInferer).
-    QTest::newRow("every stage sharded over 2 ranks, whole volume") << 2 << kSpatial << "0";
+    QTest::newRow("every stage sharded over 2 ranks, whole volume") << 2 << kSpatial << "0" << 1;
   }
   void inferenceMatchesOneProcess() {
     QFETCH(int, ranks);
     QFETCH(QString, placement);
     QFETCH(QString, window);
+    QFETCH(int, micro);
     QTemporaryDir dir;
     const QString ckpt = dir.filePath("net.pt"), one = dir.filePath("one.pt"), many = dir.filePath("many.pt");
     auto r = cli(QStringList{"train"} + runFlags(2) + QStringList{"--save", ckpt});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const QStringList infer{"--checkpoint", ckpt, "--synthetic", "32", "--window", window, "--progress", "none"};
-    r = cli(QStringList{"infer"} + infer + QStringList{"--probabilities", one});
+    r = cli(QStringList{"infer"} + infer + QStringList{"--batch", QString::number(micro), "--probabilities", one});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     r = cli(QStringList{"launch", "--local-ranks", QString::number(ranks), "--rank-timeout", "30", "infer"} + infer +
-            QStringList{"--placement", placement, "--probabilities", many});
+            QStringList{"--placement", placement, "--micro-batches", QString::number(micro), "--probabilities", many});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     torch::Tensor a, b;
     torch::load(a, one.toStdString());

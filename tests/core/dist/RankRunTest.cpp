@@ -222,15 +222,24 @@ private Q_SLOTS:
   void inferenceOverRanks_data() {
     QTest::addColumn<QString>("placement");
     QTest::addColumn<bool>("stop");
-    QTest::newRow("pipeline") << QString(kPlacement) << false;
-    QTest::newRow("pipeline, stopped") << QString(kPlacement) << true;
-    QTest::newRow("every stage sharded") << QString(kSharded) << false;
-    QTest::newRow("every stage sharded, stopped") << QString(kSharded) << true;
+    QTest::addColumn<int>("micro");    // micro-batches over the ranks
+    QTest::addColumn<int>("windows");  // windows per forward pass
+    QTest::newRow("pipeline") << QString(kPlacement) << false << 1 << 1;
+    QTest::newRow("pipeline, stopped") << QString(kPlacement) << true << 1 << 1;
+    // 27 windows as passes of 4 (the last of 3): parts of 2 and 2 (1, 1 and 1 in the last pass).
+    QTest::newRow("pipeline, 2 micro-batches") << QString(kPlacement) << false << 2 << 4;
+    QTest::newRow("pipeline, 3 micro-batches, stopped") << QString(kPlacement) << true << 3 << 4;
+    QTest::newRow("every stage sharded") << QString(kSharded) << false << 1 << 1;
+    QTest::newRow("every stage sharded, stopped") << QString(kSharded) << true << 1 << 1;
   }
   void inferenceOverRanks() {
     QFETCH(QString, placement);
     QFETCH(bool, stop);
+    QFETCH(int, micro);
+    QFETCH(int, windows);
     auto spec = tinyRun(1, 60);
+    spec.batch = windows;
+    spec.microBatches = micro;
     const auto where = placement.toStdString();
     auto net = build(spec, where.c_str());
     net->root().eval();
@@ -239,6 +248,7 @@ private Q_SLOTS:
     engine::InferOptions o;
     o.window = {16, 16, 16};
     o.overlap = 0.5;  // 27 windows
+    o.batch = windows;
 
     auto oneProcess = build(spec, where.c_str());
     oneProcess->root().eval();
