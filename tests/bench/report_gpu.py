@@ -181,6 +181,17 @@ def gpu_section(path):
             lines.append(f"| {r['tag'][6:]} | {r['placement']} | {r['micro_batches']} | {grad} | {r['loss_diff']:.2e} | "
                          f"{r['max_weight_diff']:.2e}{worst}{over} | {'yes' if ok else '**no**'} ({judged}) | "
                          f"{fmt_s(r['median_step_seconds'])} | {fmt_s(r['single_median_step_seconds'])} | {per} |")
+    infer = g.get("ranks_infer") or []
+    if infer:
+        lines += ["", "Inference over the ranks (the same two halves, each window pass of 4 as micro-batches in flight) "
+                  "against one process on the same device, 4 windows a pass (tests/gpu/run.sh, RANK_INFER_BOUND):", "",
+                  "| run | placement | micro-batches | probabilities: max abs diff | passes | seconds | one process |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in infer:
+            diff = f"{r['max_abs_diff']:.2e}" if "max_abs_diff" in r else f"not measured: {r.get('error', '?')}"
+            ok = "yes" if r.get("status") == "pass" else "**no**"
+            lines.append(f"| {r['tag'][12:]} | {r.get('placement', '')} | {r.get('micro_batches', '')} | {diff} | "
+                         f"{ok} ({r.get('bound', 0):.0e}) | {fmt_s(r.get('seconds'))} | {fmt_s(r.get('single_seconds'))} |")
     return "\n".join(lines) + "\n" + diagnosis_section(path) + snapshot_section(g)
 
 

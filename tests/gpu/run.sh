@@ -191,8 +191,42 @@ for name in $RANK_RUNS; do
     --grad-bound "$RANK_GRAD_BOUND" --loss-bound "$RANK_LOSS_BOUND" >>"$RES"
   tail -n 1 "$RES" | cut -c1-240
 done
+# Inference over the two ranks on the GPU (the "same" placement), 4 windows a pass as 4
+# micro-batches in flight, against one process on the same device with 4 windows a pass: the
+# probabilities within RANK_INFER_BOUND (0 difference on the CPU in DistTrainingTest with one
+# micro-batch, 8.9e-8 with three; a wrong window or micro-batch order is O(0.1)).
+RANK_INFER_BOUND="${RANK_INFER_BOUND:-1e-4}"
+ckpt="$(ls "$WORK"/g_one-*.pt 2>/dev/null | head -n 1)"
+if [ "${RANK_INFER:-1}" = 1 ] && [ -n "$ckpt" ]; then
+  IFLAGS=(--checkpoint "$ckpt" --synthetic 48 --window 32 --overlap 0.5 --batch 4 --progress none)
+  "$BIN/splitseg-cli" infer "${IFLAGS[@]}" --placement "$(rp "$RANKDEV" "$RANKDEV")" \
+    --probabilities "$WORK/i_one.pt" >"$WORK/i_one.json" 2>"$WORK/i_one.err" || tail -n 3 "$WORK/i_one.err"
+  timeout 120 "$BIN/splitseg-cli" launch --local-ranks 2 --rank-timeout 60 infer "${IFLAGS[@]}" \
+    --placement "$(rank_placement same "$RANKDEV" "$RANKDEV")" --micro-batches 4 \
+    --probabilities "$WORK/i_ranks.pt" >"$WORK/i_ranks.json" 2>"$WORK/i_ranks.err" || tail -n 3 "$WORK/i_ranks.err"
+  "$PY" - "$WORK" "$RANK_INFER_BOUND" "$(rank_placement same "$RANKDEV" "$RANKDEV")" >>"$RES" <<'PYEOF'
+import json, sys
+from pathlib import Path
+work, bound, placement = Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+row = {"tag": "ranks_infer:same-M4", "placement": placement, "micro_batches": 4, "windows_per_pass": 4,
+       "bound": bound}
+try:
+    import torch
+    def load(p):  # torch::save of one tensor: a TorchScript archive holding it as a parameter
+        return list(torch.jit.load(str(p), map_location="cpu").parameters())[0].detach()
+    a, b = load(work / "i_one.pt"), load(work / "i_ranks.pt")
+    seconds = [json.loads((work / f).read_text().splitlines()[-1])["seconds"] for f in ("i_one.json", "i_ranks.json")]
+    diff = float((a - b).abs().max())
+    row.update(max_abs_diff=diff, spread=float(a.max() - a.min()), seconds=seconds[1], single_seconds=seconds[0],
+               status="pass" if diff <= bound and a.shape == b.shape else "fail")
+except Exception as e:
+    row.update(status="fail", error=f"{type(e).__name__}: {e}"[:300])
+print(json.dumps(row))
+PYEOF
+  tail -n 1 "$RES" | cut -c1-240
+fi
 RANKS_RC=0
-grep '"tag": "ranks:' "$RES" | grep -q '"status": "fail"' && { RANKS_RC=1; log "ranks: a run differs from one process (see results.jsonl)"; }
+grep -E '"tag": "ranks(_infer)?:' "$RES" | grep -q '"status": "fail"' && { RANKS_RC=1; log "ranks: a run differs from one process (see results.jsonl)"; }
 
 unset SPLITSEG_DETERMINISTIC
 SPLIT="enc3=cpu,bottleneck=cpu,dec3=cpu"

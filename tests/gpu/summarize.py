@@ -93,6 +93,7 @@ def main():
                "split_vs_single": {s: {"single": single.get(s), "split": split[s]} for s in split},
                "largest": largest,
                "ranks": [r for r in rows if str(r.get("tag", "")).startswith("ranks:")],
+               "ranks_infer": [r for r in rows if str(r.get("tag", "")).startswith("ranks_infer:")],
                "peak_snapshot": [r for r in rows if str(r.get("tag", "")).startswith("peak_snapshot:")],
                "peer": lines_of(a.peer) if a.peer else []}
     out = Path(a.out)

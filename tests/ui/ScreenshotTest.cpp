@@ -11,6 +11,7 @@
 #include "ui/placement/DeviceColumn.h"
 #include "ui/render/VolumeView3d.h"
 #include "ui/review/ReviewPanel.h"
+#include "ui/training/RankProcesses.h"
 #include "ui/session/Session.h"
 #include "ui/training/DeviceTimeline.h"
 #include "ui/training/RunSettingsDialog.h"
@@ -28,6 +29,7 @@
 #include <QDoubleSpinBox>
 #include <QDir>
 #include <QFileInfo>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -360,6 +362,21 @@ private Q_SLOTS:
     QCOMPARE(panel->timeline()->lanes(), (std::vector<std::string>{"r0:cpu", "r1:cpu"}));
     QTest::qWait(300);
     saveTimeline(panel->timeline(), "timeline-ranks.png");
+
+    // Review over the same ranks: rank 1 (a splitseg-cli worker) runs the decoders on each window.
+    auto* review = window_->reviewPanel();
+    window_->tabs()->setCurrentWidget(review);
+    review->modeBox()->setCurrentIndex(review->modeBox()->findData("window"));
+    review->windowBox()->setValue(32);
+    QSignalSpy inferred(review, &ReviewPanel::inferenceFinished);
+    QTest::mouseClick(review->runButton(), Qt::LeftButton);
+    QCOMPARE(review->rankProcesses()->running(), 1);
+    QVERIFY(inferred.wait(120000));
+    QVERIFY2(inferred.front().at(0).toBool(), qPrintable(review->summaryLabel()->text()));
+    QVERIFY2(review->progressBar()->format().contains("over 2 ranks"), qPrintable(review->progressBar()->format()));
+    waitFrames(3);
+    save(window_->grab().toImage(), "review-ranks.png");
+    QTRY_COMPARE_WITH_TIMEOUT(review->rankProcesses()->running(), 0, 10000);
     s->removeRank(2);
     s->removeRank(1);
     s->setPlacement(placementBefore);

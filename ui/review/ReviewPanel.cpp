@@ -174,6 +174,7 @@ void ReviewPanel::runInference() {
   // A placement over ranks infers over them, this process being rank 0, as training does.
   session_->clearRankProblems();
   summary_->clear();
+  runRanks_ = 0;
   if (session_->placement().rankCount() > 1) {
     std::string joinHint;
     const QString why = ranks_->startForSession(*session_, job.run.rankTimeoutSeconds, job.ranks, joinHint);
@@ -183,6 +184,7 @@ void ReviewPanel::runInference() {
     }
     summary_->setText(joinHint.empty() ? tr("Inference over %n rank(s)", nullptr, job.ranks.worldSize)
                                        : QString::fromStdString(joinHint));
+    runRanks_ = job.ranks.worldSize;
   }
   job.image = session_->image();
   job.truth = session_->groundTruth();
@@ -214,7 +216,8 @@ void ReviewPanel::onFinished(const InferenceResult& r) {
     return;
   }
   progress_->setValue(100);
-  progress_->setFormat(tr("done in %1 s").arg(r.seconds, 0, 'f', 1));
+  progress_->setFormat(runRanks_ > 1 ? tr("done in %1 s over %2 ranks").arg(r.seconds, 0, 'f', 1).arg(runRanks_)
+                                    : tr("done in %1 s").arg(r.seconds, 0, 'f', 1));
   pending_ = r.metrics;
   hasPending_ = !r.metrics.empty();
   session_->setPrediction(r.labels);  // triggers evaluate(); metrics already computed off-thread

@@ -85,6 +85,7 @@ private:
   bool hasPending_ = false;
   std::shared_ptr<const Volume> errors_;
   bool running_ = false;
+  int runRanks_ = 0;  // the ranks the last run started on (0: this process alone)
 };
 
 } // namespace splitseg::ui
