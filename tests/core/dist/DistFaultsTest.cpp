@@ -42,8 +42,10 @@ struct Listener {
   ~Listener() { close(); }
 };
 
-// Waits until `p`'s stderr names rank `rank`'s pid and its stdout shows `stepsSeen` steps.
-qint64 rankPid(QProcess& p, int rank, int stepsSeen, QByteArray& err, QByteArray& out) {
+// Waits until `p`'s stderr names rank `rank`'s pid and its stdout shows `stepsSeen` steps (lines
+// holding `marker`).
+qint64 rankPid(QProcess& p, int rank, int stepsSeen, QByteArray& err, QByteArray& out,
+               const QByteArray& marker = "\"step\"") {
   QElapsedTimer t;
   t.start();
   const QRegularExpression re(QString("rank %1 pid (\\d+)").arg(rank));
@@ -54,7 +56,7 @@ qint64 rankPid(QProcess& p, int rank, int stepsSeen, QByteArray& err, QByteArray
     out += p.readAllStandardOutput();
     const auto m = re.match(QString::fromUtf8(err));
     if (m.hasMatch()) pid = m.captured(1).toLongLong();
-    if (pid > 0 && out.count("\"step\"") >= stepsSeen) return pid;
+    if (pid > 0 && out.count(marker) >= stepsSeen) return pid;
   }
   return 0;
 }
@@ -102,6 +104,38 @@ private Q_SLOTS:
     resume.start(SPLITSEG_CLI, {"train", "--resume", ckpt, "--steps", "1", "--progress", "none"});
     QVERIFY(resume.waitForFinished(60000));
     QVERIFY2(resume.exitCode() == 0 || resume.readAllStandardError().contains("steps"), "checkpoint unreadable");
+  }
+
+  // The same during sliding-window inference with windows in flight on both ranks (2 micro-batches
+  // a pass): rank 0 stops within the rank timeout with the line naming rank 1, non-zero exit.
+  void rankLostDuringInference_data() {
+    QTest::addColumn<int>("signal");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("killed") << int(SIGKILL) << "rank 1 closed the connection";
+    QTest::newRow("frozen") << int(SIGSTOP) << "no answer from rank 1 within 3 s";
+  }
+  void rankLostDuringInference() {
+    QFETCH(int, signal);
+    QFETCH(QString, message);
+    QProcess p;
+    // 64^3 in 16^3 windows: 343 windows, far more than the test waits for.
+    p.start(SPLITSEG_CLI, {"launch", "--local-ranks", "2", "--rank-timeout", "3", "infer", "--synthetic", "64", "--base",
+                           "4", "--depth", "3", "--window", "16", "--micro-batches", "2", "--progress", "jsonl",
+                           "--placement", kTwoRanks});
+    QByteArray err, out;
+    const qint64 pid = rankPid(p, 1, 3, err, out, "\"window ");
+    QVERIFY2(pid > 0, err.constData());
+    QElapsedTimer t;
+    t.start();
+    ::kill(static_cast<pid_t>(pid), signal);
+    QVERIFY(p.waitForFinished(60000));
+    err += p.readAllStandardError();
+    qInfo("launcher ended %.1f s after rank 1 was %s", t.elapsed() / 1000.0, signal == SIGKILL ? "killed" : "frozen");
+    if (signal == SIGSTOP) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    QVERIFY(p.exitCode() != 0);
+    QVERIFY2(err.contains(message.toUtf8()), err.constData());
+    QVERIFY2(err.indexOf("launch: rank 0 exited with status 1") >= 0, err.constData());
+    QVERIFY2(t.elapsed() < 30000, qPrintable(QString::number(t.elapsed())));
   }
 
   void badRendezvous_data() {
