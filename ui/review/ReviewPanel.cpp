@@ -13,7 +13,6 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QProgressBar>
-#include <QRegularExpression>
 #include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
@@ -202,9 +201,9 @@ void ReviewPanel::onFinished(const InferenceResult& r) {
   running_ = false;
   // Workers end right after rank 0; whatever still runs after a grace period is stopped.
   ranks_->finish(5000);
-  // "rank 2 closed the connection ..." from the ranks' runtime: shown on rank 2's column too.
-  if (const auto m = QRegularExpression("\\brank (\\d+)\\b").match(r.error); m.hasMatch() && m.captured(1).toInt() > 0)
-    if (session_->rankProblem(m.captured(1).toInt()).isEmpty()) session_->setRankProblem(m.captured(1).toInt(), r.error);
+  // "rank 0: rank 2 closed the connection ..." from the ranks' runtime: shown on rank 2's column too.
+  if (const int rank = RankProcesses::rankNamedIn(r.error); rank > 0 && session_->rankProblem(rank).isEmpty())
+    session_->setRankProblem(rank, r.error);
   cancel_->setEnabled(false);
   session_->setBusy(false);
   run_->setEnabled(true);

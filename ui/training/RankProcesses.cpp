@@ -7,6 +7,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QSysInfo>
 #include <QThread>
@@ -123,6 +124,12 @@ void RankProcesses::finish(int graceMs) {
   QTimer::singleShot(graceMs, this, [this, generation = generation_] {
     if (generation == generation_) stopAll();
   });
+}
+
+int RankProcesses::rankNamedIn(const QString& error) {
+  for (auto it = QRegularExpression("\\brank (\\d+)\\b").globalMatch(error); it.hasNext();)
+    if (const int rank = it.next().captured(1).toInt(); rank > 0) return rank;
+  return 0;
 }
 
 int RankProcesses::running() const { return static_cast<int>(processes_.size()); }

@@ -39,6 +39,9 @@ public:
   int running() const;
   qint64 pidOf(int rank) const;  // 0 when not running
 
+  // The rank a run's error names first other than 0 ("rank 0: rank 2 closed the connection ..."
+  // -> 2), so its column can show it; 0 when none.
+  static int rankNamedIn(const QString& error);
   // SPLITSEG_CLI when set, else splitseg-cli beside this program, else the one on PATH.
   static QString workerProgram();
 

@@ -29,7 +29,6 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
-#include <QRegularExpression>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QThread>
@@ -500,12 +499,8 @@ void TrainingPanel::onFinished(bool stopped, const QString& error) {
   // Workers end right after rank 0; whatever still runs after a grace period is stopped.
   ranks_->finish(5000);
   // "rank 0: rank 2 closed the connection ..." from the ranks' runtime: shown on rank 2's column.
-  for (auto it = QRegularExpression("\\brank (\\d+)\\b").globalMatch(error); it.hasNext();) {
-    const int rank = it.next().captured(1).toInt();
-    if (rank <= 0) continue;
-    if (session_->rankProblem(rank).isEmpty()) session_->setRankProblem(rank, error);
-    break;
-  }
+  if (const int rank = RankProcesses::rankNamedIn(error); rank > 0 && session_->rankProblem(rank).isEmpty())
+    session_->setRankProblem(rank, error);
   charts_->flush();
   setRunning(false);
   session_->setBusy(false);

@@ -60,6 +60,13 @@ qint64 rankPid(QProcess& p, int rank, int stepsSeen, QByteArray& err, QByteArray
   }
   return 0;
 }
+// Rank 1 killed, or frozen (SIGSTOP: the connection stays open), and what rank 0 then says.
+void lostRankRows() {
+  QTest::addColumn<int>("signal");
+  QTest::addColumn<QString>("message");
+  QTest::newRow("killed") << int(SIGKILL) << "rank 1 closed the connection";
+  QTest::newRow("frozen") << int(SIGSTOP) << "no answer from rank 1 within 3 s";
+}
 } // namespace
 
 class DistFaultsTest : public QObject {
@@ -67,12 +74,7 @@ class DistFaultsTest : public QObject {
 private Q_SLOTS:
   void initTestCase() { qputenv("OMP_NUM_THREADS", "1"); }
 
-  void rankLostMidRun_data() {
-    QTest::addColumn<int>("signal");
-    QTest::addColumn<QString>("message");
-    QTest::newRow("killed") << int(SIGKILL) << "rank 1 closed the connection";
-    QTest::newRow("frozen") << int(SIGSTOP) << "no answer from rank 1 within 3 s";
-  }
+  void rankLostMidRun_data() { lostRankRows(); }
   void rankLostMidRun() {
     QFETCH(int, signal);
     QFETCH(QString, message);
@@ -108,12 +110,7 @@ private Q_SLOTS:
 
   // The same during sliding-window inference with windows in flight on both ranks (2 micro-batches
   // a pass): rank 0 stops within the rank timeout with the line naming rank 1, non-zero exit.
-  void rankLostDuringInference_data() {
-    QTest::addColumn<int>("signal");
-    QTest::addColumn<QString>("message");
-    QTest::newRow("killed") << int(SIGKILL) << "rank 1 closed the connection";
-    QTest::newRow("frozen") << int(SIGSTOP) << "no answer from rank 1 within 3 s";
-  }
+  void rankLostDuringInference_data() { lostRankRows(); }
   void rankLostDuringInference() {
     QFETCH(int, signal);
     QFETCH(QString, message);
