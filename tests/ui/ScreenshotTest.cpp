@@ -367,7 +367,7 @@ private Q_SLOTS:
     auto* review = window_->reviewPanel();
     window_->tabs()->setCurrentWidget(review);
     review->modeBox()->setCurrentIndex(review->modeBox()->findData("window"));
-    review->windowBox()->setValue(32);
+    review->windowBox()->setValue(64);
     QSignalSpy inferred(review, &ReviewPanel::inferenceFinished);
     QTest::mouseClick(review->runButton(), Qt::LeftButton);
     QCOMPARE(review->rankProcesses()->running(), 1);
