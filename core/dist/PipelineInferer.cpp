@@ -126,9 +126,13 @@ torch::Tensor PipelineInferer::forward(const torch::Tensor& batch) {
   const std::int64_t n = batch.size(0);
   const int m = static_cast<int>(std::min<std::int64_t>(std::max(1, spec_.microBatches), n));
   const auto command = torch::tensor({static_cast<std::int64_t>(m), n}, torch::kLong);
+  midPass_ = true;  // from the command on, the others are in this pass
   for (int r = 1; r < comm_.size(); ++r) comm_.send(command, r, controlTag(), "a command");
   shard::WholeBatchScope whole(n);
-  return forwardOverRanks(comm_, *network_, scheduleFor(m), devices_, spec_.precision, batch.to(torch::kCPU).contiguous());
+  auto logits =
+      forwardOverRanks(comm_, *network_, scheduleFor(m), devices_, spec_.precision, batch.to(torch::kCPU).contiguous());
+  midPass_ = false;
+  return logits;
 }
 
 void PipelineInferer::serve() {

@@ -39,6 +39,9 @@ public:
   void serve();
   // Rank 0: lets the others go; every rank then meets at a barrier.
   void finish();
+  // Rank 0: no forward pass was left halfway (an exception inside one leaves the others mid-pass,
+  // where finish() would only wait out the rank timeout).
+  bool betweenPasses() const { return !midPass_; }
 
 private:
   const PipelineSchedule& scheduleFor(int microBatches);
@@ -52,6 +55,7 @@ private:
   std::vector<torch::Device> devices_;
   std::vector<torch::Tensor> channelsLast_;  // this rank's CPU weights turned NDHWC while it predicts
   bool finished_ = false;
+  bool midPass_ = false;
 };
 
 } // namespace splitseg::dist

@@ -35,11 +35,15 @@ void predictOnRanks(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const
   try {
     use(inferer);
   } catch (...) {
-    // The others wait for rank 0's next windows: "none" lets them go. When a rank is what
-    // failed, that fails too; the first exception is the one that says why.
-    try {
-      ranks.finish();
-    } catch (const std::exception&) {
+    // Between passes (Cancel between windows, a window refused before its pass) the others wait
+    // for rank 0's next windows: "none" lets them go at once. Mid-pass (a rank lost, out of
+    // memory in a stage) they are waiting inside the pass and stop when rank 0's connection
+    // closes. The first exception is the one that says why.
+    if (ranks.betweenPasses()) {
+      try {
+        ranks.finish();
+      } catch (const std::exception&) {
+      }
     }
     throw;
   }

@@ -39,9 +39,11 @@ void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<mode
 
 // Rank 0 of inference over ranks (splitseg-cli launch ... infer, the workstation's review):
 // publishes the run, waits until every rank is ready, then gives `use` an Inferer whose forward
-// passes run over the ranks (the pipeline, or every stage sharded). When `use` throws (cancelled
-// between windows, a window that cannot be cut), the other ranks are let go before the exception
-// leaves, so they exit at once instead of after the rank timeout. `cancel` also ends the wait for
+// passes run over the ranks (the pipeline, or every stage sharded). When `use` throws between
+// passes (cancelled between windows, a window that cannot be cut), the other ranks are let go
+// before the exception leaves, so they exit at once instead of after the rank timeout; thrown
+// inside a pass (a rank lost, out of memory), it leaves at once and the others stop when rank 0's
+// connection closes. `cancel` also ends the wait for
 // ranks that never join.
 void inferAsRankZero(const RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
                      const std::function<void(engine::Inferer&)>& use, CancelToken* cancel = nullptr);

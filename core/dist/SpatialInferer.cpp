@@ -58,11 +58,13 @@ torch::Tensor SpatialInferer::forward(const torch::Tensor& batch) {
     throw InvalidArgument(std::string("inference over ") + std::to_string(count) + " ranks: " + e.what() +
                           " (here: a larger window, or the whole volume)");
   }
+  midPass_ = true;  // from the command on, the others are in this pass
   for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::ones({1}, torch::kLong), r, kControlTag, "a command");
   RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
   const auto mine = ranks_.scatter(comm_, batch.to(torch::kCPU), dim, layout.sizes, kInputTag, "a window slab");
   const torch::Tensor out = forwardSlab(*network_, spec_, shards, ranks_.device, mine.to(ranks_.device));
   const auto parts = ranks_.gather(comm_, out, kOutputTag, "an output slab");
+  midPass_ = false;
   return torch::cat(parts, dim);
 }
 

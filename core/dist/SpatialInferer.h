@@ -26,6 +26,9 @@ public:
   void serve();
   // Rank 0: lets the others go; every rank then meets at a barrier.
   void finish();
+  // Rank 0: no forward pass was left halfway (an exception inside one leaves the others mid-pass,
+  // where finish() would only wait out the rank timeout).
+  bool betweenPasses() const { return !midPass_; }
 
 private:
   Comm& comm_;
@@ -33,6 +36,7 @@ private:
   run::RunSpec spec_;
   SpatialRanks ranks_;
   bool finished_ = false;
+  bool midPass_ = false;
 };
 
 } // namespace splitseg::dist

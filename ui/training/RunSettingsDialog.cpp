@@ -97,7 +97,9 @@ RunSettingsDialog::RunSettingsDialog(Session* session, QWidget* parent) : QDialo
   micro_ = spin(this, 1, 4096);
   micro_->setToolTip(tr("Ranks: the batch as this many parts. Stages split over ranks run them as a pipeline "
                         "(GPipe); every stage sharded over the ranks runs them one after another, holding "
-                        "one part's activations at a time. The same gradients either way."));
+                        "one part's activations at a time. The same gradients either way. Review over "
+                        "pipelined ranks runs this many windows a pass, one per part, the ranks working on "
+                        "different windows at once."));
   rankTimeout_ = spin(this, 1, 86400);
   rankTimeout_->setSuffix(tr(" s"));
   timeline_ = new QCheckBox(tr("record every device's spans per step"), this);

@@ -109,7 +109,8 @@ private Q_SLOTS:
   }
 
   // The same during sliding-window inference with windows in flight on both ranks (2 micro-batches
-  // a pass): rank 0 stops within the rank timeout with the line naming rank 1, non-zero exit.
+  // a pass): rank 0 stops within the rank timeout (3 s) and some slack, with the line naming rank 1
+  // and a non-zero exit.
   void rankLostDuringInference_data() { lostRankRows(); }
   void rankLostDuringInference() {
     QFETCH(int, signal);
@@ -125,14 +126,21 @@ private Q_SLOTS:
     QElapsedTimer t;
     t.start();
     ::kill(static_cast<pid_t>(pid), signal);
+    qint64 rankZeroDone = -1;
+    while (t.elapsed() < 60000 && rankZeroDone < 0) {
+      p.waitForReadyRead(100);
+      err += p.readAllStandardError();
+      if (err.contains("launch: rank 0 exited")) rankZeroDone = t.elapsed();
+      if (p.state() == QProcess::NotRunning) break;
+    }
     QVERIFY(p.waitForFinished(60000));
     err += p.readAllStandardError();
-    qInfo("launcher ended %.1f s after rank 1 was %s", t.elapsed() / 1000.0, signal == SIGKILL ? "killed" : "frozen");
+    qInfo("rank 0 ended %.1f s after rank 1 was %s", rankZeroDone / 1000.0, signal == SIGKILL ? "killed" : "frozen");
     if (signal == SIGSTOP) ::kill(static_cast<pid_t>(pid), SIGKILL);
     QVERIFY(p.exitCode() != 0);
     QVERIFY2(err.contains(message.toUtf8()), err.constData());
     QVERIFY2(err.indexOf("launch: rank 0 exited with status 1") >= 0, err.constData());
-    QVERIFY2(t.elapsed() < 30000, qPrintable(QString::number(t.elapsed())));
+    QVERIFY2(rankZeroDone >= 0 && rankZeroDone < 8000, qPrintable(QString::number(rankZeroDone)));
   }
 
   void badRendezvous_data() {

@@ -291,6 +291,39 @@ private Q_SLOTS:
     QVERIFY(torch::equal(got.labels, expected.labels));
   }
 
+  // Rank 0 fails inside a pass (its own first convolution throws): the exception leaves at once,
+  // and the worker, waiting inside the pass, stops when rank 0's connection closes. Letting the
+  // worker go as between passes would have kept rank 0 at the end-of-inference barrier until the
+  // worker's rank timeout (60 s here) ran out.
+  void failureInsidePassLeavesAtOnce() {
+    auto spec = tinyRun(1, 60);
+    auto net = build(spec);
+    net->root().eval();
+    {
+      torch::NoGradGuard noGrad;
+      net->stageModule(0)->parameters().front().set_data(torch::zeros({1}));  // enc0, rank 0's own
+    }
+    engine::InferOptions o;
+    o.window = {16, 16, 16};
+    const int port = dist::freeLocalPort();
+    Worker worker(port);
+    QElapsedTimer clock;
+    clock.start();
+    std::string error;
+    try {
+      torch::NoGradGuard noGrad;
+      dist::inferAsRankZero(rankZero(port), spec, net,
+                            [&](engine::Inferer& inferer) { inferer.predict(torch::rand({1, 32, 32, 32}), o); });
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const qint64 took = clock.elapsed();
+    QVERIFY2(!error.empty(), "rank 0's broken stage did not throw");
+    qInfo("rank 0 left %.1f s after it started (%s)", took / 1000.0, error.substr(0, 80).c_str());
+    QVERIFY2(took < 20000, qPrintable(QString::number(took)));
+    QVERIFY(worker.finish(30000) != 0);  // rank 0 closed the connection in the middle of a pass
+  }
+
   // No checkpoint path: rank 1's stages come back into rank 0's network, trained as in one process.
   void rankZeroEndsWithEveryStageTrained() {
     auto spec = tinyRun(3, 20);
