@@ -44,7 +44,7 @@ struct InferArgs {
 };
 
 // The run's window, overlap and windows per pass (an inference run's batch).
-engine::InferOptions inferOptions(const InferArgs&, const run::RunSpec& spec) {
+engine::InferOptions inferOptions(const run::RunSpec& spec) {
   engine::InferOptions o;
   o.window = spec.window;
   o.overlap = spec.overlap;
@@ -55,7 +55,7 @@ engine::InferOptions inferOptions(const InferArgs&, const run::RunSpec& spec) {
 // Runs the inferer with the run's window and overlap; returns seconds taken.
 double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const torch::Tensor& image,
                     engine::Prediction& prediction) {
-  const engine::InferOptions o = inferOptions(a, spec);
+  const engine::InferOptions o = inferOptions(spec);
   CliProgress progress(a.progress);
   const auto t0 = std::chrono::steady_clock::now();
   prediction = inferer.predict(image, o, &progress);
@@ -68,7 +68,7 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
 void inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const std::string& placement) {
   if (a.out.empty()) throw InvalidArgument("give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
   const Volume source = io::readVolume(spec.data.image);
-  const engine::InferOptions o = inferOptions(a, spec);
+  const engine::InferOptions o = inferOptions(spec);
   CliProgress progress(a.progress);
   const auto t0 = std::chrono::steady_clock::now();
   const Volume labels = engine::predictLabels(inferer, source, spec.preprocessing, o, &progress);

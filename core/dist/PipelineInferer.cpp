@@ -23,21 +23,12 @@ PipelineInferer::PipelineInferer(Comm& comm, std::shared_ptr<model::StagedNetwor
   network_->root().eval();
   // CPU stages predict with their weights in NDHWC, as the one-process Inferer does (faster on
   // the CPU); the destructor gives them their layout back (rank 0's network may train again).
-  torch::NoGradGuard noGrad;
-  for (int i : schedule_.stagesOf(comm_.rank())) {
-    if (!devices_[static_cast<std::size_t>(i)].is_cpu()) continue;
-    for (auto& p : network_->stageModule(i)->parameters()) {
-      if (p.dim() != 5 || p.is_contiguous(at::MemoryFormat::ChannelsLast3d)) continue;
-      p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
-      channelsLast_.push_back(p);
-    }
-  }
+  for (int i : schedule_.stagesOf(comm_.rank()))
+    if (devices_[static_cast<std::size_t>(i)].is_cpu())
+      for (auto& p : engine::toChannelsLast(*network_->stageModule(i))) channelsLast_.push_back(p);
 }
 
-PipelineInferer::~PipelineInferer() {
-  torch::NoGradGuard noGrad;
-  for (auto& p : channelsLast_) p.set_data(p.contiguous());
-}
+PipelineInferer::~PipelineInferer() { engine::restoreLayout(channelsLast_); }
 
 torch::Tensor forwardOverRanks(Comm& comm_, model::StagedNetwork& network, const PipelineSchedule& schedule_,
                                const std::vector<torch::Device>& devices_, const placement::StagePrecisions& precision,

@@ -98,11 +98,26 @@ std::map<std::string, placement::ShardLayout> SplitExecutor::shardLayouts(std::i
   return out;
 }
 
-void SplitExecutor::setCpuChannelsLast(bool enabled, bool trainingStages) {
+std::vector<torch::Tensor> toChannelsLast(torch::nn::Module& module) {
   torch::NoGradGuard noGrad;
+  std::vector<torch::Tensor> converted;
+  for (auto& p : module.parameters()) {
+    if (p.dim() != 5 || p.is_contiguous(at::MemoryFormat::ChannelsLast3d)) continue;
+    p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+    converted.push_back(p);
+  }
+  return converted;
+}
+
+void restoreLayout(std::vector<torch::Tensor>& converted) {
+  torch::NoGradGuard noGrad;
+  for (auto& p : converted) p.set_data(p.contiguous());
+  converted.clear();
+}
+
+void SplitExecutor::setCpuChannelsLast(bool enabled, bool trainingStages) {
   if (!enabled) {
-    for (auto& p : channelsLast_) p.set_data(p.contiguous());
-    channelsLast_.clear();
+    restoreLayout(channelsLast_);
     return;
   }
   if (!channelsLast_.empty()) return;
@@ -110,11 +125,7 @@ void SplitExecutor::setCpuChannelsLast(bool enabled, bool trainingStages) {
     if (!stageDevices_[i].is_cpu()) continue;
     if (trainingStages && (stageShards_[i].size() > 1 || precision_.of(specs_[i].name) != placement::Precision::FP32))
       continue;
-    for (auto& p : network_->stageModule(i)->parameters()) {
-      if (p.dim() != 5 || p.is_contiguous(at::MemoryFormat::ChannelsLast3d)) continue;
-      p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
-      channelsLast_.push_back(p);
-    }
+    for (auto& p : toChannelsLast(*network_->stageModule(i))) channelsLast_.push_back(p);
   }
 }
 

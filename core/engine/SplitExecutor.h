@@ -20,6 +20,11 @@
 
 namespace splitseg::engine {
 
+// The layout switch below for one module: its 5-D parameters not yet channels-last become so;
+// returns those it converted, which restoreLayout gives back their plain layout.
+std::vector<torch::Tensor> toChannelsLast(torch::nn::Module& module);
+void restoreLayout(std::vector<torch::Tensor>& converted);
+
 class SplitExecutor {
 public:
   // precision and recompute (stages with activation checkpointing) as in the run description.

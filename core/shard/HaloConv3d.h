@@ -42,7 +42,8 @@ private:
 // Inference on this thread, for the scope's lifetime: a CPU fp32 convolution of one window that
 // LibTorch would send to its vol2col kernel calls oneDNN instead, as if the window were part of a
 // larger batch (callsOneDnn). Sliding-window inference at 1 window per pass, 160^3 in 64^3 windows,
-// base 16: 15.2 -> 9.9 s at 1 thread, 8.8 -> 5.1 s at 2 (this 2-core machine, torch 2.11).
+// base 16 (`splitseg-cli infer`): 15.2 -> 10.0 s at 1 thread, 8.8 -> 5.3 s at 2 (a 2-core AMD
+// EPYC, torch 2.11, 2026-12-05).
 class OneDnnInferenceScope {
 public:
   OneDnnInferenceScope();
