@@ -10,7 +10,10 @@
 #include "core/engine/Inferer.h"
 #include "core/engine/Loss.h"
 #include "core/engine/Tensors.h"
+#include "core/engine/MemoryMeter.h"
 #include "core/engine/Trainer.h"
+#include "core/model/NetworkStructureOf.h"
+#include "core/placement/MemoryPlanner.h"
 
 #include <torch/serialize.h>
 
@@ -23,6 +26,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 
 namespace splitseg::cli {
 
@@ -52,14 +56,49 @@ engine::InferOptions inferOptions(const run::RunSpec& spec) {
   return o;
 }
 
-// Runs the inferer with the run's window and overlap; returns seconds taken.
+// The planner's tensor peak per device for this prediction (allowances excluded): placement's
+// inference mode, on the devices present.
+nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net, const std::array<std::int64_t, 3>& volumeZyx) {
+  try {
+    std::vector<placement::DeviceSpec> devices;
+    for (const auto& d : engine::detectDevices())
+      if (!d.planningOnly) devices.push_back({d.name, d.totalBytes, d.allowanceBytes, false});
+    const placement::MemoryPlanner planner(model::networkStructure(net));
+    const auto plan = planner.plan(spec.inferencePlanRequest(net.stageNames(), devices, volumeZyx, spec.batch));
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& d : plan.devices) j[d.name] = d.peak - d.allowance;
+    return j;
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}};
+  }
+}
+
+// Runs the inferer with the run's window and overlap; returns seconds taken. `measured` gets each
+// device's tensor peak over the prediction: CUDA's allocator peak, and on the CPU every LibTorch
+// allocation (engine::CpuMemoryCounter) plus what existed before (the CPU parameters, the image),
+// as the planner counts them.
 double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const torch::Tensor& image,
-                    engine::Prediction& prediction) {
+                    engine::Prediction& prediction, model::StagedNetwork& net, nlohmann::json& measured) {
   const engine::InferOptions o = inferOptions(spec);
   CliProgress progress(a.progress);
+  std::set<std::string> cuda;
+  std::int64_t cpuBefore = image.numel() * image.element_size();
+  for (const auto& p : net.root().parameters()) {
+    if (p.device().is_cuda()) cuda.insert(p.device().str());
+    else cpuBefore += p.numel() * p.element_size();
+  }
+  for (const auto& d : cuda) engine::cudaResetPeak(d);
+  engine::CpuMemoryCounter counter;
   const auto t0 = std::chrono::steady_clock::now();
-  prediction = inferer.predict(image, o, &progress);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    engine::CpuMemoryScope scope(counter);
+    prediction = inferer.predict(image, o, &progress);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  measured = nlohmann::json::object();
+  measured["cpu"] = cpuBefore + counter.peak();
+  for (const auto& d : cuda) measured[d] = engine::cudaMemory(d).peak;
+  return seconds;
 }
 
 #ifdef SPLITSEG_WITH_ITK
@@ -143,11 +182,16 @@ void runInfer(const InferArgs& a) {
     po.foregroundClasses = net->outChannels() == 1 ? 1 : static_cast<int>(net->outChannels() - 1);
     auto phantom = data::makePhantom(po);
     engine::Prediction pred;
-    const double seconds = timedPredict(a, spec, inferer, engine::toTensor(phantom.image).unsqueeze(0), pred);
+    const auto image = engine::toTensor(phantom.image).unsqueeze(0);
+    nlohmann::json measured;
+    const double seconds = timedPredict(a, spec, inferer, image, pred, *net, measured);
     auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
                                      po.foregroundClasses);
     if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);
     nlohmann::json out{{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
+    if (!env.distributed())  // one process: the planner's inference peaks beside the measured ones
+      out["memory"] = {{"planned", plannedPeaks(spec, *net, {image.size(1), image.size(2), image.size(3)})},
+                       {"measured", measured}};
     std::cout << out.dump() << "\n";
   };
   if (env.distributed()) {
@@ -156,6 +200,9 @@ void runInfer(const InferArgs& a) {
   }
   engine::SplitExecutor executor(net, placement, spec.precision);
   executor.setSharding(spec.shardAxis, spec.shardSlabs);
+  // CPU weights channels-last, as Inferer::predict would make them itself: done before the
+  // measurement, whose counter cannot see the old copies freed (it would count them twice).
+  executor.setCpuChannelsLast(true);
   engine::Inferer inferer(executor);
   use(inferer);
 }

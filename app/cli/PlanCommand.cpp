@@ -50,6 +50,12 @@ struct PlanArgs {
   bool largest = false;
   bool offload = false;
   std::string cpuLayout = "auto";
+  // --inference: a prediction of an image of `volume` voxels in `window`s, `perPass` at a time.
+  bool inference = false;
+  std::string volume;
+  std::string window = "0";
+  double overlap = 0.5;
+  int perPass = 1;
 };
 
 std::vector<std::string> splitList(const std::string& s, char sep) {
@@ -149,6 +155,55 @@ std::string verdict(const MemoryPlan& p) {
          p.limitingStage + ")";
 }
 
+// Inference: one table of devices (parameters, the pass's peak), the Inferer's host buffers, a
+// verdict, and with --largest the largest cubic window that fits.
+void runInferencePlan(const PlanArgs& a, const MemoryPlanner& planner, const PlanRequest& req) {
+  const MemoryPlan plan = planner.plan(req);
+  nlohmann::ordered_json out;
+  out["plan"] = nlohmann::json::parse(plan.toJson());
+  std::ostream& os = std::cout;
+  if (!a.json) {
+    char line[320];
+    std::snprintf(line, sizeof line, "inference of %s voxels (D, H, W) %s, %d window(s) per pass, %s\n",
+                  cube(plan.volume).c_str(),
+                  a.window == "0" ? ("in one pass (input " + cube(plan.size) + ")").c_str()
+                                  : ("in " + cube(plan.size) + " windows, overlap " + std::to_string(a.overlap).substr(0, 4) +
+                                     ": " + std::to_string(plan.windows) + " windows").c_str(),
+                  plan.batch, req.precision.toString(planner.network().stageNames()).c_str());
+    os << line << "placement: " << req.placement.describe() << "\n\n";
+    std::snprintf(line, sizeof line, "%-9s %11s %10s %11s %11s %-16s %12s\n", "device", "capacity", "allowance",
+                  "parameters", "peak", "peak at", "margin");
+    os << line;
+    for (const auto& d : plan.devices) {
+      std::snprintf(line, sizeof line, "%-9s %11s %10s %11s %11s %-16s %12s\n", d.name.c_str(),
+                    d.capacity > 0 ? fmt(d.capacity).c_str() : "?", fmt(d.allowance).c_str(),
+                    fmt(d.persistentBytes).c_str(), fmt(d.peak).c_str(), d.peakStage.c_str(),
+                    ((d.margin() < 0 ? "-" : "+") + fmt(std::llabs(d.margin()))).c_str());
+      os << line;
+    }
+    os << "host buffers (image, sums, a pass's windows, probabilities, labels): " << fmt(plan.hostBytes)
+       << (std::any_of(plan.devices.begin(), plan.devices.end(), [](const DevicePlan& d) { return d.name == "cpu" || d.name == "r0:cpu"; })
+               ? ", in the cpu row's peak\n" : ", in host memory beside the devices\n");
+    os << "\n" << verdict(plan) << "\n";
+  }
+  if (a.largest) {
+    // The window grows up to the volume (a larger one shrinks to it).
+    std::int64_t longest = 0;
+    for (auto n : req.volume) longest = std::max(longest, n);
+    const std::int64_t step = planner.network().sizeDivisor;
+    const LargestVolume lv = largestCube(planner, req, false, (longest + step - 1) / step * step);
+    out["largest_window"] = {{"edge", lv.edge}, {"step", lv.step}, {"limiting_device", lv.next.limitingDevice},
+                             {"limiting_stage", lv.next.limitingStage}};
+    if (!a.json) {
+      os << "\nLargest cubic window for this placement: ";
+      if (lv.edge == 0) os << "none fits (not even " << lv.step << "^3)\n";
+      else os << cube(lv.plan.size) << " (peak " << fmt(lv.plan.maxPeak()) << ", " << lv.plan.windows << " windows)\n";
+      if (!lv.next.devices.empty()) os << "  next size " << cube(lv.next.size) << ": " << verdict(lv.next) << "\n";
+    }
+  }
+  if (a.json) os << out.dump(2) << "\n";
+}
+
 void runPlan(const PlanArgs& a) {
   model::UNet3dOptions o;
   o.base_channels(a.base).depth(a.depth).in_channels(a.inChannels).out_channels(a.outChannels);
@@ -189,6 +244,15 @@ void runPlan(const PlanArgs& a) {
             spec, local, engine::measurementPatch(spec.patch, planner.network().sizeDivisor));
       d.flopsPerSecond = measured[local].flopsPerSecond;
     }
+  }
+  if (a.inference) {
+    if (a.volume.empty()) throw InvalidArgument("--inference needs --volume X,Y,Z (the image as the network sees it)");
+    if (a.perPass < 1) throw InvalidArgument("--windows-per-pass must be at least 1");
+    const auto v = run::parseSize(a.volume);  // x, y, z
+    spec.window = a.window == "0" ? std::array<std::int64_t, 3>{0, 0, 0} : run::parseSize(a.window);
+    spec.overlap = a.overlap;
+    runInferencePlan(a, planner, spec.inferencePlanRequest(names, devices, {v[2], v[1], v[0]}, a.perPass));
+    return;
   }
   PlanRequest req = spec.planRequest(names, devices);
   req.adam = a.optimizer == "adam";
@@ -292,7 +356,7 @@ void runPlan(const PlanArgs& a) {
 
 void addPlanCommands(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
-  auto* cmd = app.add_subcommand("plan", "Predict per-stage and per-device memory of a training step");
+  auto* cmd = app.add_subcommand("plan", "Predict per-stage and per-device memory of a training step (--inference: of a prediction)");
   cmd->add_option("--patch,--size", args->size, "network input size: N (cube) or X,Y,Z (old: DxHxW)")->capture_default_str();
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
   cmd->add_option("--micro-batches", args->microBatches,
@@ -330,6 +394,13 @@ void addPlanCommands(CLI::App& app) {
                 "host offload: recomputed stages on GPUs keep their saved inputs in pinned host memory");
   cmd->add_option("--cpu-layout", args->cpuLayout,
                   "weights of fp32 CPU stages: auto (channels-last on CPUs without AVX-512), ncdhw or channels-last");
+  cmd->add_flag("--inference", args->inference,
+                "Plan a prediction instead of a training step (the network's pass and the Inferer's host buffers)");
+  cmd->add_option("--volume", args->volume, "--inference: the image as the network sees it, N or X,Y,Z voxels");
+  cmd->add_option("--window", args->window, "--inference: sliding window N or X,Y,Z (0: the whole volume in one pass)")
+      ->capture_default_str();
+  cmd->add_option("--overlap", args->overlap, "--inference: overlap of the windows")->check(CLI::Range(0.0, 0.95))->capture_default_str();
+  cmd->add_option("--windows-per-pass", args->perPass, "--inference: windows in one forward pass")->capture_default_str();
   cmd->callback([args] { runPlan(*args); });
 }
 

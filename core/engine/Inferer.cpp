@@ -3,6 +3,7 @@
 #include "core/engine/Tensors.h"
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
+#include "core/placement/InferenceMemory.h"
 
 #include <torch/torch.h>
 
@@ -12,19 +13,6 @@ namespace splitseg::engine {
 
 namespace {
 using torch::indexing::Slice;
-
-// Window start positions along one axis covering [0, size) (as MONAI's scan intervals).
-std::vector<std::int64_t> starts(std::int64_t size, std::int64_t window, double overlap) {
-  if (size <= window) return {0};
-  const auto stride = std::max<std::int64_t>(1, static_cast<std::int64_t>(window * (1.0 - overlap)));
-  const auto count = static_cast<std::int64_t>(std::ceil(double(size - window) / double(stride))) + 1;
-  std::vector<std::int64_t> s;
-  for (std::int64_t i = 0; i < count; ++i) {
-    const auto p = std::min(i * stride, size - window);
-    if (s.empty() || s.back() != p) s.push_back(p);
-  }
-  return s;
-}
 
 std::int64_t roundUp(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
 } // namespace
@@ -90,20 +78,12 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
     return {probs, labelsFromLogits(logits.unsqueeze(0)).squeeze(0)};
   }
 
-  // Window given as x, y, z; tensors are (D=z, H=y, W=x). Smaller volumes are padded up to it.
-  const std::array<std::int64_t, 3> requested{o.window[2], o.window[1], o.window[0]};
-  const auto div = network().sizeDivisor();
-  for (auto w : requested)
-    if (w % div != 0)
-      throw InvalidArgument("window size " + std::to_string(w) + " must be a multiple of " + std::to_string(div));
-  // A window larger than the volume shrinks to it (rounded up to the divisor): a volume that
-  // fits one window is then predicted exactly as the whole-volume path does.
-  std::array<std::int64_t, 3> win;
-  std::array<std::int64_t, 3> padded;
-  for (int a = 0; a < 3; ++a) {
-    win[a] = std::min(requested[a], roundUp(size[a], div));
-    padded[a] = std::max(size[a], win[a]);
-  }
+  // Window given as x, y, z; tensors are (D=z, H=y, W=x). Smaller volumes are padded up to it;
+  // the planner cuts the same windows (placement::inferenceGrid).
+  const auto grid = placement::inferenceGrid(size, {o.window[2], o.window[1], o.window[0]}, network().sizeDivisor(),
+                                             o.overlap);
+  const auto& win = grid.window;
+  const auto& padded = grid.padded;
   torch::Tensor x = image;
   if (padded != size)
     x = torch::constant_pad_nd(image, {0, padded[2] - size[2], 0, padded[1] - size[1], 0, padded[0] - size[0]}, 0.0);
@@ -113,10 +93,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   auto sum = torch::zeros({outC, padded[0], padded[1], padded[2]}, torch::kFloat);
   auto weight = torch::zeros({padded[0], padded[1], padded[2]}, torch::kFloat);
 
-  std::vector<std::array<std::int64_t, 3>> origins;
-  for (auto z : starts(padded[0], win[0], o.overlap))
-    for (auto y : starts(padded[1], win[1], o.overlap))
-      for (auto xx : starts(padded[2], win[2], o.overlap)) origins.push_back({z, y, xx});
+  const auto& origins = grid.origins;
 
   const std::size_t batch = static_cast<std::size_t>(std::max(1, o.batch));
   for (std::size_t first = 0; first < origins.size(); first += batch) {

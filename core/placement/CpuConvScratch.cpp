@@ -101,26 +101,33 @@ std::int64_t channelsLastGemmScratch(const LayerSpec& l, const ConvTensor& in, i
 // Mirrors ATen's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for CPU
 // tensors: small single-sample inputs go to the native kernels, the rest to oneDNN.
 ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvTensor& out, int batch,
-                           const PlannerOptions& o, std::int64_t wholeFactor, bool channelsLastWeights) {
+                           const PlannerOptions& o, std::int64_t wholeFactor, bool channelsLastWeights, bool inference) {
   const std::int64_t n = batch;
   const auto bytesOf = [n](const ConvTensor& t) { return n * t.channels * voxels(t.dims) * t.dtype; };
   // A 1x1x1 convolution follows its input's layout, not its weights': with a plain input (the
   // head after instance norm's plain output) it runs the plain kernels and gives a plain output
   // (single layers, AVX2 and AVX-512, 2026-12-04; forward and backward as without channels-last).
   const bool plainPointwise = l.kind == LayerKind::Conv && l.kernel == 1 && !in.channelsLast && in.channels > 1;
-  const bool cl = channelsLastWeights && in.dtype == 4 && !plainPointwise;
+  // bf16 with channels-last weights only in inference (the Inferer converts every CPU stage).
+  const bool cl = channelsLastWeights && (in.dtype == 4 || inference) && !plainPointwise;
   bool onednn;
   if (in.dtype == 2) {
     onednn = o.cpuAvx512;  // bf16 convolutions run in oneDNN only there
   } else {
     const bool a = l.stride > 1 || n >= 16 || l.kernel != 1 || o.cpuThreads > 1;
     // A HaloConv3d slab or micro-batch runs the kernel of its whole (shard::callsOneDnn), unless
-    // its weights are channels-last (LibTorch's own choice then).
-    const std::int64_t whole = l.followsWhole && !cl ? wholeFactor : 1;
+    // its weights are channels-last with gradients recorded (LibTorch's own choice then).
+    const std::int64_t whole = l.followsWhole && (!cl || inference) ? wholeFactor : 1;
     const bool b = l.kernel > 3 || n > 1 || n * in.channels * in.dims[0] * in.dims[1] * whole > 20480;
     onednn = a && b;
   }
   const std::int64_t io = bytesOf(in) + bytesOf(out);
+  // Inference, channels-last weights, a one-channel input (the network's first layer) that LibTorch
+  // dispatches itself (batch > 1, or bf16; shard::callsOneDnn takes fp32 at batch 1): the output
+  // comes back plain, with two outputs' worth beside it (single layers in InferenceMode, AVX-512
+  // AMD EPYC, 2 threads, torch 2.11, 2026-12-05: 1->8 at 32^3, fp32 batch 2 and bf16 batch 1).
+  if (inference && cl && in.channels == 1 && l.kind == LayerKind::Conv && !(in.dtype == 4 && n == 1 && l.followsWhole))
+    return {2 * bytesOf(out), 0, false};
   // A channels-last input (more than one channel) the kernel must copy to plain, or a plain one
   // it must copy to channels-last.
   const std::int64_t inCopy = in.channels > 1 && in.channelsLast != (cl && onednn) ? bytesOf(in) : 0;

@@ -26,8 +26,10 @@ struct ConvScratch {
 // `wholeFactor`: how many times larger the tensor whose kernel a layer that follows its whole
 // (LayerSpec::followsWhole) runs is: the slab count when the cut is along D or H, times the whole
 // batch over the micro-batch; 1 for a whole tensor. `channelsLastWeights`: the layer's weights
-// are channels-last (fp32 only; PlanRequest::cpuChannelsLast).
+// are channels-last (fp32 only; PlanRequest::cpuChannelsLast). `inference`: no gradients, where
+// shard::callsOneDnn takes channels-last tensors as they are (the whole factor applies to them too).
 ConvScratch cpuConvScratch(const LayerSpec& layer, const ConvTensor& in, const ConvTensor& out, int batch,
-                           const PlannerOptions& options, std::int64_t wholeFactor = 1, bool channelsLastWeights = false);
+                           const PlannerOptions& options, std::int64_t wholeFactor = 1, bool channelsLastWeights = false,
+                           bool inference = false);
 
 } // namespace splitseg::placement::detail

@@ -1,5 +1,6 @@
 #include "core/placement/MemoryPlanner.h"
 #include "core/base/Error.h"
+#include "core/placement/InferenceMemory.h"
 #include "core/placement/StepSimulator.h"
 
 #include <algorithm>
@@ -23,7 +24,13 @@ double MemoryPlan::maxDeviceFlops() const {
 
 std::string MemoryPlan::toJson() const {
   nlohmann::ordered_json j;
+  j["mode"] = inference ? "inference" : "training";
   j["size"] = size;
+  if (inference) {
+    j["volume"] = volume;
+    j["windows"] = windows;
+    j["host_bytes"] = hostBytes;
+  }
   j["batch"] = batch;
   j["micro_batches"] = microBatches;
   j["precision"] = toString(precision);
@@ -70,10 +77,16 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   if (req.batch < 1) throw InvalidArgument("planner: batch must be at least 1");
   if (req.microBatches < 1 || req.microBatches > req.batch)
     throw InvalidArgument("planner: micro-batches must be 1..batch");
-  for (auto n : req.size)
+  // Inference: the pass's input is a window (or the whole volume padded to the divisor).
+  const InferenceGrid grid = req.inference ? inferenceGrid(req.volume, req.size, network_.sizeDivisor, req.overlap)
+                                           : InferenceGrid{};
+  const std::array<std::int64_t, 3> size = req.inference ? grid.window : req.size;
+  for (auto n : size)
     if (n < 1 || n % network_.sizeDivisor != 0)
       throw InvalidArgument("planner: input size " + std::to_string(n) + " is not a positive multiple of " +
                             std::to_string(network_.sizeDivisor));
+  // A pass holds at most as many windows as there are.
+  const int batch = req.inference ? static_cast<int>(std::min<std::size_t>(req.batch, grid.origins.size())) : req.batch;
   const auto names = network_.stageNames();
   Placement placement = req.placement.stages().empty()
                             ? Placement::uniform(names, req.devices.front().name)
@@ -126,14 +139,14 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
         layout.sizes = given->second;
       } else {
         try {
-          layout = ShardLayout::even(req.shardAxis, req.size[axis], k, multiple);
+          layout = ShardLayout::even(req.shardAxis, size[axis], k, multiple);
         } catch (const InvalidArgument& e) {
           throw InvalidArgument("stage " + firstStage.at(entry) + ": " + e.what());
         }
       }
       if (static_cast<int>(layout.sizes.size()) != k)
         throw InvalidArgument("stage " + firstStage.at(entry) + ": slab sizes do not match the devices of " + entry);
-      layout.check(req.size[axis], multiple, l, firstStage.at(entry));
+      layout.check(size[axis], multiple, l, firstStage.at(entry));
       layouts[entry] = layout;
       groupOf.emplace(entry, static_cast<int>(groupOf.size()));
       views = std::max(views, k);
@@ -145,11 +158,14 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   // Stages on ranks run the pipeline trainer's way; sharded over ranks, the spatial trainer runs
   // one graph per slab as one process does.
   std::vector<int> deviceRank;
-  if (layouts.empty() && std::any_of(deviceNames.begin(), deviceNames.end(),
+  if (layouts.empty() && !req.inference && std::any_of(deviceNames.begin(), deviceNames.end(),
                                      [](const std::string& d) { return splitRank(d).rank >= 0; }))
     for (const auto& d : deviceNames) deviceRank.push_back(splitRank(d).rank);
-  const int M = req.microBatches;
-  const int micro = (req.batch + M - 1) / M;
+  const bool overRanks = std::any_of(deviceNames.begin(), deviceNames.end(),
+                                     [](const std::string& d) { return splitRank(d).rank >= 0; });
+  // One process's Inferer runs a pass as one batch; ranks pipeline it as micro-batches.
+  const int M = req.inference && !overRanks ? 1 : std::min(req.microBatches, batch);
+  const int micro = (batch + M - 1) / M;
   // Every stage sharded over the same ranks (dist::SpatialTrainer) runs its micro-batches one after
   // another instead, each through its backward before the next forward: one micro-batch's
   // activations at a time, the parameters' gradients kept from the first backward on.
@@ -163,7 +179,8 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     for (const auto& l : s.layers) gradientBytes += l.parameters * 4;
   const std::int64_t keptGradients = spatial && M > 1 && !options_.gradientsPersist ? gradientBytes : 0;
   // What the other M-1 micro-batches add to a device's peak (see above).
-  auto heldByOthers = [M, spatial, keptGradients](const detail::SimDevice& d) -> std::int64_t {
+  auto heldByOthers = [M, spatial, keptGradients, &req](const detail::SimDevice& d) -> std::int64_t {
+    if (req.inference) return 0;
     if (spatial) return keptGradients;
     return std::int64_t{M - 1} * std::max<std::int64_t>(0, d.endOfForward - d.persistent);
   };
@@ -176,11 +193,12 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     detail::SimRequest sr;
     sr.network = &network_;
     sr.options = &options_;
-    sr.size = req.size;
+    sr.size = size;
     sr.batch = micro;
-    sr.wholeBatch = req.batch;
-    sr.adam = req.adam;
-    sr.offload = req.offload;
+    sr.wholeBatch = batch;
+    sr.inference = req.inference;
+    sr.adam = req.adam && !req.inference;
+    sr.offload = req.offload && !req.inference;
     sr.shardDim = axis;
     for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
     sr.deviceRank = deviceRank;
@@ -192,10 +210,11 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       if (it == deviceNames.end())
         throw DeviceError("planner: stage " + s.name + " is placed on " + dev + ", which is not among the devices planned for");
       sr.stageDevice.push_back(static_cast<int>(it - deviceNames.begin()));
-      sr.checkpointed.push_back(req.checkpoint.count(s.name) ? 1 : 0);
+      sr.checkpointed.push_back(req.checkpoint.count(s.name) && !req.inference ? 1 : 0);
       sr.bf16.push_back(precisions.of(s.name) == Precision::BF16 ? 1 : 0);
       // Only the one-process Trainer converts weights: unsharded fp32 stages on the local CPU.
-      sr.channelsLast.push_back(req.cpuChannelsLast && sr.bf16.back() == 0 && shards.size() == 1 &&
+      // Inference (engine::Inferer) converts the bf16 stages' weights too.
+      sr.channelsLast.push_back(req.cpuChannelsLast && (sr.bf16.back() == 0 || req.inference) && shards.size() == 1 &&
                                         splitRank(dev).rank < 0 && !sr.deviceIsCuda[sr.stageDevice.back()]
                                     ? 1 : 0);
       if (!layouts.empty()) {
@@ -213,8 +232,9 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   for (int v = 1; v < views; ++v) others.push_back(detail::simulateStep(request(v)));
 
   MemoryPlan plan;
-  plan.size = req.size;
-  plan.batch = req.batch;
+  plan.inference = req.inference;
+  plan.size = size;
+  plan.batch = batch;
   plan.microBatches = M;
   plan.precision = req.precision.fallback;
   plan.precisionText = precisions.toString(names);
@@ -230,14 +250,15 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     const std::int64_t boundaries = static_cast<std::int64_t>(layout.sizes.size()) - 1;
     std::int64_t plane = 1;
     for (int a = 0; a < 3; ++a)
-      if (a != axis) plane *= req.size[a] >> level[s];
+      if (a != axis) plane *= size[a] >> level[s];
     const std::int64_t bytes = precisions.of(name) == Precision::BF16 ? 2 : 4;
+    const int passes = req.inference ? 1 : sr.checkpointed[s] ? 3 : 2;
     for (const auto& l : network_.stages[s].layers)
       if (l.kind == LayerKind::Conv && l.padding > 0)
         // Both directions; forward (again when recomputed) and backward.
-        plan.haloBytes += 2 * (sr.checkpointed[s] ? 3 : 2) * boundaries * l.padding * plane * l.inChannels * bytes * req.batch;
+        plan.haloBytes += 2 * passes * boundaries * l.padding * plane * l.inChannels * bytes * batch;
   }
-  const std::int64_t optimizerPerParam = req.adam ? 8 : 0;
+  const std::int64_t optimizerPerParam = req.adam && !req.inference ? 8 : 0;
   for (std::size_t i = 0; i < network_.stages.size(); ++i) {
     const auto& ss = sim.stages[i];
     StagePlan s;
@@ -245,7 +266,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     s.device = placement.entryOf(s.name);
     s.parameters = ss.parameters;
     s.parameterBytes = ss.parameters * 4;
-    s.gradientBytes = ss.parameters * 4;
+    s.gradientBytes = req.inference ? 0 : ss.parameters * 4;
     s.optimizerBytes = ss.parameters * optimizerPerParam;
     s.activationBytes = ss.activationBytes * activationSets;
     s.transferBytes = ss.transferBytes * M;
@@ -260,6 +281,28 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     s.backwardTransient = ss.backwardTransient;
     plan.stages.push_back(s);
   }
+  // Inference: the Inferer's host buffers (InferenceMemory.h) beside the network's tensors, on the
+  // local process's CPU when a stage runs there.
+  int hostDevice = -1, inputDevice = -1;
+  for (std::size_t d = 0; d < deviceNames.size(); ++d)
+    if (deviceNames[d] == "cpu" || deviceNames[d] == "r0:cpu") hostDevice = static_cast<int>(d);
+  for (int s = 0; s < ns && inputDevice < 0; ++s)
+    for (const auto& n : network_.stages[s].inputs)
+      if (n == "input") inputDevice = sr.stageDevice[s];
+  InferenceHost host;
+  if (req.inference) {
+    host = inferenceHost(grid, req.volume, batch, network_.inChannels, network_.outChannels);
+    plan.volume = req.volume;
+    plan.windows = static_cast<std::int64_t>(grid.origins.size());
+    plan.hostBytes = std::max({host.base + host.batch, host.afterPass, host.end});
+  }
+  // The host's peak: during the pass its buffers sit beside the replay's tensors (the pass's input
+  // is the replay's own when it starts on the host), after it the logits come back.
+  auto hostPeak = [&](const detail::SimDevice& sd) {
+    const std::int64_t input = grid.whole && host.batch == 0 ? host.image : host.batch;
+    const std::int64_t pass = sd.peak + host.base + host.batch - (inputDevice == hostDevice ? input : 0);
+    return std::max({pass, sd.persistent + host.afterPass, sd.persistent + host.end});
+  };
   std::int64_t worst = std::numeric_limits<std::int64_t>::max();
   plan.fits = true;
   for (std::size_t d = 0; d < req.devices.size(); ++d) {
@@ -291,12 +334,13 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     dp.allowance = allowanceFor(req.devices[d]);
     dp.persistentBytes = sd.persistent;
     dp.peak = microPeak(sd) + dp.allowance;
+    if (req.inference && static_cast<int>(d) == hostDevice) dp.peak = std::max(dp.peak, hostPeak(sd) + dp.allowance);
     if (spatial && splitRank(dp.name).rank == 0 && !req.devices[d].isCuda()) {
       // Rank 0 draws the whole batch (fp32 input, int64 labels) and keeps each micro-batch's predicted
       // labels for the step's Dice; the replay holds one micro-batch's input and labels. On a GPU
       // they stay in host memory.
-      const std::int64_t voxels = req.size[0] * req.size[1] * req.size[2];
-      dp.peak += std::int64_t{req.batch - micro} * voxels * (network_.inChannels * 4 + 8) + std::int64_t{req.batch} * voxels * 8;
+      const std::int64_t voxels = size[0] * size[1] * size[2];
+      dp.peak += std::int64_t{batch - micro} * voxels * (network_.inChannels * 4 + 8) + std::int64_t{batch} * voxels * 8;
     }
     dp.peakStage = sd.peakStage >= 0 ? network_.stages[sd.peakStage].name : "";
     dp.peakPhase = detail::toString(sd.peakPhase);

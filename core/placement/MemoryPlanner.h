@@ -92,6 +92,14 @@ struct PlannerOptions {
 struct PlanRequest {
   std::array<std::int64_t, 3> size{128, 128, 128};  // D, H, W of the network input
   int batch = 1;
+  // Inference (engine::Inferer::predict) instead of a training step: `volume` is the image's D, H,
+  // W, `size` the window (zeros: the whole volume in one pass), `batch` the windows per pass and
+  // `overlap` theirs. Checkpointing, the optimizer and offload do not apply. Over ranks, a pass's
+  // `microBatches` are planned one at a time on each device (the pipeline's sends in flight are
+  // not modelled, and no peak over ranks was measured).
+  bool inference = false;
+  std::array<std::int64_t, 3> volume{0, 0, 0};
+  double overlap = 0.5;
   // Ranks' GPipe schedule: the batch flows as this many micro-batches; every device holds the
   // saved activations of all of them when the first backward begins.
   int microBatches = 1;
@@ -149,7 +157,14 @@ struct DevicePlan {
 };
 
 struct MemoryPlan {
-  std::array<std::int64_t, 3> size{};
+  bool inference = false;
+  std::array<std::int64_t, 3> size{};  // inference: the window (or the padded whole volume)
+  std::array<std::int64_t, 3> volume{};  // inference: the image
+  std::int64_t windows = 0;              // inference: windows the volume is cut into
+  // Inference: the Inferer's own host memory at its peak (image, accumulators, a pass's windows,
+  // logits, probabilities and labels), beyond the network's tensors. Also in the host CPU's peak
+  // when a stage runs there ("cpu", or "r0:cpu" over ranks).
+  std::int64_t hostBytes = 0;
   int batch = 1;
   int microBatches = 1;
   Precision precision = Precision::FP32;  // the default; StagePlan::precision per stage

@@ -135,6 +135,7 @@ private:
   std::vector<int> stageOut_;
   std::vector<std::vector<int>> stageHeld_, remoteGrads_;
   std::vector<int> heldGrad_;
+  std::vector<int> stageCache_;  // inference: autocast's weight casts, until the stage ends
   SimResult res_;
   int stage_ = -1;
   Phase phase_ = Phase::Setup;
@@ -187,14 +188,17 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       op.output = y;
       op.weightGradBytes = l.parameters * 4;
       if (!cuda) {
-        const auto shape = [](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype, v.cl, v.requiresGrad}; };
+        const bool grad = !r_.inference;
+        const auto shape = [grad](const Value& v) { return ConvTensor{v.channels, v.dims, v.dtype, v.cl, grad && v.requiresGrad}; };
         // A slab runs the kernel its unsharded layer would, a micro-batch that of its batch
         // (HaloConv3d): LibTorch's size test sees the whole extent when the cut is along D or H.
         // A sharded 1x1x1 convolution (no halo) keeps LibTorch's choice.
         const std::int64_t shards = halo && r_.shardDim < 2 ? r_.stageShards.at(s) : 1;
-        const std::int64_t whole = halo || !sharded(s) ? shards * std::max(1, r_.wholeBatch / r_.batch) : 1;
+        // Inference sends every such layer to oneDNN (shard::OneDnnInferenceScope).
+        const std::int64_t whole = r_.inference ? std::int64_t{1} << 20
+                                   : halo || !sharded(s) ? shards * std::max(1, r_.wholeBatch / r_.batch) : 1;
         const bool cl = !r_.channelsLast.empty() && r_.channelsLast[s];
-        const ConvScratch c = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_, whole, cl);
+        const ConvScratch c = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_, whole, cl, r_.inference);
         if (c.forward > 0) unref(alloc(dev, c.forward, s));
         op.backwardScratch = c.backward;
         vals_[y].cl = c.outputChannelsLast;
@@ -206,6 +210,10 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
         ref(vals_[cin].storage);
         op.saved.push_back(vals_[cin].storage);
         if (weightCopy >= 0) op.saved.push_back(weightCopy);
+      } else if (weightCopy >= 0 && r_.inference) {
+        // Autocast caches the cast of a weight (a leaf that requires grad) until the stage's
+        // AutocastScope ends (engine/AutocastScope.h clears it).
+        stageCache_.push_back(weightCopy);
       } else if (weightCopy >= 0) {
         unref(weightCopy);
       }
@@ -293,6 +301,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
       break;
     }
     case LayerKind::Dropout: {
+      if (r_.inference) return;  // eval: the identity
       op.kind = OpKind::Dropout;
       // CUDA runs the fused kernel and keeps a bool mask; CPU multiplies by a scaled noise
       // tensor of the input's dtype and keeps that.
@@ -332,7 +341,20 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
 int Simulator::runStage(int s, const std::vector<int>& inputs, bool save, std::vector<Op>& ops) {
   int x = inputs.at(0);
   hold(x);
-  for (const auto& l : net_.stages[s].layers) layer(s, l, x, inputs, save, ops);
+  // Inference: the stage's forward keeps the tensor it hands its convolution block (the pooled
+  // input, or the concatenation of the up-sampled input and the skip) until the block returns
+  // (model/UNet3d.cpp's UNetStageImpl::forward); in training the block's first convolution saves it anyway.
+  int blockInput = -1;
+  for (const auto& l : net_.stages[s].layers) {
+    if (r_.inference && blockInput < 0 && l.kind == LayerKind::Conv) {
+      blockInput = x;
+      hold(x);
+    }
+    layer(s, l, x, inputs, save, ops);
+  }
+  if (blockInput >= 0) drop(blockInput);
+  for (int c : stageCache_) unref(c);
+  stageCache_.clear();
   return x;  // held by the caller
 }
 
@@ -530,7 +552,8 @@ SimResult Simulator::run() {
     const int dev = r_.stageDevice[s];
     const std::int64_t p = stages[s].parameters;
     res_.stages[s].parameters = p;
-    const std::int64_t persistent = p * 4 * (1 + (r_.adam ? 2 : 0) + (o_.gradientsPersist ? 1 : 0));
+    const std::int64_t persistent =
+        r_.inference ? p * 4 : p * 4 * (1 + (r_.adam ? 2 : 0) + (o_.gradientsPersist ? 1 : 0));
     if (persistent > 0) alloc(dev, persistent, s);
     res_.devices[dev].persistent += persistent;
   }
@@ -556,14 +579,15 @@ SimResult Simulator::run() {
     Value tmp{0, net_.inChannels, r_.size, 4, inputDev, false};
     const int in = newValue(alloc(inputDev, bytesOf(tmp), inputStage), net_.inChannels, r_.size, 4, false);
     outputs["input"] = in;
+    if (r_.inference) hold(in);  // the caller's tensor, alive through the pass
     if (ranks()) {  // rank 0 keeps each micro-batch's input and labels for the step
       hold(in);
       holdToEnd(vals_[in].storage);
       if (crossesRanks(inputDev, headDev)) holdToEnd(alloc(inputDev, labelBytes, inputStage));
     }
   }
-  const int target = alloc(headDev, labelBytes, head);
-  if (ranks()) {  // the head's rank keeps the labels for the step's Dice
+  const int target = r_.inference ? -1 : alloc(headDev, labelBytes, head);
+  if (ranks() && !r_.inference) {  // the head's rank keeps the labels for the step's Dice
     ref(target);
     holdToEnd(target);
   }
@@ -625,11 +649,11 @@ SimResult Simulator::run() {
       }
       ops.push_back(std::move(op));
     } else {
-      y = runStage(s, local, true, ops);
+      y = runStage(s, local, !r_.inference, ops);  // inference saves nothing
     }
     if (ranks()) stageHeld_[s] = local;  // the stage's leaves, until its backward ends
     else for (int v : local) drop(v);
-    if (r_.offload && !ranks()) {
+    if ((r_.offload && !ranks()) || r_.inference) {
       // The executor lets go of a stage's output after its last consumer ran; with offloaded
       // checkpoints nothing else may hold it on the device.
       for (const auto& name : stages[s].inputs)
@@ -654,6 +678,10 @@ SimResult Simulator::run() {
   for (auto& [name, v] : outputs) {
     if (ranks() && name != "input") stageHeld_[net_.indexOf(name)].push_back(v);  // until its backward ends
     else drop(v);  // the executor's map of stage outputs goes away
+  }
+  if (r_.inference) {  // the logits go back to the caller
+    for (int d = 0; d < static_cast<int>(cur_.size()); ++d) res_.devices[d].endOfForward = cur_[d];
+    return std::move(res_);
   }
 
   phase_ = Phase::Loss;

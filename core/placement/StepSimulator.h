@@ -19,6 +19,11 @@ struct SimRequest {
   std::array<std::int64_t, 3> size{};
   int batch = 1;
   int wholeBatch = 0;  // the batch `batch` is a micro-batch of (0: itself)
+  // One forward pass under InferenceMode (engine::Inferer) instead of a training step: parameters
+  // only, nothing saved, dropout off (eval), each stage's output freed after its last reader, the
+  // input held by the caller throughout, CPU fp32 convolutions in oneDNN (shard::OneDnnInferenceScope).
+  // Stops at the end of forward: SimDevice::endOfForward holds the logits.
+  bool inference = false;
   std::vector<char> bf16;          // per stage: runs under bf16 autocast
   std::vector<char> channelsLast;  // per stage: CPU stage with channels-last weights (empty: none)
   bool adam = true;

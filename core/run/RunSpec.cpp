@@ -155,6 +155,24 @@ placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stag
   return r;
 }
 
+placement::PlanRequest RunSpec::inferencePlanRequest(const std::vector<std::string>& stages,
+                                                     const std::vector<placement::DeviceSpec>& devices,
+                                                     const std::array<std::int64_t, 3>& volumeZyx,
+                                                     int windowsPerPass) const {
+  placement::PlanRequest r = planRequest(stages, devices);
+  r.inference = true;
+  r.volume = volumeZyx;
+  const bool whole = window[0] <= 0 || window[1] <= 0 || window[2] <= 0;
+  r.size = whole ? std::array<std::int64_t, 3>{0, 0, 0} : std::array<std::int64_t, 3>{window[2], window[1], window[0]};
+  r.overlap = overlap;
+  r.batch = std::max(1, windowsPerPass);
+  r.microBatches = std::min(std::max(1, microBatches), r.batch);
+  r.checkpoint.clear();
+  r.offload = false;
+  r.cpuChannelsLast = true;
+  return r;
+}
+
 std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
                                        const std::vector<std::string>& stages) const {
   std::vector<Problem> out;

@@ -106,6 +106,12 @@ struct RunSpec {
   // The planner's request for this run (size D,H,W from the patch) on `devices`.
   placement::PlanRequest planRequest(const std::vector<std::string>& stages,
                                      const std::vector<placement::DeviceSpec>& devices) const;
+  // The planner's request for this run's inference of an image of `volumeZyx` voxels (D, H, W, as
+  // the network sees it) in its window and overlap, `windowsPerPass` windows at a time. CPU
+  // weights channels-last, as engine::InferOptions has them by default.
+  placement::PlanRequest inferencePlanRequest(const std::vector<std::string>& stages,
+                                              const std::vector<placement::DeviceSpec>& devices,
+                                              const std::array<std::int64_t, 3>& volumeZyx, int windowsPerPass) const;
 
   // Every problem, each with its field. `devices`: those that can run (empty: not checked);
   // `stages`: the network's (empty: stage names not checked).

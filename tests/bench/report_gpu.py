@@ -192,6 +192,16 @@ def gpu_section(path):
             ok = "yes" if r.get("status") == "pass" else "**no**"
             lines.append(f"| {r['tag'][12:]} | {r.get('placement', '')} | {r.get('micro_batches', '')} | {diff} | "
                          f"{ok} ({r.get('bound', 0):.0e}) | {fmt_s(r.get('seconds'))} | {fmt_s(r.get('single_seconds'))} |")
+    mem = g.get("inference_memory") or []
+    if mem:
+        lines += ["", "Inference memory: `splitseg-cli infer`'s planned tensor peak (plan --inference) against the "
+                  "measured one (the allocator's peak on CUDA, every LibTorch allocation on the CPU):", "",
+                  "| volume | window | windows a pass | device | planned | measured | error | seconds |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in mem:
+            err = f"{r['error_pct']:+.1f}%" if r.get("error_pct") is not None else f"not measured: {r.get('error', '?')}"
+            lines.append(f"| {r['size']}^3 | {'whole' if r['window'] == 0 else str(r['window']) + '^3'} | {r['per_pass']} | "
+                         f"{r['device']} | {mib(r.get('planned'))} | {mib(r.get('measured'))} | {err} | {fmt_s(r.get('seconds'))} |")
     return "\n".join(lines) + "\n" + diagnosis_section(path) + snapshot_section(g)
 
 

@@ -17,7 +17,8 @@
 #   all}: step time and allocator peak vs the planner; 4. single device vs split; 5. the largest cube
 #   under a cap standing in for a 16 GiB card; 3b. the step against PyTorch eager (tests/gpu/peer.sh);
 #   6. what eager holds at its peak (tests/gpu/peak_snapshot.py) and 384^3, as time allows. Run in
-#   the order 1, 1b, 2, 3, 6, 3b, 4, 5, 5b; every row after 1 stops when the budget runs low.
+#   7. inference's planned against measured peak. Run in the order 1, 1b, 2, 3, 6, 3b, 4, 5, 5b, 7;
+#   every row after 1 stops when the budget runs low.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -326,6 +327,20 @@ fi
 # in-place ReLU on its view) is checked on the CPU only so far (PlannerMeasuredTest, RankMemoryTest).
 # shellcheck disable=SC2086
 RUN_NORM=instance RUN_MODES="fp32 bf16+recompute" size_runs 150 ${GPU_NORM_SIZES:-$([ "$DEV" = cpu ] && echo 32 || echo 128)}
+
+# 7. Inference memory: `infer`'s own JSON holds the planner's tensor peak per device (plan
+# --inference: the network's forward pass and the Inferer's buffers) beside the measured one
+# (CUDA: the allocator's peak; CPU: every LibTorch allocation). Checked on the CPU only so far
+# (InferencePlanTest, within 5 %); on the GPU the planner has no model of cuDNN's forward
+# workspaces yet, so these rows report the gap rather than gate the exit status. SIZE:WINDOW:PER_PASS
+# (window 0: the whole volume in one pass).
+if [ "$DEV" = cpu ]; then INFER_RUNS="32:0:1 48:32:2"; else INFER_RUNS="${GPU_INFER_RUNS:-256:0:1 384:128:4}"; fi
+for r in $INFER_RUNS; do
+  IFS=: read -r s w b <<<"$r"
+  [ "$(left)" -gt 30 ] || { log "time budget: skipping infer_plan:$r"; continue; }
+  record "infer_plan:$r" "$BIN/splitseg-cli" infer --synthetic "$s" --base "$BASE" --norm none --window "$w" --batch "$b" \
+    --progress none
+done
 
 GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 [ -n "$GPU_NAME" ] || GPU_NAME="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>/dev/null)"

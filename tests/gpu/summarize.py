@@ -82,6 +82,22 @@ def main():
         if meas or plan:
             largest[m] = {"measured": meas.get("largest"), "predicted": (plan.get("largest") or {}).get("edge"),
                           "tried": meas.get("tried"), "error": meas.get("error") or plan.get("error")}
+    # Inference: `infer`'s planned and measured tensor peaks per device (the device running the
+    # stages: cuda:0 when measured there, else the CPU, where the Inferer's host buffers count too).
+    inference = []
+    for r in rows:
+        tag = str(r.get("tag", ""))
+        if not tag.startswith("infer_plan:"):
+            continue
+        mem = r.get("memory") or {}
+        plan, meas = mem.get("planned") or {}, mem.get("measured") or {}
+        dev = "cuda:0" if "cuda:0" in meas else "cpu"
+        p, m = plan.get(dev), meas.get(dev)
+        _, size, window, per_pass = tag.split(":")
+        inference.append({"tag": tag, "size": int(size), "window": int(window), "per_pass": int(per_pass), "device": dev,
+                          "planned": p, "measured": m, "seconds": r.get("seconds"),
+                          "error_pct": 100.0 * (p - m) / m if isinstance(p, (int, float)) and m else None,
+                          "error": r.get("error") or plan.get("error")})
     single = {r["size"]: r["median_step_seconds"] for r in runs if r["mode"] == "fp32" and r["placement"] == "single"}
     split = {r["size"]: r["median_step_seconds"] for r in runs if r["placement"] != "single"}
     failed = [c for c in checks if c.get("status") == "fail"]
@@ -94,6 +110,7 @@ def main():
                "largest": largest,
                "ranks": [r for r in rows if str(r.get("tag", "")).startswith("ranks:")],
                "ranks_infer": [r for r in rows if str(r.get("tag", "")).startswith("ranks_infer:")],
+               "inference_memory": inference,
                "peak_snapshot": [r for r in rows if str(r.get("tag", "")).startswith("peak_snapshot:")],
                "peer": lines_of(a.peer) if a.peer else []}
     out = Path(a.out)
@@ -144,6 +161,12 @@ def main():
                      + (f", {r['weights_over_bound']} over {r['bound']:.0e}" if "weights_over_bound" in r else "")
                      + f"), step-1 loss diff {first:.1e}, step {r['median_step_seconds']:.3f}s "
                      f"(one process {r['single_median_step_seconds']:.3f}s)")
+    for r in summary["inference_memory"]:
+        if r["error_pct"] is None:
+            lines.append(f"{r['tag']}: no comparison ({str(r.get('error'))[:160]})")
+            continue
+        lines.append(f"{r['tag']} on {r['device']}: planned {mib(r['planned'])}, measured {mib(r['measured'])} "
+                     f"({r['error_pct']:+.1f}%), {r['seconds']:.2f}s")
     for r in summary["peak_snapshot"]:
         if r.get("error"):
             continue

@@ -112,6 +112,33 @@ private Q_SLOTS:
     QVERIFY2(hd > 1.0 && hd <= 3.0 + 1e-9, qPrintable(QString::number(hd)));
   }
 
+  // The Memory row plans the review with the settings shown: the windows the volume is cut into,
+  // each device's peak, and a red "does not fit" when a device is too small for it.
+  void memoryPlanFollowsSettings() {
+    const QString modeBefore = panel_->modeBox()->currentData().toString();
+    const int windowBefore = panel_->windowBox()->value();
+    const auto devicesBefore = session_->devices();
+    auto restore = qScopeGuard([&] {
+      session_->setDevices(devicesBefore);
+      panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData(modeBefore));
+      panel_->windowBox()->setValue(windowBefore);
+    });
+    panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData("window"));
+    panel_->windowBox()->setValue(32);
+    // 48 x 40 x 32 voxels (x, y, z) in 32^3 windows at half overlap: 2 x 2 x 1 windows.
+    QVERIFY2(panel_->memoryLabel()->text().startsWith("4 windows of 32×32×32 · planned peak cpu "),
+             qPrintable(panel_->memoryLabel()->text()));
+    QVERIFY(!panel_->memoryLabel()->text().contains("does not fit"));
+    panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData("whole"));
+    QVERIFY2(panel_->memoryLabel()->text().startsWith("one pass of 48×40×32"), qPrintable(panel_->memoryLabel()->text()));
+    auto small = devicesBefore;
+    for (auto& d : small)
+      if (d.name == "cpu") d.totalBytes = std::int64_t{1} << 20;
+    session_->setDevices(small);
+    QVERIFY2(panel_->memoryLabel()->text().contains("does not fit: cpu short by"), qPrintable(panel_->memoryLabel()->text()));
+    QVERIFY(panel_->memoryLabel()->styleSheet().contains("color"));
+  }
+
   void inferenceThroughTheEngine() {
     panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData("window"));
     panel_->windowBox()->setValue(32);

@@ -401,6 +401,22 @@ private Q_SLOTS:
     waitFrames(3);
     save(window_->grab().toImage(), "review-overlay.png");
   }
+
+  // The Memory row: the planner's peak for a review in 128^3 windows before it runs.
+  void reviewMemory() {
+    auto* s = window_->session();
+    // Every stage on this machine's CPU (an earlier screenshot leaves stages on stand-in GPUs).
+    const auto placementBefore = s->placement();
+    auto restore = qScopeGuard([&] { s->setPlacement(placementBefore); });
+    s->setPlacement(placement::Placement::uniform(s->stageNames(), "cpu"));
+    auto* review = window_->reviewPanel();
+    window_->tabs()->setCurrentWidget(review);
+    review->modeBox()->setCurrentIndex(review->modeBox()->findData("window"));
+    review->windowBox()->setValue(128);
+    QVERIFY2(review->memoryLabel()->text().contains("planned peak cpu"), qPrintable(review->memoryLabel()->text()));
+    waitFrames(3);
+    save(window_->grab().toImage(), "review-memory.png");
+  }
 };
 
 SPLITSEG_UI_TEST_MAIN(ScreenshotTest)

@@ -1,8 +1,12 @@
 #include "ui/review/ReviewPanel.h"
 
+#include "ui/placement/StageMemoryModel.h"
 #include "ui/training/RankProcesses.h"
 
 #include "ui/session/Session.h"
+
+#include "core/base/Units.h"
+#include "core/placement/MemoryPlanner.h"
 
 #include <QCheckBox>
 #include <QColorDialog>
@@ -20,6 +24,7 @@
 #include <QThread>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 namespace splitseg::ui {
@@ -69,7 +74,14 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   form->addRow(tr("Inference"), mode_);
   form->addRow(tr("Window"), window_);
   form->addRow(tr("Overlap"), overlap_);
+  memory_ = new QLabel(this);
+  memory_->setWordWrap(true);
+  memory_->setObjectName("reviewMemory");
+  form->addRow(tr("Memory"), memory_);
   layout->addLayout(form);
+  connect(window_, qOverload<int>(&QSpinBox::valueChanged), this, &ReviewPanel::updateMemoryPlan);
+  connect(overlap_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, &ReviewPanel::updateMemoryPlan);
+  connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ReviewPanel::updateMemoryPlan);
   auto* buttons = new QHBoxLayout;
   run_ = new QPushButton(tr("Run inference"), this);
   run_->setShortcut(QKeySequence(tr("Ctrl+I")));
@@ -127,6 +139,67 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   connect(session_, &Session::predictionChanged, this, &ReviewPanel::evaluate);
   connect(session_, &Session::groundTruthChanged, this, &ReviewPanel::evaluate);
   connect(session_, &Session::busyChanged, this, [this](bool busy) { run_->setEnabled(!busy && !running_); });
+  for (auto changed : {&Session::imageChanged, &Session::networkChanged, &Session::placementChanged,
+                       &Session::devicesChanged, &Session::runChanged})
+    connect(session_, changed, this, &ReviewPanel::updateMemoryPlan);
+  updateMemoryPlan();
+}
+
+run::RunSpec ReviewPanel::reviewRun() const {
+  run::RunSpec run = session_->run();
+  run.setPlacement(session_->placement());
+  if (mode_->currentData().toString() == "window") {
+    const std::int64_t w = window_->value();
+    run.window = {w, w, w};
+  } else {
+    run.window = {0, 0, 0};
+  }
+  run.overlap = overlap_->value();
+  return run;
+}
+
+void ReviewPanel::updateMemoryPlan() {
+  const auto image = session_->image();
+  const auto structure = session_->structure();
+  memory_->setStyleSheet(QString());
+  memory_->setToolTip(QString());
+  if (!image || !structure || session_->placement().stages().empty()) {
+    memory_->setText(tr("planned once a volume is open"));
+    return;
+  }
+  const auto fmt = [](std::int64_t b) { return QString::fromStdString(formatBytes(static_cast<double>(b))); };
+  try {
+    const run::RunSpec run = reviewRun();
+    // The grid the network sees (the run's spacing), as the review resamples the image to it.
+    const auto grid = run.preprocessing.networkGrid(image->geometry()).size;  // x, y, z
+    // Over ranks a pass holds one window per micro-batch (InferenceWorker); one process, one window.
+    const int perPass = session_->placement().rankCount() > 1 ? std::max(1, run.microBatches) : 1;
+    auto request = run.inferencePlanRequest(session_->stageNames(), StageMemoryModel::request(*session_).devices,
+                                            {grid[2], grid[1], grid[0]}, perPass);
+    request.placement = session_->placement();
+    const auto plan = placement::MemoryPlanner(*structure).plan(request);
+    QStringList peaks;
+    for (const auto& d : plan.devices)
+      peaks << tr("%1 %2 of %3").arg(QString::fromStdString(d.name), fmt(d.peak), d.capacity > 0 ? fmt(d.capacity) : "?");
+    const auto& w = plan.size;
+    const QString pass = plan.windows > 1 ? tr("%1 windows of %2×%3×%4").arg(plan.windows).arg(w[2]).arg(w[1]).arg(w[0])
+                                          : tr("one pass of %1×%2×%3").arg(w[2]).arg(w[1]).arg(w[0]);
+    QString text = tr("%1 · planned peak %2").arg(pass, peaks.join(", "));
+    if (!plan.fits) {
+      const auto it = std::find_if(plan.devices.begin(), plan.devices.end(),
+                                   [&](const placement::DevicePlan& d) { return d.name == plan.limitingDevice; });
+      text += tr(" — does not fit: %1 short by %2; try a smaller window")
+                  .arg(QString::fromStdString(plan.limitingDevice), it != plan.devices.end() ? fmt(-it->margin()) : "?");
+      memory_->setStyleSheet("color: #d04040;");
+    }
+    memory_->setText(text);
+    memory_->setToolTip(tr("The memory planner's forward pass of each window batch, parameters included, plus "
+                           "the review's own buffers on the host (image, sums, probabilities, labels: %1). "
+                           "Resampled to the run's spacing the volume is %2×%3×%4 voxels.")
+                            .arg(fmt(plan.hostBytes)).arg(grid[0]).arg(grid[1]).arg(grid[2]));
+  } catch (const std::exception& e) {
+    memory_->setText(tr("not planned: %1").arg(QString::fromStdString(e.what())));
+  }
 }
 
 ReviewPanel::~ReviewPanel() {
@@ -159,16 +232,7 @@ void ReviewPanel::runInference() {
   InferenceJob job;
   job.network = session_->network();
   // The review's window settings are part of the document's run; the job gets a copy.
-  run::RunSpec run = session_->run();
-  run.setPlacement(session_->placement());
-  if (mode_->currentData().toString() == "window") {
-    const std::int64_t w = window_->value();
-    run.window = {w, w, w};
-  } else {
-    run.window = {0, 0, 0};
-  }
-  run.overlap = overlap_->value();
-  session_->setRun(run);
+  session_->setRun(reviewRun());
   job.run = session_->run();
   // A placement over ranks infers over them, this process being rank 0, as training does.
   session_->clearRankProblems();

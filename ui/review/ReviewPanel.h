@@ -47,6 +47,8 @@ public:
   QComboBox* displayBox() const { return display_; }
   QSlider* opacitySlider() const { return opacity_; }
   QLabel* summaryLabel() const { return summary_; }
+  // The planner's peak per device for a review with the settings shown (red when it does not fit).
+  QLabel* memoryLabel() const { return memory_; }
   // The workers a review over ranks starts on this machine (the same kind training starts).
   RankProcesses* rankProcesses() const { return ranks_; }
 
@@ -59,6 +61,9 @@ Q_SIGNALS:
 
 private:
   void runInference();
+  // The run with the window settings shown (what Run inference starts).
+  run::RunSpec reviewRun() const;
+  void updateMemoryPlan();
   void onFinished(const InferenceResult& r);
   void refreshTable();
   void publishOverlay();
@@ -79,6 +84,7 @@ private:
   QCheckBox* surfaces_;
   QTableWidget* table_;
   QLabel* summary_;
+  QLabel* memory_;
   LabelStyle style_;
   std::vector<splitseg::metrics::LabelMetrics> metrics_;
   std::vector<splitseg::metrics::LabelMetrics> pending_;  // computed by the worker for the prediction it returns
