@@ -4,6 +4,7 @@
 #include "app/cli/RunOptions.h"
 #include "core/plugin/PluginRegistry.h"
 #include "core/base/Error.h"
+#include "core/base/Units.h"
 #include "core/data/Phantom.h"
 #include "core/dist/RankRun.h"
 #include "core/engine/Devices.h"
@@ -57,7 +58,8 @@ engine::InferOptions inferOptions(const run::RunSpec& spec) {
 }
 
 // The planner's tensor peak per device for this prediction (allowances excluded): placement's
-// inference mode, on the devices present.
+// inference mode, on the devices present. A device the plan does not fit gets a note on stderr
+// before the prediction starts (the run goes on: the planner may be wrong, the allocator decides).
 nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net, const std::array<std::int64_t, 3>& volumeZyx) {
   try {
     std::vector<placement::DeviceSpec> devices;
@@ -66,7 +68,13 @@ nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net,
     const placement::MemoryPlanner planner(model::networkStructure(net));
     const auto plan = planner.plan(spec.inferencePlanRequest(net.stageNames(), devices, volumeZyx, spec.batch));
     nlohmann::json j = nlohmann::json::object();
-    for (const auto& d : plan.devices) j[d.name] = d.peak - d.allowance;
+    for (const auto& d : plan.devices) {
+      j[d.name] = d.peak - d.allowance;
+      if (!d.fits())
+        std::cerr << "note: the memory planner expects " << d.name << " to need " << formatBytes(static_cast<double>(d.peak))
+                  << " (peak in " << d.peakStage << "), more than its " << formatBytes(static_cast<double>(d.capacity))
+                  << "; a smaller --window or fewer windows per pass (--batch) need less\n";
+    }
     return j;
   } catch (const std::exception& e) {
     return {{"error", e.what()}};
@@ -104,16 +112,22 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
 #ifdef SPLITSEG_WITH_ITK
 // A real volume: preprocess exactly as the checkpoint's training did, predict, and write the
 // labels back in the source geometry (so it overlays in Slicer / ITK-SNAP).
-void inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const std::string& placement) {
+// `net`: the planner's memory figures for one process (null over ranks).
+void inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork* net,
+                 const std::string& placement) {
   if (a.out.empty()) throw InvalidArgument("give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
   const Volume source = io::readVolume(spec.data.image);
   const engine::InferOptions o = inferOptions(spec);
+  const auto grid = spec.preprocessing.networkGrid(source.geometry()).size;  // x, y, z
+  const nlohmann::json planned = net ? plannedPeaks(spec, *net, {grid[2], grid[1], grid[0]}) : nlohmann::json();
   CliProgress progress(a.progress);
   const auto t0 = std::chrono::steady_clock::now();
   const Volume labels = engine::predictLabels(inferer, source, spec.preprocessing, o, &progress);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   io::writeSegmentation(labels, source.geometry(), a.out);
-  std::cout << nlohmann::json{{"seconds", seconds}, {"out", a.out}, {"placement", placement}}.dump() << "\n";
+  nlohmann::json out{{"seconds", seconds}, {"out", a.out}, {"placement", placement}};
+  if (net) out["memory"] = {{"planned", planned}};
+  std::cout << out.dump() << "\n";
 }
 #endif
 
@@ -170,7 +184,7 @@ void runInfer(const InferArgs& a) {
   auto use = [&](engine::Inferer& inferer) {
     if (!synthetic) {
 #ifdef SPLITSEG_WITH_ITK
-      inferVolume(a, spec, inferer, placement.describe());
+      inferVolume(a, spec, inferer, env.distributed() ? nullptr : net.get(), placement.describe());
       return;
 #else
       throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
@@ -183,15 +197,16 @@ void runInfer(const InferArgs& a) {
     auto phantom = data::makePhantom(po);
     engine::Prediction pred;
     const auto image = engine::toTensor(phantom.image).unsqueeze(0);
+    // One process: the planner's inference peaks (before, so that its note comes first) beside the measured ones.
+    const nlohmann::json planned =
+        env.distributed() ? nlohmann::json() : plannedPeaks(spec, *net, {image.size(1), image.size(2), image.size(3)});
     nlohmann::json measured;
     const double seconds = timedPredict(a, spec, inferer, image, pred, *net, measured);
     auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
                                      po.foregroundClasses);
     if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);
     nlohmann::json out{{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
-    if (!env.distributed())  // one process: the planner's inference peaks beside the measured ones
-      out["memory"] = {{"planned", plannedPeaks(spec, *net, {image.size(1), image.size(2), image.size(3)})},
-                       {"measured", measured}};
+    if (!env.distributed()) out["memory"] = {{"planned", planned}, {"measured", measured}};
     std::cout << out.dump() << "\n";
   };
   if (env.distributed()) {

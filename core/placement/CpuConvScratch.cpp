@@ -108,8 +108,15 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
   // head after instance norm's plain output) it runs the plain kernels and gives a plain output
   // (single layers, AVX2 and AVX-512, 2026-12-04; forward and backward as without channels-last).
   const bool plainPointwise = l.kind == LayerKind::Conv && l.kernel == 1 && !in.channelsLast && in.channels > 1;
+  // Inference in fp32 at batch 1 on AVX-512 with channels-last weights: a first layer to fewer
+  // than 8 channels and a 1x1x1 layer from fewer than 8 run oneDNN's blocked kernels with a plain
+  // output, as with plain weights (single layers in InferenceMode, 2026-12-05: 1->4 and 4->1 at
+  // 32^3 exact with that model; 1->8, 4->4, 4->8, 8->4 and 8->1 keep the channels-last one; at
+  // batch 2 base 4's whole pass is exact without this, InferencePlanTest).
+  const bool blockedInstead = inference && o.cpuAvx512 && in.dtype == 4 && n == 1 && l.kind == LayerKind::Conv &&
+                              ((in.channels == 1 && l.outChannels < 8) || (l.kernel == 1 && l.inChannels < 8));
   // bf16 with channels-last weights only in inference (the Inferer converts every CPU stage).
-  const bool cl = channelsLastWeights && (in.dtype == 4 || inference) && !plainPointwise;
+  const bool cl = channelsLastWeights && (in.dtype == 4 || inference) && !plainPointwise && !blockedInstead;
   bool onednn;
   if (in.dtype == 2) {
     onednn = o.cpuAvx512;  // bf16 convolutions run in oneDNN only there
@@ -190,7 +197,7 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
       // (PlannerMeasuredTest's batch 2 instance row, -6%: its peak is the head's backward).
       if (l.kind == LayerKind::ConvTranspose)
         return {2 * bytesOf(out), transposedBackward(l, bytesOf(in), bytesOf(out)), false};
-      return {padded(in) + padded(out) - bytesOf(out), padded(in) + padded(out), false};
+      return {padded(in) + padded(out) - bytesOf(out) + inCopy, padded(in) + padded(out), false};
     }
     const std::int64_t blocked = l.kernel == 3 ? padded(in) + padded(out) : io;
     // From 16 input channels the measured forward freed the blocked input before the output's

@@ -51,6 +51,9 @@ private Q_SLOTS:
     QTest::newRow("b8 d3 NCDHW 48^3 in 32^3 x2") << 8 << 3 << "none" << 1 << "48" << "32" << 2 << "fp32" << false;
     QTest::newRow("b16 d5 instance 64^3 in 32^3") << 16 << 5 << "instance" << 1 << "64" << "32" << 1 << "fp32" << true;
     QTest::newRow("b16 d5 instance whole 48^3") << 16 << 5 << "instance" << 2 << "48" << "0" << 1 << "fp32" << true;
+    // Base 4: layers with fewer than 8 channels leave oneDNN's channels-last kernels (CpuConvScratch.cpp).
+    QTest::newRow("b4 d3 whole 32^3") << 4 << 3 << "none" << 1 << "32" << "0" << 1 << "fp32" << true;
+    QTest::newRow("b4 d5 48^3 in 32^3 x2") << 4 << 5 << "none" << 1 << "48" << "32" << 2 << "fp32" << true;
     QTest::newRow("b8 d3 bf16 48^3 in 32^3") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "bf16" << true;
   }
 
@@ -111,7 +114,8 @@ private Q_SLOTS:
     QVERIFY(plan.inference);
     QCOMPARE(d.persistentBytes, parameterBytes);  // parameters only: no gradients, no optimizer state
     // Every row within 0.4% on an AVX-512 AMD EPYC (2 threads, torch 2.11, 2026-12-05); before the
-    // stage's block input was kept in the replay the batch-2 channels-last row was 16% under.
+    // stage's block input was kept in the replay the batch-2 channels-last row was 16% under, and
+    // before the base-4 layers' kernels were traced the whole 32^3 base-4 row 28.6% under.
     // Held to 2%, bf16 to 5% (CpuConvScratch.cpp's bf16 kernels are fitted less closely).
     const double tolerance = precision == "fp32" ? 0.02 : 0.05;
     QVERIFY2(std::abs(error) <= tolerance, qPrintable(QString("prediction off by more than %1%").arg(tolerance * 100)));
