@@ -12,6 +12,7 @@
 #include "core/engine/Loss.h"
 #include "core/engine/Tensors.h"
 #include "core/engine/MemoryMeter.h"
+#include "core/engine/PlannerDevices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/NetworkStructureOf.h"
 #include "core/placement/MemoryPlanner.h"
@@ -62,11 +63,9 @@ engine::InferOptions inferOptions(const run::RunSpec& spec) {
 // before the prediction starts (the run goes on: the planner may be wrong, the allocator decides).
 nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net, const std::array<std::int64_t, 3>& volumeZyx) {
   try {
-    std::vector<placement::DeviceSpec> devices;
-    for (const auto& d : engine::detectDevices())
-      if (!d.planningOnly) devices.push_back({d.name, d.totalBytes, d.allowanceBytes, false});
     const placement::MemoryPlanner planner(model::networkStructure(net));
-    const auto plan = planner.plan(spec.inferencePlanRequest(net.stageNames(), devices, volumeZyx, spec.batch));
+    const auto plan =
+        planner.plan(spec.inferencePlanRequest(net.stageNames(), engine::plannerDevices(), volumeZyx, spec.batch));
     nlohmann::json j = nlohmann::json::object();
     for (const auto& d : plan.devices) {
       j[d.name] = d.peak - d.allowance;

@@ -6,6 +6,7 @@
 #include "core/engine/DeviceSpeed.h"
 #include "core/engine/Devices.h"
 #include "core/engine/MemoryMeter.h"
+#include "core/engine/PlannerDevices.h"
 #include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
 #include "core/placement/AutoPlacer.h"
@@ -83,10 +84,7 @@ std::array<std::int64_t, 3> parsePatchXyz(const std::string& s) {
 // "cuda:0=16GiB,cuda:1=16GiB" are planning-only; without it, the devices present.
 std::vector<DeviceSpec> parseDevices(const std::string& text) {
   std::vector<DeviceSpec> out;
-  if (text.empty()) {
-    for (const auto& d : engine::detectDevices()) out.push_back({d.name, d.totalBytes, d.allowanceBytes, d.planningOnly});
-    return out;
-  }
+  if (text.empty()) return engine::plannerDevices();
   for (const auto& item : splitList(text, ',')) {
     const auto eq = item.find('=');
     if (eq == std::string::npos) throw InvalidArgument("device '" + item + "' must be name=capacity (cuda:0=16GiB)");

@@ -7,6 +7,7 @@
 #include "core/base/Error.h"
 #include "core/base/Units.h"
 #include "core/engine/Devices.h"
+#include "core/engine/PlannerDevices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/NetworkStructureOf.h"
 #include "core/placement/AutoPlacer.h"
@@ -26,10 +27,9 @@ namespace {
 // After an out-of-memory step: what the planner would do instead on these devices.
 std::string planSuggestion(model::StagedNetwork& net, const run::RunSpec& spec) {
   try {
-    std::vector<placement::DeviceSpec> devices;
-    for (const auto& d : engine::detectDevices())
-      devices.push_back({d.name, d.name == "cpu" && spec.cpuBudgetBytes > 0 ? spec.cpuBudgetBytes : d.totalBytes,
-                         d.allowanceBytes});
+    auto devices = engine::plannerDevices();
+    for (auto& d : devices)
+      if (d.name == "cpu" && spec.cpuBudgetBytes > 0) d.capacity = spec.cpuBudgetBytes;
     auto req = spec.planRequest(net.stageNames(), devices);
     req.placement = {};
     placement::MemoryPlanner planner(model::networkStructure(net));

@@ -157,12 +157,11 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   // forward before the first backward), which the replay reports as endOfForward - persistent.
   // Stages on ranks run the pipeline trainer's way; sharded over ranks, the spatial trainer runs
   // one graph per slab as one process does.
-  std::vector<int> deviceRank;
-  if (layouts.empty() && !req.inference && std::any_of(deviceNames.begin(), deviceNames.end(),
-                                     [](const std::string& d) { return splitRank(d).rank >= 0; }))
-    for (const auto& d : deviceNames) deviceRank.push_back(splitRank(d).rank);
   const bool overRanks = std::any_of(deviceNames.begin(), deviceNames.end(),
                                      [](const std::string& d) { return splitRank(d).rank >= 0; });
+  std::vector<int> deviceRank;
+  if (layouts.empty() && !req.inference && overRanks)
+    for (const auto& d : deviceNames) deviceRank.push_back(splitRank(d).rank);
   // One process's Inferer runs a pass as one batch; ranks pipeline it as micro-batches.
   const int M = req.inference && !overRanks ? 1 : std::min(req.microBatches, batch);
   const int micro = (batch + M - 1) / M;

@@ -424,7 +424,7 @@ void PlacementView::showNumbers() {
                             .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage));
     // What Auto-place ranks placements by: the predicted step time, with the speeds measured
     // here where there are some (Measure speed), else the planner's defaults.
-    const auto time = placement::predictStepTime(plan, StageMemoryModel::request(*session_).devices, *estimate_.structure);
+    const auto time = placement::predictStepTime(plan, StageMemoryModel::devices(*session_), *estimate_.structure);
     QStringList speeds;
     for (const auto& [device, m] : session_->measuredSpeeds())
       speeds << tr("%1 %2 GFLOP/s at %3×%4×%5").arg(QString::fromStdString(device)).arg(m.flopsPerSecond / 1e9, 0, 'f', 1)

@@ -1,20 +1,22 @@
 #include "ui/placement/StageMemoryModel.h"
 
+#include "core/engine/PlannerDevices.h"
+
 namespace splitseg::ui {
 
-placement::PlanRequest StageMemoryModel::request(const Session& session) {
+std::vector<placement::DeviceSpec> StageMemoryModel::devices(const Session& session) {
   std::vector<placement::DeviceSpec> devices;
   for (const auto& d : session.devices()) {
-    placement::DeviceSpec spec;
-    spec.name = d.name;
-    spec.capacity = d.totalBytes;
-    spec.planningOnly = d.planningOnly;
-    spec.allowance = d.allowanceBytes;  // measured on present CUDA devices, else the planner's default
+    placement::DeviceSpec spec = engine::plannerDevice(d);
     if (!d.planningOnly)
       if (const auto* speed = session.measuredSpeed(d.name)) spec.flopsPerSecond = speed->flopsPerSecond;
     devices.push_back(spec);
   }
-  auto r = session.run().planRequest(session.stageNames(), devices);
+  return devices;
+}
+
+placement::PlanRequest StageMemoryModel::request(const Session& session) {
+  auto r = session.run().planRequest(session.stageNames(), devices(session));
   r.placement = session.placement();
   return r;
 }

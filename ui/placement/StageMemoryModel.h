@@ -37,6 +37,8 @@ public:
                                     const placement::PlanRequest& request);
   // The planner's request for the session's current state (devices, run, placement).
   static placement::PlanRequest request(const Session& session);
+  // The session's devices as the planner takes them (measured speeds included).
+  static std::vector<placement::DeviceSpec> devices(const Session& session);
 };
 
 } // namespace splitseg::ui

@@ -174,7 +174,7 @@ void ReviewPanel::updateMemoryPlan() {
     const auto grid = run.preprocessing.networkGrid(image->geometry()).size;  // x, y, z
     // Over ranks a pass holds one window per micro-batch (InferenceWorker); one process, one window.
     const int perPass = session_->placement().rankCount() > 1 ? std::max(1, run.microBatches) : 1;
-    auto request = run.inferencePlanRequest(session_->stageNames(), StageMemoryModel::request(*session_).devices,
+    auto request = run.inferencePlanRequest(session_->stageNames(), StageMemoryModel::devices(*session_),
                                             {grid[2], grid[1], grid[0]}, perPass);
     request.placement = session_->placement();
     const auto plan = placement::MemoryPlanner(*structure).plan(request);
