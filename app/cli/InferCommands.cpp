@@ -61,15 +61,16 @@ engine::InferOptions inferOptions(const run::RunSpec& spec) {
 // The planner's tensor peak per device for this prediction (allowances excluded): placement's
 // inference mode, on the devices present. A device the plan does not fit gets a note on stderr
 // before the prediction starts (the run goes on: the planner may be wrong, the allocator decides).
+// Over ranks the devices are the ranks' ("r1:cpu"), each taken to be like this host's.
 nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net, const std::array<std::int64_t, 3>& volumeZyx) {
   try {
     const placement::MemoryPlanner planner(model::networkStructure(net));
-    const auto plan =
-        planner.plan(spec.inferencePlanRequest(net.stageNames(), engine::plannerDevices(), volumeZyx, spec.batch));
+    const auto devices = engine::plannerDevices(spec.resolvePlacement(net.stageNames(), "cpu"));
+    const auto plan = planner.plan(spec.inferencePlanRequest(net.stageNames(), devices, volumeZyx, spec.batch));
     nlohmann::json j = nlohmann::json::object();
     for (const auto& d : plan.devices) {
       j[d.name] = d.peak - d.allowance;
-      if (!d.fits())
+      if (d.capacity > 0 && !d.fits())
         std::cerr << "note: the memory planner expects " << d.name << " to need " << formatBytes(static_cast<double>(d.peak))
                   << " (peak in " << d.peakStage << "), more than its " << formatBytes(static_cast<double>(d.capacity))
                   << "; a smaller --window or fewer windows per pass (--batch) need less\n";
@@ -82,18 +83,21 @@ nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net,
 
 // Runs the inferer with the run's window and overlap; returns seconds taken. `measured` gets each
 // device's tensor peak over the prediction: CUDA's allocator peak, and on the CPU every LibTorch
-// allocation (engine::CpuMemoryCounter) plus what existed before (the CPU parameters, the image),
-// as the planner counts them.
+// allocation (engine::CpuMemoryCounter) plus what existed before (the CPU parameters of `mine`,
+// the stages this process runs, and the image), as the planner counts them. `rank` >= 0 (over
+// ranks): the devices are named as the planner names that rank's ("r0:cpu").
 double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const torch::Tensor& image,
-                    engine::Prediction& prediction, model::StagedNetwork& net, nlohmann::json& measured) {
+                    engine::Prediction& prediction, const std::vector<torch::nn::Module*>& mine, int rank,
+                    nlohmann::json& measured) {
   const engine::InferOptions o = inferOptions(spec);
   CliProgress progress(a.progress);
   std::set<std::string> cuda;
   std::int64_t cpuBefore = image.numel() * image.element_size();
-  for (const auto& p : net.root().parameters()) {
-    if (p.device().is_cuda()) cuda.insert(p.device().str());
-    else cpuBefore += p.numel() * p.element_size();
-  }
+  for (const auto* m : mine)
+    for (const auto& p : m->parameters()) {
+      if (p.device().is_cuda()) cuda.insert(p.device().str());
+      else cpuBefore += p.numel() * p.element_size();
+    }
   for (const auto& d : cuda) engine::cudaResetPeak(d);
   engine::CpuMemoryCounter counter;
   const auto t0 = std::chrono::steady_clock::now();
@@ -102,31 +106,46 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
     prediction = inferer.predict(image, o, &progress);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string prefix = rank >= 0 ? "r" + std::to_string(rank) + ":" : "";
   measured = nlohmann::json::object();
-  measured["cpu"] = cpuBefore + counter.peak();
-  for (const auto& d : cuda) measured[d] = engine::cudaMemory(d).peak;
+  measured[prefix + "cpu"] = cpuBefore + counter.peak();
+  for (const auto& d : cuda) measured[prefix + d] = engine::cudaMemory(d).peak;
   return seconds;
+}
+
+// The stages this process runs: all of them, or over ranks rank 0's (every stage when each is
+// sharded over the ranks: rank 0 then runs the whole network on its slab).
+std::vector<torch::nn::Module*> stagesOfRankZero(const run::RunSpec& spec, model::StagedNetwork& net, bool distributed) {
+  const auto names = net.stageNames();
+  const auto placement = spec.resolvePlacement(names, "cpu");
+  std::vector<torch::nn::Module*> out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    bool mine = !distributed;
+    for (const auto& shard : placement.shardsOf(names[i])) mine = mine || placement::splitRank(shard).rank == 0;
+    if (mine) out.push_back(net.stageModule(i).get());
+  }
+  return out;
 }
 
 #ifdef SPLITSEG_WITH_ITK
 // A real volume: preprocess exactly as the checkpoint's training did, predict, and write the
 // labels back in the source geometry (so it overlays in Slicer / ITK-SNAP).
-// `net`: the planner's memory figures for one process (null over ranks).
-void inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork* net,
-                 const std::string& placement) {
+// Returns the line to print, with the planner's memory figures.
+nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
+                           const std::string& placement) {
   if (a.out.empty()) throw InvalidArgument("give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
   const Volume source = io::readVolume(spec.data.image);
   const engine::InferOptions o = inferOptions(spec);
   const auto grid = spec.preprocessing.networkGrid(source.geometry()).size;  // x, y, z
-  const nlohmann::json planned = net ? plannedPeaks(spec, *net, {grid[2], grid[1], grid[0]}) : nlohmann::json();
+  const nlohmann::json planned = plannedPeaks(spec, net, {grid[2], grid[1], grid[0]});
   CliProgress progress(a.progress);
   const auto t0 = std::chrono::steady_clock::now();
   const Volume labels = engine::predictLabels(inferer, source, spec.preprocessing, o, &progress);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   io::writeSegmentation(labels, source.geometry(), a.out);
   nlohmann::json out{{"seconds", seconds}, {"out", a.out}, {"placement", placement}};
-  if (net) out["memory"] = {{"planned", planned}};
-  std::cout << out.dump() << "\n";
+  out["memory"] = {{"planned", planned}};
+  return out;
 }
 #endif
 
@@ -180,10 +199,11 @@ void runInfer(const InferArgs& a) {
     return;
   }
   const auto placement = spec.resolvePlacement(net->stageNames(), engine::runnableDeviceNames().front());
+  nlohmann::json out;  // printed once the ranks (if any) have reported their memory peaks
   auto use = [&](engine::Inferer& inferer) {
     if (!synthetic) {
 #ifdef SPLITSEG_WITH_ITK
-      inferVolume(a, spec, inferer, env.distributed() ? nullptr : net.get(), placement.describe());
+      out = inferVolume(a, spec, inferer, *net, placement.describe());
       return;
 #else
       throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
@@ -196,20 +216,23 @@ void runInfer(const InferArgs& a) {
     auto phantom = data::makePhantom(po);
     engine::Prediction pred;
     const auto image = engine::toTensor(phantom.image).unsqueeze(0);
-    // One process: the planner's inference peaks (before, so that its note comes first) beside the measured ones.
-    const nlohmann::json planned =
-        env.distributed() ? nlohmann::json() : plannedPeaks(spec, *net, {image.size(1), image.size(2), image.size(3)});
+    // The planner's inference peaks (before, so that its note comes first) beside the measured
+    // ones; over ranks, the other ranks' measured peaks join when they are let go.
+    const nlohmann::json planned = plannedPeaks(spec, *net, {image.size(1), image.size(2), image.size(3)});
     nlohmann::json measured;
-    const double seconds = timedPredict(a, spec, inferer, image, pred, *net, measured);
+    const double seconds = timedPredict(a, spec, inferer, image, pred, stagesOfRankZero(spec, *net, env.distributed()),
+                                        env.distributed() ? 0 : -1, measured);
     auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
                                      po.foregroundClasses);
     if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);
-    nlohmann::json out{{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
-    if (!env.distributed()) out["memory"] = {{"planned", planned}, {"measured", measured}};
-    std::cout << out.dump() << "\n";
+    out = {{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
+    out["memory"] = {{"planned", planned}, {"measured", measured}};
   };
   if (env.distributed()) {
-    dist::inferAsRankZero(env, spec, net, use);
+    const auto peaks = dist::inferAsRankZero(env, spec, net, use);
+    if (out.contains("memory"))
+      for (const auto& [device, bytes] : peaks) out["memory"]["measured"][device] = bytes;
+    if (!out.is_null()) std::cout << out.dump() << "\n";
     return;
   }
   engine::SplitExecutor executor(net, placement, spec.precision);
@@ -219,6 +242,7 @@ void runInfer(const InferArgs& a) {
   executor.setCpuChannelsLast(true);
   engine::Inferer inferer(executor);
   use(inferer);
+  if (!out.is_null()) std::cout << out.dump() << "\n";
 }
 } // namespace
 

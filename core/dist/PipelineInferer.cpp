@@ -1,6 +1,7 @@
 #include "core/dist/PipelineInferer.h"
 #include "core/base/Error.h"
 #include "core/dist/PipelineTrainer.h"
+#include "core/dist/RankPeaks.h"
 #include "core/engine/AutocastScope.h"
 #include "core/shard/HaloConv3d.h"
 
@@ -12,6 +13,10 @@
 namespace splitseg::dist {
 
 int controlTag() { return PipelineSchedule::tag(Message::Input, 4095, 4095); }
+
+namespace {
+int peaksTag() { return PipelineSchedule::tag(Message::Stats, 4095, 4095); }
+} // namespace
 
 PipelineInferer::PipelineInferer(Comm& comm, std::shared_ptr<model::StagedNetwork> network, run::RunSpec run)
     : comm_(comm), network_(std::move(network)), spec_(std::move(run)),
@@ -51,6 +56,20 @@ torch::Tensor forwardOverRanks(Comm& comm_, model::StagedNetwork& network, const
         comm_.send(inputs[static_cast<std::size_t>(m)], r, PipelineSchedule::tag(Message::Input, 0, m), part("the input windows", m));
     }
   }
+  // What this rank still reads of each producer's output (-1: the input windows) per micro-batch:
+  // a tensor is let go after its last reader here (what was sent stays with the send until the
+  // pass's flush), so a rank holds one micro-batch's activations at a time, not the pass's.
+  std::map<std::pair<int, int>, int> readsLeft;
+  for (int s : schedule_.stagesOf(me))
+    for (const auto& name : schedule_.spec(s).inputs)
+      for (int m = 0; m < M; ++m) ++readsLeft[{schedule_.producer(name), m}];
+  auto release = [&](const std::string& name, int m) {
+    const int p = schedule_.producer(name);
+    if (--readsLeft[{p, m}] > 0) return;
+    if (p < 0 && me == 0) inputs[static_cast<std::size_t>(m)] = torch::Tensor();
+    else if (p >= 0 && schedule_.owner(p) == me) outputs[static_cast<std::size_t>(p)][static_cast<std::size_t>(m)] = torch::Tensor();
+    else received.erase({p, m});
+  };
   auto fetch = [&](const std::string& name, int m) -> torch::Tensor {
     const int p = schedule_.producer(name);
     if (p < 0 && me == 0) return inputs[static_cast<std::size_t>(m)];
@@ -74,19 +93,19 @@ torch::Tensor forwardOverRanks(Comm& comm_, model::StagedNetwork& network, const
       if (!bf16 && t.scalar_type() == torch::kBFloat16) t = t.to(torch::kFloat);
       in.push_back(t);
     }
+    for (const auto& name : spec.inputs) release(name, c.micro);  // `in` holds them through the stage
     torch::Tensor out;
     {
       engine::AutocastScope autocast(bf16, device.type());
       out = network.runStage(c.stage, in);
     }
-    outputs[static_cast<std::size_t>(c.stage)][static_cast<std::size_t>(c.micro)] = out;
+    in.clear();
+    if (readsLeft[{c.stage, c.micro}] > 0) outputs[static_cast<std::size_t>(c.stage)][static_cast<std::size_t>(c.micro)] = out;
     for (int r : schedule_.remoteReaders(c.stage))
       comm_.send(out, r, PipelineSchedule::tag(Message::Activation, c.stage, c.micro), part(spec.name + "'s output", c.micro));
     if (c.stage == head) {
-      logits[static_cast<std::size_t>(c.micro)] = out.to(torch::kFloat);
-      if (me != 0)
-        comm_.send(logits[static_cast<std::size_t>(c.micro)], 0, PipelineSchedule::tag(Message::Result, head, c.micro),
-                   part("the logits", c.micro));
+      if (me == 0) logits[static_cast<std::size_t>(c.micro)] = out.to(torch::kFloat);
+      else comm_.send(out.to(torch::kFloat), 0, PipelineSchedule::tag(Message::Result, head, c.micro), part("the logits", c.micro));
     }
   }
   torch::Tensor result;
@@ -129,6 +148,13 @@ torch::Tensor PipelineInferer::forward(const torch::Tensor& batch) {
 void PipelineInferer::serve() {
   c10::InferenceMode inference;
   shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
+  std::vector<torch::nn::Module*> mine;
+  std::vector<torch::Device> myDevices;
+  for (int i : schedule_.stagesOf(comm_.rank())) {
+    mine.push_back(network_->stageModule(i).get());
+    myDevices.push_back(devices_[static_cast<std::size_t>(i)]);
+  }
+  ServeMeter meter(comm_.rank(), myDevices, mine);
   while (true) {
     const auto command = comm_.recv(0, controlTag(), "rank 0's next windows");
     const std::int64_t m = command[0].item<std::int64_t>();
@@ -136,6 +162,7 @@ void PipelineInferer::serve() {
     shard::WholeBatchScope whole(command.numel() > 1 ? command[1].item<std::int64_t>() : m);
     forwardOverRanks(comm_, *network_, scheduleFor(static_cast<int>(m)), devices_, spec_.precision, torch::Tensor());
   }
+  sendPeaks(comm_, meter.peaks(), peaksTag());
   comm_.barrier("the end of inference");
 }
 
@@ -143,6 +170,7 @@ void PipelineInferer::finish() {
   if (finished_ || comm_.rank() != 0) return;
   finished_ = true;
   for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::zeros({1}, torch::kLong), r, controlTag(), "a command");
+  peaks_ = receivePeaks(comm_, peaksTag());
   comm_.barrier("the end of inference");
 }
 

@@ -6,6 +6,7 @@
 // windows at the same time instead of one after another.
 #include "core/dist/Comm.h"
 #include "core/dist/PipelineSchedule.h"
+#include "core/dist/RankPeaks.h"
 #include "core/engine/Inferer.h"
 #include "core/run/RunSpec.h"
 
@@ -42,6 +43,8 @@ public:
   // Rank 0: no forward pass was left halfway (an exception inside one leaves the others mid-pass,
   // where finish() would only wait out the rank timeout).
   bool betweenPasses() const { return !midPass_; }
+  // Rank 0, after finish(): the other ranks' memory peaks while they served (RankPeaks.h).
+  const DevicePeaks& rankPeaks() const { return peaks_; }
 
 private:
   const PipelineSchedule& scheduleFor(int microBatches);
@@ -56,6 +59,7 @@ private:
   std::vector<torch::Tensor> channelsLast_;  // this rank's CPU weights turned NDHWC while it predicts
   bool finished_ = false;
   bool midPass_ = false;
+  DevicePeaks peaks_;
 };
 
 } // namespace splitseg::dist

@@ -24,12 +24,12 @@ std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std:
 
 // Rank 0 predicts through the ranks; the others serve (PipelineInferer or SpatialInferer).
 template <class RankInferer>
-void predictOnRanks(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec,
-                    const std::function<void(engine::Inferer&)>& use) {
+DevicePeaks predictOnRanks(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec,
+                           const std::function<void(engine::Inferer&)>& use) {
   RankInferer ranks(comm, std::move(net), spec);
   if (comm.rank() != 0) {
     ranks.serve();
-    return;
+    return {};
   }
   engine::Inferer inferer(ranks);
   try {
@@ -48,6 +48,7 @@ void predictOnRanks(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const
     throw;
   }
   ranks.finish();
+  return ranks.rankPeaks();
 }
 
 bool everyStageSharded(const run::RunSpec& spec, const model::StagedNetwork& net, int worldSize) {
@@ -130,16 +131,14 @@ void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<mode
   trainer.run(sink, cancel);
 }
 
-void inferAsRankZero(const RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
-                     const std::function<void(engine::Inferer&)>& use, CancelToken* cancel) {
+DevicePeaks inferAsRankZero(const RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
+                            const std::function<void(engine::Inferer&)>& use, CancelToken* cancel) {
   Comm comm(env, rankIdentity(), seconds(spec.rankTimeoutSeconds), cancel);
   comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "infer"}}.dump());
   comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
   comm.startGroup(seconds(spec.rankTimeoutSeconds));
-  if (everyStageSharded(spec, *net, env.worldSize))
-    predictOnRanks<SpatialInferer>(comm, net, spec, use);
-  else
-    predictOnRanks<PipelineInferer>(comm, net, spec, use);
+  if (everyStageSharded(spec, *net, env.worldSize)) return predictOnRanks<SpatialInferer>(comm, net, spec, use);
+  return predictOnRanks<PipelineInferer>(comm, net, spec, use);
 }
 
 void serveInference(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec) {

@@ -5,6 +5,7 @@
 #include "core/base/CancelToken.h"
 #include "core/data/SampleSource.h"
 #include "core/dist/RankEnv.h"
+#include "core/dist/RankPeaks.h"
 #include "core/engine/Metrics.h"
 #include "core/model/StagedNetwork.h"
 #include "core/run/RunSpec.h"
@@ -44,9 +45,9 @@ void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<mode
 // before the exception leaves, so they exit at once instead of after the rank timeout; thrown
 // inside a pass (a rank lost, out of memory), it leaves at once and the others stop when rank 0's
 // connection closes. `cancel` also ends the wait for
-// ranks that never join.
-void inferAsRankZero(const RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
-                     const std::function<void(engine::Inferer&)>& use, CancelToken* cancel = nullptr);
+// ranks that never join. Returns the other ranks' memory peaks while they served (RankPeaks.h).
+DevicePeaks inferAsRankZero(const RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
+                            const std::function<void(engine::Inferer&)>& use, CancelToken* cancel = nullptr);
 // A rank other than 0, after the rendezvous, of a run rank 0 published for inference: serves
 // forward passes until rank 0 finishes.
 void serveInference(Comm& comm, std::shared_ptr<model::StagedNetwork> net, const run::RunSpec& spec);

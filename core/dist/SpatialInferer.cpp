@@ -10,7 +10,7 @@ namespace splitseg::dist {
 
 namespace {
 // Message tags; RankShardComm's start at kHaloTags for every forward pass.
-constexpr int kControlTag = 31, kInputTag = 32, kOutputTag = 33, kHaloTags = 1000, kWeightTags = 100000;
+constexpr int kControlTag = 31, kInputTag = 32, kOutputTag = 33, kPeaksTag = 34, kHaloTags = 1000, kWeightTags = 100000;
 } // namespace
 
 SpatialInferer::SpatialInferer(Comm& comm, std::shared_ptr<model::StagedNetwork> network, run::RunSpec run)
@@ -72,6 +72,7 @@ void SpatialInferer::serve() {
   c10::InferenceMode inference;
   shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
   const int dim = 2 + static_cast<int>(spec_.shardAxis);
+  ServeMeter meter(comm_.rank(), {ranks_.device}, {&network_->root()});
   while (comm_.recv(0, kControlTag, "rank 0's next windows").item<std::int64_t>() == 1) {
     RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
     const auto slab = comm_.recv(0, kInputTag, "this rank's window slab");
@@ -79,6 +80,7 @@ void SpatialInferer::serve() {
                "this rank's output slab");
     comm_.flush();
   }
+  sendPeaks(comm_, meter.peaks(), kPeaksTag);
   comm_.barrier("the end of inference");
 }
 
@@ -87,6 +89,7 @@ void SpatialInferer::finish() {
   finished_ = true;
   for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::zeros({1}, torch::kLong), r, kControlTag, "a command");
   comm_.flush();
+  peaks_ = receivePeaks(comm_, kPeaksTag);
   comm_.barrier("the end of inference");
 }
 

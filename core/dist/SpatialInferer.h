@@ -5,6 +5,7 @@
 // and norm sums through RankShardComm, and sends its output slab back. A scan too large for one
 // device's activations then needs no sliding window. The other ranks serve until rank 0 finishes.
 #include "core/dist/Comm.h"
+#include "core/dist/RankPeaks.h"
 #include "core/dist/SpatialTrainer.h"
 #include "core/engine/Inferer.h"
 #include "core/run/RunSpec.h"
@@ -29,6 +30,8 @@ public:
   // Rank 0: no forward pass was left halfway (an exception inside one leaves the others mid-pass,
   // where finish() would only wait out the rank timeout).
   bool betweenPasses() const { return !midPass_; }
+  // Rank 0, after finish(): the other ranks' memory peaks while they served (RankPeaks.h).
+  const DevicePeaks& rankPeaks() const { return peaks_; }
 
 private:
   Comm& comm_;
@@ -37,6 +40,7 @@ private:
   SpatialRanks ranks_;
   bool finished_ = false;
   bool midPass_ = false;
+  DevicePeaks peaks_;
 };
 
 } // namespace splitseg::dist

@@ -182,6 +182,12 @@ torch::Tensor forwardSlab(model::StagedNetwork& network, const run::RunSpec& run
   std::map<std::string, torch::Tensor> out{{model::kInput, slab}};
   torch::Tensor last;
   const auto specs = network.stageSpecs();
+  // In inference nothing is saved for a backward: an output goes after its last reader (as
+  // engine::SplitExecutor does), so a rank holds the skips still to be read, not every stage's output.
+  std::map<std::string, std::size_t> lastReader;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    for (const auto& n : specs[i].inputs) lastReader[n] = i;
+  const bool release = c10::InferenceMode::is_enabled();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     std::vector<torch::Tensor> in;
     const bool bf16 = run.precision.of(specs[i].name) == placement::Precision::BF16;
@@ -190,6 +196,9 @@ torch::Tensor forwardSlab(model::StagedNetwork& network, const run::RunSpec& run
       if (!bf16 && t.scalar_type() == torch::kBFloat16) t = t.to(torch::kFloat);
       in.push_back(t);
     }
+    if (release)
+      for (const auto& n : specs[i].inputs)
+        if (lastReader.at(n) == i) out.erase(n);  // `in` holds it through the stage
     engine::AutocastScope autocast(bf16, device.type());
     // The recomputation of a checkpointed stage runs in backward, on autograd's thread: the stage
     // function installs the slab's transport itself.

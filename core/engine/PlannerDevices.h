@@ -3,6 +3,7 @@
 // detectDevices()'s facts into placement::DeviceSpec (capacity, measured CUDA allowance).
 #include "core/engine/Devices.h"
 #include "core/placement/MemoryPlanner.h"
+#include "core/placement/Placement.h"
 
 #include <vector>
 
@@ -11,5 +12,9 @@ namespace splitseg::engine {
 placement::DeviceSpec plannerDevice(const DeviceInfo& device);
 // detectDevices(), each through plannerDevice.
 std::vector<placement::DeviceSpec> plannerDevices();
+// For a placement over ranks: each rank's device it names ("r1:cuda:0"), taken to be like this
+// host's device of that name (another host's may differ); capacity unknown (0) where this host
+// lacks it. Without ranks, plannerDevices().
+std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& placement);
 
 } // namespace splitseg::engine

@@ -160,11 +160,9 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   const bool overRanks = std::any_of(deviceNames.begin(), deviceNames.end(),
                                      [](const std::string& d) { return splitRank(d).rank >= 0; });
   std::vector<int> deviceRank;
-  if (layouts.empty() && !req.inference && overRanks)
-    for (const auto& d : deviceNames) deviceRank.push_back(splitRank(d).rank);
-  // One process's Inferer runs a pass as one batch; ranks pipeline it as micro-batches.
-  const int M = req.inference && !overRanks ? 1 : std::min(req.microBatches, batch);
-  const int micro = (batch + M - 1) / M;
+  std::vector<int> inferenceRank;
+  if (layouts.empty() && overRanks)
+    for (const auto& d : deviceNames) (req.inference ? inferenceRank : deviceRank).push_back(splitRank(d).rank);
   // Every stage sharded over the same ranks (dist::SpatialTrainer) runs its micro-batches one after
   // another instead, each through its backward before the next forward: one micro-batch's
   // activations at a time, the parameters' gradients kept from the first backward on.
@@ -173,17 +171,25 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     spatial = spatial && placement.entryOf(s.name) == placement.entryOf(network_.stages.front().name);
   if (spatial)
     for (const auto& d : placement.shardsOf(network_.stages.front().name)) spatial = spatial && splitRank(d).rank >= 0;
+  // One process's Inferer runs a pass as one batch, and so does dist::SpatialInferer; the
+  // pipeline over ranks runs it as micro-batches.
+  const int M = req.inference && (!overRanks || spatial) ? 1 : std::min(req.microBatches, batch);
+  const int micro = (batch + M - 1) / M;
   std::int64_t gradientBytes = 0;  // every spatial rank holds the whole network
   for (const auto& s : network_.stages)
     for (const auto& l : s.layers) gradientBytes += l.parameters * 4;
   const std::int64_t keptGradients = spatial && M > 1 && !options_.gradientsPersist ? gradientBytes : 0;
+  // Inference over ranks (dist::PipelineInferer): what a device sends another rank per
+  // micro-batch; the sends stay until the pass's flush, so the last micro-batch runs beside the
+  // others' (filled in after the replay).
+  std::vector<std::int64_t> sentPerMicro(deviceNames.size(), 0);
   // What the other M-1 micro-batches add to a device's peak (see above).
-  auto heldByOthers = [M, spatial, keptGradients, &req](const detail::SimDevice& d) -> std::int64_t {
-    if (req.inference) return 0;
+  auto heldByOthers = [M, spatial, keptGradients, &req, &sentPerMicro](const detail::SimDevice& d, int index) -> std::int64_t {
+    if (req.inference) return std::int64_t{M - 1} * sentPerMicro[static_cast<std::size_t>(index)];
     if (spatial) return keptGradients;
     return std::int64_t{M - 1} * std::max<std::int64_t>(0, d.endOfForward - d.persistent);
   };
-  auto microPeak = [&heldByOthers](const detail::SimDevice& d) { return d.peak + heldByOthers(d); };
+  auto microPeak = [&heldByOthers](const detail::SimDevice& d, int index) { return d.peak + heldByOthers(d, index); };
   const int activationSets = spatial ? 1 : M;  // micro-batches whose activations a device holds at once
   // One replay per slab index: in view j every sharded stage runs its j-th slab on its j-th device
   // (a stage with fewer slabs repeats one), unsharded stages run whole. A device's peak is its
@@ -201,6 +207,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     sr.shardDim = axis;
     for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
     sr.deviceRank = deviceRank;
+    sr.inferenceRank = inferenceRank;
     for (const auto& s : network_.stages) {
       const auto shards = placement.shardsOf(s.name);
       const std::size_t j = static_cast<std::size_t>(view) % shards.size();
@@ -212,9 +219,10 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       sr.checkpointed.push_back(req.checkpoint.count(s.name) && !req.inference ? 1 : 0);
       sr.bf16.push_back(precisions.of(s.name) == Precision::BF16 ? 1 : 0);
       // Only the one-process Trainer converts weights: unsharded fp32 stages on the local CPU.
-      // Inference (engine::Inferer) converts the bf16 stages' weights too.
+      // Inference (engine::Inferer, dist::PipelineInferer on every rank) converts the bf16
+      // stages' weights too.
       sr.channelsLast.push_back(req.cpuChannelsLast && (sr.bf16.back() == 0 || req.inference) && shards.size() == 1 &&
-                                        splitRank(dev).rank < 0 && !sr.deviceIsCuda[sr.stageDevice.back()]
+                                        (splitRank(dev).rank < 0 || req.inference) && !sr.deviceIsCuda[sr.stageDevice.back()]
                                     ? 1 : 0);
       if (!layouts.empty()) {
         const bool sharded = shards.size() > 1;
@@ -229,6 +237,20 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   const detail::SimResult sim = detail::simulateStep(sr);
   std::vector<detail::SimResult> others;
   for (int v = 1; v < views; ++v) others.push_back(detail::simulateStep(request(v)));
+  if (req.inference && overRanks && !spatial) {
+    // Each output read on another rank is sent once (every remote reader gets the same host
+    // tensor); the head's logits go to rank 0 as fp32.
+    for (int s = 0; s < ns; ++s) {
+      const int dev = sr.stageDevice[s];
+      const int rank = splitRank(deviceNames[static_cast<std::size_t>(dev)]).rank;
+      bool remote = s == ns - 1 && rank != 0;
+      for (int t = s + 1; t < ns; ++t)
+        for (const auto& in : network_.stages[t].inputs)
+          remote = remote || (in == network_.stages[s].name &&
+                              splitRank(deviceNames[static_cast<std::size_t>(sr.stageDevice[t])]).rank != rank);
+      if (remote) sentPerMicro[static_cast<std::size_t>(dev)] += sim.stages[s].outputBytes * (sr.bf16[s] && s == ns - 1 ? 2 : 1);
+    }
+  }
 
   MemoryPlan plan;
   plan.inference = req.inference;
@@ -276,7 +298,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     s.precision = sr.bf16[i] ? Precision::BF16 : Precision::FP32;
     const std::int64_t allowance = allowanceFor(req.devices[sr.stageDevice[i]]);
     const auto& dev = sim.devices[sr.stageDevice[i]];
-    s.backwardPeak = ss.backwardPeak + allowance + heldByOthers(dev);
+    s.backwardPeak = ss.backwardPeak + allowance + heldByOthers(dev, sr.stageDevice[i]);
     s.backwardTransient = ss.backwardTransient;
     plan.stages.push_back(s);
   }
@@ -297,10 +319,17 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   }
   // The host's peak: during the pass its buffers sit beside the replay's tensors (the pass's input
   // is the replay's own when it starts on the host), after it the logits come back.
-  auto hostPeak = [&](const detail::SimDevice& sd) {
+  auto hostPeak = [&](const detail::SimDevice& sd, std::int64_t held) {
     const std::int64_t input = grid.whole && host.batch == 0 ? host.image : host.batch;
-    const std::int64_t pass = sd.peak + host.base + host.batch - (inputDevice == hostDevice ? input : 0);
-    return std::max({pass, sd.persistent + host.afterPass, sd.persistent + host.end});
+    const std::int64_t pass = sd.peak + held + host.base + host.batch - (inputDevice == hostDevice ? input : 0);
+    // Over ranks, rank 0 ends the pass holding every micro-batch's sends (until the flush) beside
+    // the logits' parts and, with M > 1, their concatenation (dist::forwardOverRanks).
+    const std::int64_t ranksEnd =
+        overRanks && !spatial && hostDevice >= 0
+            ? sd.persistent + host.base + host.batch + M * sentPerMicro[static_cast<std::size_t>(hostDevice)] +
+                  (M > 1 ? 2 : 1) * host.logits
+            : 0;
+    return std::max({pass, ranksEnd, sd.persistent + host.afterPass, sd.persistent + host.end});
   };
   std::int64_t worst = std::numeric_limits<std::int64_t>::max();
   plan.fits = true;
@@ -326,14 +355,15 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     if (dp.stages.empty()) continue;
     // The view where this device peaks (sharded stages: the slab it holds).
     const detail::SimDevice* best = &sim.devices[d];
+    const int index = static_cast<int>(d);
     for (const auto& o : others)
-      if (microPeak(o.devices[d]) > microPeak(*best)) best = &o.devices[d];
+      if (microPeak(o.devices[d], index) > microPeak(*best, index)) best = &o.devices[d];
     const auto& sd = *best;
     dp.capacity = req.devices[d].capacity;
     dp.allowance = allowanceFor(req.devices[d]);
     dp.persistentBytes = sd.persistent;
-    dp.peak = microPeak(sd) + dp.allowance;
-    if (req.inference && static_cast<int>(d) == hostDevice) dp.peak = std::max(dp.peak, hostPeak(sd) + dp.allowance);
+    dp.peak = microPeak(sd, index) + dp.allowance;
+    if (req.inference && static_cast<int>(d) == hostDevice) dp.peak = std::max(dp.peak, hostPeak(sd, heldByOthers(sd, index)) + dp.allowance);
     if (spatial && splitRank(dp.name).rank == 0 && !req.devices[d].isCuda()) {
       // Rank 0 draws the whole batch (fp32 input, int64 labels) and keeps each micro-batch's predicted
       // labels for the step's Dice; the replay holds one micro-batch's input and labels. On a GPU

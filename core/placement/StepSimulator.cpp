@@ -607,8 +607,10 @@ SimResult Simulator::run() {
         local.push_back(received.at({v, dev}));
       } else if (vals_[v].device != dev) {  // the executor copies the input to the stage's device
         const Value src = vals_[v];
-        const bool sent = crossesRanks(src.device, dev);
-        if (sent) {  // the sender keeps it until the step ends
+        const bool sent = crossesRanks(src.device, dev) ||
+                          (!r_.inferenceRank.empty() && r_.inferenceRank.at(src.device) != r_.inferenceRank.at(dev));
+        if (sent && !ranks() && src.cl) alloc(src.device, bytesOf(src), s);  // the send's plain copy, to the end
+        if (sent && ranks()) {  // the sender keeps it until the step ends
           ref(src.storage);
           holdToEnd(src.storage);
         }
@@ -618,7 +620,10 @@ SimResult Simulator::run() {
         res_.bytesMoved += bytesOf(src);
         ops.push_back({OpKind::Copy, s, {v}, c, {}});
         local.push_back(c);
-        if (sent) received[{v, dev}] = c;
+        if (sent) {
+          received[{v, dev}] = c;
+          if (!ranks()) hold(c);  // inference: held for the rank's later readers
+        }
       } else {
         hold(v);
         local.push_back(v);
@@ -658,6 +663,14 @@ SimResult Simulator::run() {
       // checkpoints nothing else may hold it on the device.
       for (const auto& name : stages[s].inputs)
         if (lastUse.at(name) == s && outputs.count(name)) {
+          for (auto it = received.begin(); it != received.end();) {  // inference over ranks: its copies too
+            if (it->first.first != outputs.at(name)) {
+              ++it;
+              continue;
+            }
+            drop(it->second);
+            it = received.erase(it);
+          }
           drop(outputs.at(name));
           outputs.erase(name);
         }

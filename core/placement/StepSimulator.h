@@ -39,6 +39,10 @@ struct SimRequest {
   // that backward begins, and what a rank sends to another rank stays until the step's sends
   // complete at its end.
   std::vector<int> deviceRank;
+  // Inference over ranks (dist::PipelineInferer), per device: its rank. A rank receives a tensor
+  // once for all its readers and holds it until the last; the sender's dist::Comm::send makes a
+  // channels-last tensor contiguous, a plain copy the send keeps to the pass's end.
+  std::vector<int> inferenceRank;
   // Sharded stages, as one slab's view of the step: the stage runs on stageDevice with the volume
   // cut to stageSlab planes (at full resolution) along size[shardDim]; 0 = the whole volume.
   // Stages of the same stageGroup (>= 0) pass their slabs on directly; elsewhere a slab is cut

@@ -221,6 +221,25 @@ private Q_SLOTS:
     r = cli(QStringList{"launch", "--local-ranks", QString::number(ranks), "--rank-timeout", "30", "infer"} + infer +
             QStringList{"--placement", placement, "--micro-batches", QString::number(micro), "--probabilities", many});
     QVERIFY2(r.code == 0, qPrintable(r.err));
+    // Every rank's memory peak, planned and as the rank measured it, under the planner's name for
+    // its device. RankMemoryTest holds the plan to 5% of the measurement for the default network;
+    // this one (base 4, no norm) the plan misses by up to 95% on a rank (2026-12-05, README), so
+    // only that every rank reports both is checked here.
+    {
+      QJsonObject line;
+      for (const auto& l : r.out.split('\n', Qt::SkipEmptyParts))
+        if (QJsonDocument::fromJson(l.toUtf8()).object().contains("memory")) line = QJsonDocument::fromJson(l.toUtf8()).object();
+      const auto planned = line["memory"].toObject()["planned"].toObject();
+      const auto measured = line["memory"].toObject()["measured"].toObject();
+      QCOMPARE(planned.size(), ranks);
+      QCOMPARE(measured.keys(), planned.keys());
+      for (int k = 0; k < ranks; ++k) {
+        const QString device = QString("r%1:cpu").arg(k);
+        const double p = planned[device].toDouble(), m = measured[device].toDouble();
+        qInfo("%s: planned %.2f MiB, measured %.2f MiB", qPrintable(device), p / 1048576, m / 1048576);
+        QVERIFY2(m > 0 && p > 0, qPrintable(device));
+      }
+    }
     torch::Tensor a, b;
     torch::load(a, one.toStdString());
     torch::load(b, many.toStdString());

@@ -3,8 +3,11 @@
 // engine's CPU memory counter. Two ranks run as two threads of this process, joined through
 // c10d on a free port of 127.0.0.1 (each thread's allocations are counted by its own rank).
 #include "core/data/SampleSource.h"
+#include "core/dist/PipelineInferer.h"
 #include "core/dist/PipelineTrainer.h"
+#include "core/dist/SpatialInferer.h"
 #include "core/dist/SpatialTrainer.h"
+#include "core/engine/Inferer.h"
 #include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
 #include "core/placement/MemoryPlanner.h"
@@ -182,6 +185,98 @@ private Q_SLOTS:
     const double worst = worstRankError(last, plan, what.c_str());
     // With instance norm each rank was 17% over the plan (base 8, 48^3: 85.5 MiB against 70.6)
     // until the sharded norm kept one full-size tensor of its own instead of three (ShardNorm3d.cpp).
+    QVERIFY2(worst <= 0.05, "planner off by more than 5% for a rank");
+  }
+
+  // Inference over two ranks: rank 0 runs the Inferer (its host buffers beside its stages), the
+  // other rank serves its stages' forward passes; with M micro-batches the ranks work on different
+  // windows at once. Every stage sharded: each rank runs the whole network on its slab. Each
+  // rank's peak as the ranks report it (RankPeaks.h) against the planner's inference mode.
+  void plannerMatchesInferenceOnRanks_data() {
+    QTest::addColumn<bool>("sharded");
+    QTest::addColumn<int>("volume");
+    QTest::addColumn<int>("window");  // 0: the whole volume
+    QTest::addColumn<int>("perPass");
+    QTest::addColumn<int>("micro");
+    QTest::newRow("pipeline, whole 32^3") << false << 32 << 0 << 1 << 1;
+    QTest::newRow("pipeline, 48^3 in 32^3") << false << 48 << 32 << 1 << 1;
+    QTest::newRow("pipeline, 48^3 in 32^3 x2, M=2") << false << 48 << 32 << 2 << 2;
+    QTest::newRow("pipeline, 48^3 in 32^3 x4, M=4") << false << 48 << 32 << 4 << 4;
+    QTest::newRow("pipeline, 48^3 in 32^3 x4, M=2") << false << 48 << 32 << 4 << 2;
+    QTest::newRow("sharded, whole 32^3") << true << 32 << 0 << 1 << 1;
+    QTest::newRow("sharded, 48^3 in 32^3 x2") << true << 48 << 32 << 2 << 1;
+  }
+  void plannerMatchesInferenceOnRanks() {
+    QFETCH(bool, sharded);
+    QFETCH(int, volume);
+    QFETCH(int, window);
+    QFETCH(int, perPass);
+    QFETCH(int, micro);
+    const auto options = model::UNet3dOptions().base_channels(8).depth(3).dropout({0, 0, 0});
+    run::RunSpec spec;
+    spec.window = {window, window, window};
+    spec.batch = perPass;
+    spec.microBatches = micro;
+    spec.seed = 5;
+    spec.rankTimeoutSeconds = 30;
+    {
+      model::UNet3d probe(options);
+      const auto names = probe->stageNames();
+      spec.setPlacement(sharded ? placement::Placement::uniform(names, "r0:cpu+r1:cpu")
+                                : placement::Placement::parse(kPlacement, names, "cpu"));
+    }
+    engine::InferOptions o;
+    o.window = spec.window;
+    o.batch = perPass;
+    const auto image = torch::randn({1, volume, volume, volume});
+    dist::DevicePeaks peaks;
+    auto predict = [&](auto& ranks, dist::Comm& comm, model::StagedNetwork& net) {
+      if (comm.rank() != 0) return ranks.serve();
+      engine::Inferer inferer(ranks);
+      inferer.predict(image, o);  // warm-up: lazy initialisation outside the measurement
+      std::vector<torch::nn::Module*> mine;
+      std::vector<torch::Device> devices{torch::kCPU};
+      for (std::size_t i = 0; i < net.stageNames().size(); ++i)
+        if (sharded || placement::splitRank(spec.resolvePlacement(net.stageNames(), "cpu").deviceOf(net.stageNames()[i])).rank == 0)
+          mine.push_back(net.stageModule(i).get());
+      {
+        dist::ServeMeter meter(0, devices, mine);
+        inferer.predict(image, o);
+        peaks = meter.peaks();
+      }
+      peaks["r0:cpu"] += image.numel() * image.element_size();  // the image existed before
+      ranks.finish();
+      for (const auto& [d, b] : ranks.rankPeaks()) peaks[d] = b;
+    };
+    const auto failures = checks::runRanksAsThreads(2, [&](dist::Comm& comm, int r) {
+      torch::manual_seed(spec.seed);
+      auto net = std::make_shared<model::UNet3dImpl>(options);
+      if (sharded) {
+        dist::SpatialInferer ranks(comm, net, spec);
+        predict(ranks, comm, *net);
+      } else {
+        dist::PipelineInferer ranks(comm, net, spec);
+        predict(ranks, comm, *net);
+      }
+    });
+    for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
+    QCOMPARE(int(peaks.size()), 2);
+
+    model::UNet3d net(options);
+    placement::MemoryPlanner planner(model::networkStructure(*net));
+    const std::vector<placement::DeviceSpec> devices{{"r0:cpu", std::int64_t{64} << 30}, {"r1:cpu", std::int64_t{64} << 30}};
+    const auto plan = planner.plan(spec.inferencePlanRequest(net->stageNames(), devices, {volume, volume, volume}, perPass));
+    QVERIFY(plan.inference);
+    double worst = 0;
+    for (const auto& dp : plan.devices) {
+      QVERIFY2(peaks.count(dp.name), qPrintable("no measured peak for " + QString::fromStdString(dp.name)));
+      const double predicted = static_cast<double>(dp.peak - dp.allowance);
+      const double measured = static_cast<double>(peaks.at(dp.name));
+      const double error = (predicted - measured) / measured;
+      qInfo("%-34s %s: predicted %8.2f MiB (%s)  measured %8.2f MiB  error %+5.1f%%", QTest::currentDataTag(),
+            dp.name.c_str(), predicted / 1048576.0, dp.peakStage.c_str(), measured / 1048576.0, error * 100);
+      worst = std::max(worst, std::abs(error));
+    }
     QVERIFY2(worst <= 0.05, "planner off by more than 5% for a rank");
   }
 };
