@@ -212,7 +212,9 @@ void runPlan(const PlanArgs& a) {
   // The run this plan is for, then the planner's request from it (one vocabulary with train).
   run::RunSpec spec;
   spec.patch = parsePatchXyz(a.size);
-  spec.batch = a.batch;
+  // An inference pass's batch is its windows (inferencePlanRequest takes them): micro-batches over
+  // ranks are checked against them, not against the training batch.
+  spec.batch = a.inference ? std::max(a.batch, a.perPass) : a.batch;
   spec.microBatches = a.microBatches;
   spec.precision = StagePrecisions::parse(a.precision, names);
   spec.recompute = run::parseStageList(a.checkpoint, names);
@@ -224,6 +226,12 @@ void runPlan(const PlanArgs& a) {
   if (!a.allowance.empty())
     for (auto& d : devices) d.allowance = parseBytes(a.allowance);
   spec.setPlacement(Placement::parse(a.placement, names, devices.front().name));
+  // A placement over ranks without --devices: the ranks' devices, each taken to be like this host's.
+  if (a.devices.empty() && !a.placement.empty()) {
+    devices = engine::plannerDevices(spec.resolvePlacement(names, devices.front().name));
+    if (!a.allowance.empty())
+      for (auto& d : devices) d.allowance = parseBytes(a.allowance);
+  }
   spec.shardAxis = shardAxisFromString(a.shardAxis);
   spec.check({}, names);
   spec.networkOptions = nlohmann::json::parse(o.toJson());

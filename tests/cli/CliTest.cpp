@@ -208,6 +208,20 @@ private Q_SLOTS:
     auto bad = cli(base + QStringList{"--micro-batches", "5"});
     QVERIFY(bad.code != 0);
     QVERIFY2(bad.err.contains("micro_batches"), qPrintable(bad.err));
+    // Without --devices: the ranks' devices, each like this host's (a capacity, not unknown); an
+    // inference pass of 4 windows takes 2 micro-batches without a training batch to match.
+    auto noDevices = cli({"plan", "--base", "4", "--depth", "3", "--placement",
+                          "enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu", "--inference",
+                          "--volume", "48,48,48", "--window", "32", "--windows-per-pass", "4", "--micro-batches", "2", "--json"});
+    QVERIFY2(noDevices.code == 0, qPrintable(noDevices.err));
+    const auto pi = QJsonDocument::fromJson(noDevices.out.toUtf8()).object().value("plan").toObject();
+    QCOMPARE(pi.value("micro_batches").toInt(), 2);
+    const auto di = pi.value("devices").toArray();
+    QCOMPARE(di.size(), 2);
+    for (int r = 0; r < 2; ++r) {
+      QCOMPARE(di[r].toObject().value("name").toString(), QString("r%1:cpu").arg(r));
+      QVERIFY(di[r].toObject().value("capacity").toDouble() > 0);
+    }
   }
 
   // train --session S --print-run prints the session's run; typed flags overlay it and
