@@ -149,7 +149,14 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
     // 3x3x3 and transposed layer; 1x1x1 as on AVX2.
     if (o.cpuAvx512) {
       const std::int64_t w = weightBytes(l, 16);
-      const std::int64_t forward = l.kind == LayerKind::ConvTranspose ? bytesOf(in) + w : w;
+      std::int64_t forward = l.kind == LayerKind::ConvTranspose ? bytesOf(in) + w : w;
+      // A one-channel input (the first layer) in inference at batch 1: oneDNN computes the output
+      // in 16-channel blocks and reorders it to NDHWC, the blocked copy beside it (traced through
+      // the allocation hook, 1->8 at 32^3 in InferenceMode: 2 MiB then the 1 MiB output, AMD EPYC
+      // AVX-512, torch 2.11, 2026-12-05; hidden in one process, where later stages peak higher,
+      // and found as rank 0's peak over ranks).
+      if (inference && in.channels == 1 && n == 1 && in.dtype == 4 && l.kind == LayerKind::Conv)
+        forward += n * padTo(l.outChannels, 16) * voxels(out.dims) * out.dtype;
       return {forward + inCopy, 2 * w + inCopy, true};
     }
     if (l.kind == LayerKind::ConvTranspose) return {bytesOf(in) + inCopy, inCopy, true};

@@ -198,13 +198,19 @@ private Q_SLOTS:
     QTest::addColumn<int>("window");  // 0: the whole volume
     QTest::addColumn<int>("perPass");
     QTest::addColumn<int>("micro");
-    QTest::newRow("pipeline, whole 32^3") << false << 32 << 0 << 1 << 1;
-    QTest::newRow("pipeline, 48^3 in 32^3") << false << 48 << 32 << 1 << 1;
-    QTest::newRow("pipeline, 48^3 in 32^3 x2, M=2") << false << 48 << 32 << 2 << 2;
-    QTest::newRow("pipeline, 48^3 in 32^3 x4, M=4") << false << 48 << 32 << 4 << 4;
-    QTest::newRow("pipeline, 48^3 in 32^3 x4, M=2") << false << 48 << 32 << 4 << 2;
-    QTest::newRow("sharded, whole 32^3") << true << 32 << 0 << 1 << 1;
-    QTest::newRow("sharded, 48^3 in 32^3 x2") << true << 48 << 32 << 2 << 1;
+    QTest::addColumn<QString>("norm");
+    QTest::newRow("pipeline, whole 32^3") << false << 32 << 0 << 1 << 1 << "instance";
+    QTest::newRow("pipeline, 48^3 in 32^3") << false << 48 << 32 << 1 << 1 << "instance";
+    QTest::newRow("pipeline, 48^3 in 32^3 x2, M=2") << false << 48 << 32 << 2 << 2 << "instance";
+    QTest::newRow("pipeline, 48^3 in 32^3 x4, M=4") << false << 48 << 32 << 4 << 4 << "instance";
+    QTest::newRow("pipeline, 48^3 in 32^3 x4, M=2") << false << 48 << 32 << 4 << 2 << "instance";
+    QTest::newRow("sharded, whole 32^3") << true << 32 << 0 << 1 << 1 << "instance";
+    QTest::newRow("sharded, 48^3 in 32^3 x2") << true << 48 << 32 << 2 << 1 << "instance";
+    // Without norm a stage's output is channels-last: the send copies it plain, and rank 0's
+    // peak is the first layer's blocked output (CpuConvScratch.cpp); -31% before both were modelled.
+    QTest::newRow("no norm, pipeline, whole 32^3") << false << 32 << 0 << 1 << 1 << "none";
+    QTest::newRow("no norm, pipeline, 48^3 in 32^3 x4, M=4") << false << 48 << 32 << 4 << 4 << "none";
+    QTest::newRow("no norm, sharded, whole 32^3") << true << 32 << 0 << 1 << 1 << "none";
   }
   void plannerMatchesInferenceOnRanks() {
     QFETCH(bool, sharded);
@@ -212,7 +218,9 @@ private Q_SLOTS:
     QFETCH(int, window);
     QFETCH(int, perPass);
     QFETCH(int, micro);
-    const auto options = model::UNet3dOptions().base_channels(8).depth(3).dropout({0, 0, 0});
+    QFETCH(QString, norm);
+    const auto options =
+        model::UNet3dOptions().base_channels(8).depth(3).dropout({0, 0, 0}).norm(model::normFromString(norm.toStdString()));
     run::RunSpec spec;
     spec.window = {window, window, window};
     spec.batch = perPass;
@@ -277,6 +285,8 @@ private Q_SLOTS:
             dp.name.c_str(), predicted / 1048576.0, dp.peakStage.c_str(), measured / 1048576.0, error * 100);
       worst = std::max(worst, std::abs(error));
     }
+    // Worst row -4.3% (rank 0 at M=4, 2026-12-05, AMD EPYC AVX-512): before a pipeline rank let go
+    // of its micro-batches' tensors it held 14.9 MiB on rank 1 at M=4 against 6.9 planned.
     QVERIFY2(worst <= 0.05, "planner off by more than 5% for a rank");
   }
 };
