@@ -6,6 +6,7 @@
 #include "core/base/Error.h"
 #include "core/base/Units.h"
 #include "core/data/Phantom.h"
+#include "core/dist/RankPeaks.h"
 #include "core/dist/RankRun.h"
 #include "core/engine/Devices.h"
 #include "core/engine/Inferer.h"
@@ -82,49 +83,26 @@ nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net,
 }
 
 // Runs the inferer with the run's window and overlap; returns seconds taken. `measured` gets each
-// device's tensor peak over the prediction: CUDA's allocator peak, and on the CPU every LibTorch
-// allocation (engine::CpuMemoryCounter) plus what existed before (the CPU parameters of `mine`,
-// the stages this process runs, and the image), as the planner counts them. `rank` >= 0 (over
-// ranks): the devices are named as the planner names that rank's ("r0:cpu").
+// device's tensor peak over the prediction (dist::PeakMeter: CUDA's allocator peak; on the CPU
+// every LibTorch allocation plus the CPU parameters of `mine`, the stages this process runs) and
+// the image, which existed before, as the planner counts them. `rank` >= 0 (over ranks): the
+// devices are named as the planner names that rank's ("r0:cpu").
 double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, const torch::Tensor& image,
                     engine::Prediction& prediction, const std::vector<torch::nn::Module*>& mine, int rank,
                     nlohmann::json& measured) {
   const engine::InferOptions o = inferOptions(spec);
   CliProgress progress(a.progress);
-  std::set<std::string> cuda;
-  std::int64_t cpuBefore = image.numel() * image.element_size();
-  for (const auto* m : mine)
-    for (const auto& p : m->parameters()) {
-      if (p.device().is_cuda()) cuda.insert(p.device().str());
-      else cpuBefore += p.numel() * p.element_size();
-    }
-  for (const auto& d : cuda) engine::cudaResetPeak(d);
-  engine::CpuMemoryCounter counter;
+  dist::DevicePeaks peaks;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    engine::CpuMemoryScope scope(counter);
+    dist::PeakMeter meter(rank, mine);
     prediction = inferer.predict(image, o, &progress);
+    peaks = meter.peaks();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string prefix = rank >= 0 ? "r" + std::to_string(rank) + ":" : "";
-  measured = nlohmann::json::object();
-  measured[prefix + "cpu"] = cpuBefore + counter.peak();
-  for (const auto& d : cuda) measured[prefix + d] = engine::cudaMemory(d).peak;
+  peaks[(rank >= 0 ? "r" + std::to_string(rank) + ":" : std::string()) + "cpu"] += image.numel() * image.element_size();
+  measured = peaks;
   return seconds;
-}
-
-// The stages this process runs: all of them, or over ranks rank 0's (every stage when each is
-// sharded over the ranks: rank 0 then runs the whole network on its slab).
-std::vector<torch::nn::Module*> stagesOfRankZero(const run::RunSpec& spec, model::StagedNetwork& net, bool distributed) {
-  const auto names = net.stageNames();
-  const auto placement = spec.resolvePlacement(names, "cpu");
-  std::vector<torch::nn::Module*> out;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    bool mine = !distributed;
-    for (const auto& shard : placement.shardsOf(names[i])) mine = mine || placement::splitRank(shard).rank == 0;
-    if (mine) out.push_back(net.stageModule(i).get());
-  }
-  return out;
 }
 
 #ifdef SPLITSEG_WITH_ITK
@@ -220,8 +198,8 @@ void runInfer(const InferArgs& a) {
     // ones; over ranks, the other ranks' measured peaks join when they are let go.
     const nlohmann::json planned = plannedPeaks(spec, *net, {image.size(1), image.size(2), image.size(3)});
     nlohmann::json measured;
-    const double seconds = timedPredict(a, spec, inferer, image, pred, stagesOfRankZero(spec, *net, env.distributed()),
-                                        env.distributed() ? 0 : -1, measured);
+    const auto local = dist::localStages(*net, placement, env.distributed());
+    const double seconds = timedPredict(a, spec, inferer, image, pred, local.modules, local.namedRank, measured);
     auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
                                      po.foregroundClasses);
     if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);

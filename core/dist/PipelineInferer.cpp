@@ -149,12 +149,8 @@ void PipelineInferer::serve() {
   c10::InferenceMode inference;
   shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
   std::vector<torch::nn::Module*> mine;
-  std::vector<torch::Device> myDevices;
-  for (int i : schedule_.stagesOf(comm_.rank())) {
-    mine.push_back(network_->stageModule(i).get());
-    myDevices.push_back(devices_[static_cast<std::size_t>(i)]);
-  }
-  ServeMeter meter(comm_.rank(), myDevices, mine);
+  for (int i : schedule_.stagesOf(comm_.rank())) mine.push_back(network_->stageModule(i).get());
+  PeakMeter meter(comm_.rank(), mine);
   while (true) {
     const auto command = comm_.recv(0, controlTag(), "rank 0's next windows");
     const std::int64_t m = command[0].item<std::int64_t>();

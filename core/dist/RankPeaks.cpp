@@ -7,29 +7,38 @@
 
 namespace splitseg::dist {
 
-namespace {
-std::vector<std::string> meterDevices(const std::vector<torch::Device>& devices) {
-  std::set<std::string> names;
-  for (const auto& d : devices) names.insert(d.is_cpu() ? "cpu" : d.str());
-  return {names.begin(), names.end()};
-}
-} // namespace
-
-ServeMeter::ServeMeter(int rank, const std::vector<torch::Device>& devices, const std::vector<torch::nn::Module*>& modules)
-    : rank_(rank), meter_(meterDevices(devices)) {
+PeakMeter::PeakMeter(int rank, const std::vector<torch::nn::Module*>& modules) : rank_(rank) {
+  std::set<std::string> devices{"cpu"};
   for (const auto* m : modules)
-    for (const auto& p : m->parameters())
+    for (const auto& p : m->parameters()) {
       if (p.device().is_cpu()) cpuParameters_ += p.numel() * p.element_size();
-  meter_.resetPeaks();
-  scope_ = std::make_unique<engine::CpuMemoryScope>(meter_.cpu());
+      else devices.insert(p.device().str());
+    }
+  meter_ = std::make_unique<engine::MemoryMeter>(std::vector<std::string>(devices.begin(), devices.end()));
+  meter_->resetPeaks();
+  scope_ = std::make_unique<engine::CpuMemoryScope>(meter_->cpu());
 }
 
-ServeMeter::~ServeMeter() = default;
+PeakMeter::~PeakMeter() = default;
 
-DevicePeaks ServeMeter::peaks() const {
+DevicePeaks PeakMeter::peaks() const {
   DevicePeaks out;
-  const std::string prefix = "r" + std::to_string(rank_) + ":";
-  for (const auto& m : meter_.read()) out[prefix + m.device] = m.peak + (m.device == "cpu" ? cpuParameters_ : 0);
+  const std::string prefix = rank_ >= 0 ? "r" + std::to_string(rank_) + ":" : "";
+  for (const auto& m : meter_->read()) out[prefix + m.device] = m.peak + (m.device == "cpu" ? cpuParameters_ : 0);
+  return out;
+}
+
+LocalStages localStages(model::StagedNetwork& network, const placement::Placement& placement, bool distributed) {
+  LocalStages out;
+  const auto names = network.stageNames();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    bool mine = !distributed;
+    for (const auto& shard : placement.shardsOf(names[i])) {
+      mine = mine || placement::processRank(shard) == 0;
+      if (distributed && placement::splitRank(shard).rank == 0) out.namedRank = 0;
+    }
+    if (mine) out.modules.push_back(network.stageModule(i).get());
+  }
   return out;
 }
 

@@ -1,11 +1,13 @@
 #pragma once
-// What a rank's tensors took at most while it served inference, by the planner's device names
+// What a rank's tensors took at most while it served inference (or one process's, or rank 0's, while it predicted), by the planner's device names
 // ("r1:cpu", "r1:cuda:0"), allowances excluded: CUDA's allocator peak, and on the CPU every
 // LibTorch allocation of the serving thread (engine::CpuMemoryCounter) plus the CPU parameters of
 // the rank's stages, which existed before, as the planner counts them. The other ranks send theirs
 // to rank 0 when it lets them go, so that `infer` over ranks reports every rank's peak beside the plan.
 #include "core/dist/Comm.h"
 #include "core/engine/MemoryMeter.h"
+#include "core/model/StagedNetwork.h"
+#include "core/placement/Placement.h"
 
 #include <torch/nn/module.h>
 
@@ -19,22 +21,34 @@ namespace splitseg::dist {
 
 using DevicePeaks = std::map<std::string, std::int64_t>;
 
-class ServeMeter {
+class PeakMeter {
 public:
-  // Starts counting on this thread (CUDA peaks reset) for the devices `rank` runs on; `modules`
-  // are the rank's stages (their CPU parameters are counted as held throughout).
-  ServeMeter(int rank, const std::vector<torch::Device>& devices, const std::vector<torch::nn::Module*>& modules);
-  ~ServeMeter();
-  ServeMeter(const ServeMeter&) = delete;
-  ServeMeter& operator=(const ServeMeter&) = delete;
+  // Starts counting on this thread (CUDA peaks reset) for the devices `modules` run on (the CPU
+  // always: the windows and the Inferer's buffers live there); their CPU parameters are counted as
+  // held throughout. `rank` >= 0 names the devices as the planner names a rank's ("r1:cpu"),
+  // else as one process's ("cpu").
+  PeakMeter(int rank, const std::vector<torch::nn::Module*>& modules);
+  ~PeakMeter();
+  PeakMeter(const PeakMeter&) = delete;
+  PeakMeter& operator=(const PeakMeter&) = delete;
   DevicePeaks peaks() const;
 
 private:
   int rank_;
   std::int64_t cpuParameters_ = 0;
-  engine::MemoryMeter meter_;
+  std::unique_ptr<engine::MemoryMeter> meter_;
   std::unique_ptr<engine::CpuMemoryScope> scope_;
 };
+
+// What this process's PeakMeter takes when it predicts: the stages it runs (every stage in one
+// process; over ranks rank 0's, a device without a rank counting as rank 0's) and the rank its
+// devices are named with: 0 where the placement names "r0:...", else -1 ("cpu", as the planner
+// then names rank 0's devices).
+struct LocalStages {
+  std::vector<torch::nn::Module*> modules;
+  int namedRank = -1;
+};
+LocalStages localStages(model::StagedNetwork& network, const placement::Placement& placement, bool distributed);
 
 // A rank other than 0: its peaks to rank 0 (under `tag`). Rank 0: every other rank's, merged.
 void sendPeaks(Comm& comm, const DevicePeaks& peaks, int tag);

@@ -72,7 +72,7 @@ void SpatialInferer::serve() {
   c10::InferenceMode inference;
   shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
   const int dim = 2 + static_cast<int>(spec_.shardAxis);
-  ServeMeter meter(comm_.rank(), {ranks_.device}, {&network_->root()});
+  PeakMeter meter(comm_.rank(), {&network_->root()});
   while (comm_.recv(0, kControlTag, "rank 0's next windows").item<std::int64_t>() == 1) {
     RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
     const auto slab = comm_.recv(0, kInputTag, "this rank's window slab");

@@ -20,22 +20,28 @@ std::vector<placement::DeviceSpec> plannerDevices() {
 }
 
 std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& placement) {
+  auto out = plannerDevices();
+  const auto devices = placement.devices();
+  if (std::none_of(devices.begin(), devices.end(), [](const std::string& d) { return placement::splitRank(d).rank >= 0; }))
+    return out;
+  addPlacedDevices(out, placement);
+  return out;
+}
+
+void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
   const auto local = plannerDevices();
-  std::vector<placement::DeviceSpec> out;
-  for (const auto& stage : placement.stages())
-    for (const auto& shard : placement.shardsOf(stage)) {
-      const auto rd = placement::splitRank(shard);
-      if (rd.rank < 0) continue;
-      const auto name = placement::canonicalDevice(shard);
-      if (std::any_of(out.begin(), out.end(), [&](const placement::DeviceSpec& d) { return d.name == name; })) continue;
-      placement::DeviceSpec spec;
-      for (const auto& d : local)
-        if (d.name == placement::canonicalDevice(rd.device)) spec = d;
-      spec.name = name;
-      spec.planningOnly = false;
-      out.push_back(spec);
-    }
-  return out.empty() ? local : out;
+  for (const auto& shard : placement.devices()) {
+    const auto name = placement::canonicalDevice(shard);
+    const auto named = [](const std::string& n) { return [n](const placement::DeviceSpec& d) { return d.name == n; }; };
+    if (std::any_of(devices.begin(), devices.end(), named(name))) continue;
+    const auto like = placement::canonicalDevice(placement::splitRank(shard).device);
+    placement::DeviceSpec spec;
+    if (auto it = std::find_if(devices.begin(), devices.end(), named(like)); it != devices.end()) spec = *it;
+    else if (auto lt = std::find_if(local.begin(), local.end(), named(like)); lt != local.end()) spec = *lt;
+    spec.name = name;
+    spec.planningOnly = false;
+    devices.push_back(spec);
+  }
 }
 
 } // namespace splitseg::engine

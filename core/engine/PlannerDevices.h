@@ -12,9 +12,12 @@ namespace splitseg::engine {
 placement::DeviceSpec plannerDevice(const DeviceInfo& device);
 // detectDevices(), each through plannerDevice.
 std::vector<placement::DeviceSpec> plannerDevices();
-// For a placement over ranks: each rank's device it names ("r1:cuda:0"), taken to be like this
-// host's device of that name (another host's may differ); capacity unknown (0) where this host
-// lacks it. Without ranks, plannerDevices().
+// For a placement over ranks: this host's devices plus each rank's device it names ("r1:cuda:0"),
+// taken to be like this host's device of that name (another host's may differ); capacity unknown
+// (0) where this host lacks it. Without ranks, plannerDevices().
 std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& placement);
+// Adds each device `placement` names that `devices` lacks, a rank's taken to be like the device of
+// that name in `devices` (else this host's): "r0:cpu" like "cpu".
+void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
 
 } // namespace splitseg::engine

@@ -150,6 +150,11 @@ private Q_SLOTS:
     QVERIFY(pred);
     QVERIFY(pred->geometry().sameGrid(phantom_.image.geometry()));
     QVERIFY(panel_->metricsTable()->item(0, 3)->text() != QString("—"));
+    // The Memory row shows what the run measured beside the plan, until a setting changes.
+    QVERIFY2(panel_->memoryLabel()->text().contains(" · measured tensors cpu "), qPrintable(panel_->memoryLabel()->text()));
+    panel_->windowBox()->setValue(48);
+    QVERIFY2(!panel_->memoryLabel()->text().contains("measured"), qPrintable(panel_->memoryLabel()->text()));
+    panel_->windowBox()->setValue(32);
   }
 
   // The decoders on rank 1, or every stage cut in two slabs over ranks 0 and 1: the panel starts
@@ -217,7 +222,14 @@ private Q_SLOTS:
              "the labels hardly vary: a comparison of them shows little");
     QTRY_COMPARE_WITH_TIMEOUT(panel_->rankProcesses()->running(), 0, 10000);  // rank 1 ended by itself
     QVERIFY(session_->rankProblem(1).isEmpty());
-
+    // Every rank's measured peak beside its plan, rank 1's from its own process.
+    // Rank 0's devices named as the placement names them ("cpu" beside "r1:cpu", or "r0:cpu").
+    const QString memory = panel_->memoryLabel()->text();
+    const QString measured = memory.mid(memory.indexOf(" · measured tensors "));
+    QVERIFY2(memory.contains(" · measured tensors ") && measured.contains("r1:cpu ") &&
+                 measured.contains(sharded ? "r0:cpu " : "cpu "),
+             qPrintable(memory));
+    qInfo("%s", qPrintable(memory));
   }
 };
 

@@ -38,19 +38,33 @@ void InferenceWorker::run(const InferenceJob& job) {
     SignalProgress sink(this);
     torch::NoGradGuard noGrad;
     std::shared_ptr<Volume> labels;
+    // This process's stages (over ranks, rank 0's), whose CPU weights the meter counts as held.
+    const auto placement = job.run.resolvePlacement(job.network->stageNames(), "cpu");
+    const auto local = dist::localStages(*job.network, placement, job.ranks.distributed());
     const auto predict = [&](engine::Inferer& inferer) {
+      dist::PeakMeter meter(local.namedRank, local.modules);
       labels = std::make_shared<Volume>(engine::predictLabels(inferer, *job.image, job.run.preprocessing, o, &sink, &token_));
+      r.measured = meter.peaks();
     };
     if (job.ranks.distributed()) {
       Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
-      dist::inferAsRankZero(job.ranks, job.run, job.network, predict, &token_);
+      for (const auto& [device, bytes] : dist::inferAsRankZero(job.ranks, job.run, job.network, predict, &token_))
+        r.measured[device] = bytes;
     } else {
       // The run's preprocessing, placement and precision: what `splitseg-cli infer` does with them.
-      const auto placement = job.run.resolvePlacement(job.network->stageNames(), "cpu");
       engine::SplitExecutor executor(job.network, placement, job.run.precision);
       executor.setSharding(job.run.shardAxis, job.run.shardSlabs);
+      // CPU weights channels-last before the meter starts (it cannot see the old copies freed, and
+      // would count them twice), as Inferer::predict would make them; given back after.
+      executor.setCpuChannelsLast(true);
       engine::Inferer inferer(executor);
-      predict(inferer);
+      try {
+        predict(inferer);
+      } catch (...) {
+        executor.setCpuChannelsLast(false);
+        throw;
+      }
+      executor.setCpuChannelsLast(false);
     }
     r.labels = labels;
     if (job.truth && job.truth->geometry().sameGrid(labels->geometry())) {

@@ -12,6 +12,9 @@
 #include <QObject>
 
 #include <array>
+#include <cstdint>
+#include <map>
+#include <string>
 #include <memory>
 
 namespace splitseg::model { class StagedNetwork; }
@@ -33,6 +36,9 @@ struct InferenceResult {
   std::shared_ptr<const Volume> labels;     // in the image's geometry
   std::vector<splitseg::metrics::LabelMetrics> metrics;        // empty without ground truth
   double seconds = 0;
+  // Each device's measured tensor peak over the prediction, named as the memory planner names it
+  // ("cpu", "r1:cpu"; dist::PeakMeter); over ranks, every rank's. Empty when it did not finish.
+  std::map<std::string, std::int64_t> measured;
   QString error;
   bool cancelled = false;
 };

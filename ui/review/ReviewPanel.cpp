@@ -1,4 +1,5 @@
 #include "ui/review/ReviewPanel.h"
+#include "core/engine/PlannerDevices.h"
 
 #include "ui/placement/StageMemoryModel.h"
 #include "ui/training/RankProcesses.h"
@@ -25,6 +26,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <sstream>
 #include <cmath>
 
 namespace splitseg::ui {
@@ -158,7 +160,14 @@ run::RunSpec ReviewPanel::reviewRun() const {
   return run;
 }
 
+std::string ReviewPanel::memoryKey() const {
+  std::ostringstream key;
+  key << session_->image().get() << ' ' << reviewRun().toJson().dump();
+  return key.str();
+}
+
 void ReviewPanel::updateMemoryPlan() {
+  if (!measured_.empty() && memoryKey() != measuredKey_) measured_.clear();  // measured for other settings
   const auto image = session_->image();
   const auto structure = session_->structure();
   memory_->setStyleSheet(QString());
@@ -174,7 +183,10 @@ void ReviewPanel::updateMemoryPlan() {
     const auto grid = run.preprocessing.networkGrid(image->geometry()).size;  // x, y, z
     // Over ranks a pass holds one window per micro-batch (InferenceWorker); one process, one window.
     const int perPass = session_->placement().rankCount() > 1 ? std::max(1, run.microBatches) : 1;
-    auto request = run.inferencePlanRequest(session_->stageNames(), StageMemoryModel::devices(*session_),
+    // Every stage sharded over ranks names rank 0's devices "r0:cpu": planned like this host's.
+    auto devices = StageMemoryModel::devices(*session_);
+    engine::addPlacedDevices(devices, session_->placement());
+    auto request = run.inferencePlanRequest(session_->stageNames(), devices,
                                             {grid[2], grid[1], grid[0]}, perPass);
     request.placement = session_->placement();
     const auto plan = placement::MemoryPlanner(*structure).plan(request);
@@ -185,6 +197,15 @@ void ReviewPanel::updateMemoryPlan() {
     const QString pass = plan.windows > 1 ? tr("%1 windows of %2×%3×%4").arg(plan.windows).arg(w[2]).arg(w[1]).arg(w[0])
                                           : tr("one pass of %1×%2×%3").arg(w[2]).arg(w[1]).arg(w[0]);
     QString text = tr("%1 · planned peak %2").arg(pass, peaks.join(", "));
+    if (!measured_.empty()) {
+      // Beside the plan, what the last run with these settings measured: tensors only, so against
+      // the plan's tensors (its figure above includes each device's fixed allowance).
+      QStringList got;
+      for (const auto& d : plan.devices)
+        if (const auto it = measured_.find(d.name); it != measured_.end())
+          got << tr("%1 %2 (plan %3)").arg(QString::fromStdString(d.name), fmt(it->second), fmt(d.peak - d.allowance));
+      if (!got.isEmpty()) text += tr(" · measured tensors %1").arg(got.join(", "));
+    }
     if (!plan.fits) {
       const auto it = std::find_if(plan.devices.begin(), plan.devices.end(),
                                    [&](const placement::DevicePlan& d) { return d.name == plan.limitingDevice; });
@@ -234,6 +255,7 @@ void ReviewPanel::runInference() {
   // The review's window settings are part of the document's run; the job gets a copy.
   session_->setRun(reviewRun());
   job.run = session_->run();
+  runKey_ = memoryKey();
   // A placement over ranks infers over them, this process being rank 0, as training does.
   session_->clearRankProblems();
   summary_->clear();
@@ -283,6 +305,9 @@ void ReviewPanel::onFinished(const InferenceResult& r) {
                                     : tr("done in %1 s").arg(r.seconds, 0, 'f', 1));
   pending_ = r.metrics;
   hasPending_ = !r.metrics.empty();
+  measured_ = r.measured;
+  measuredKey_ = runKey_;
+  updateMemoryPlan();
   session_->setPrediction(r.labels);  // triggers evaluate(); metrics already computed off-thread
   Q_EMIT inferenceFinished(true);
 }

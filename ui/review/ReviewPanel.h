@@ -8,7 +8,9 @@
 
 #include <QWidget>
 
+#include <map>
 #include <memory>
+#include <string>
 
 class QCheckBox;
 class QComboBox;
@@ -92,6 +94,11 @@ private:
   std::shared_ptr<const Volume> errors_;
   bool running_ = false;
   int runRanks_ = 0;  // the ranks the last run started on (0: this process alone)
+  // The last run's measured peaks (InferenceResult::measured), shown beside the plan while the
+  // settings and the image are those it ran with (memoryKey).
+  std::map<std::string, std::int64_t> measured_;
+  std::string measuredKey_, runKey_;
+  std::string memoryKey() const;
 };
 
 } // namespace splitseg::ui

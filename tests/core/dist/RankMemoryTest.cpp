@@ -242,13 +242,9 @@ private Q_SLOTS:
       if (comm.rank() != 0) return ranks.serve();
       engine::Inferer inferer(ranks);
       inferer.predict(image, o);  // warm-up: lazy initialisation outside the measurement
-      std::vector<torch::nn::Module*> mine;
-      std::vector<torch::Device> devices{torch::kCPU};
-      for (std::size_t i = 0; i < net.stageNames().size(); ++i)
-        if (sharded || placement::splitRank(spec.resolvePlacement(net.stageNames(), "cpu").deviceOf(net.stageNames()[i])).rank == 0)
-          mine.push_back(net.stageModule(i).get());
+      const auto local = dist::localStages(net, spec.resolvePlacement(net.stageNames(), "cpu"), true);
       {
-        dist::ServeMeter meter(0, devices, mine);
+        dist::PeakMeter meter(local.namedRank, local.modules);
         inferer.predict(image, o);
         peaks = meter.peaks();
       }
