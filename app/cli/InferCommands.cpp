@@ -29,7 +29,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
-#include <set>
 
 namespace splitseg::cli {
 

@@ -29,7 +29,7 @@ std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& pl
 }
 
 void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
-  const auto local = plannerDevices();
+  std::vector<placement::DeviceSpec> local;  // this host's, detected only when `devices` lacks one
   for (const auto& shard : placement.devices()) {
     const auto name = placement::canonicalDevice(shard);
     const auto named = [](const std::string& n) { return [n](const placement::DeviceSpec& d) { return d.name == n; }; };
@@ -37,7 +37,10 @@ void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placeme
     const auto like = placement::canonicalDevice(placement::splitRank(shard).device);
     placement::DeviceSpec spec;
     if (auto it = std::find_if(devices.begin(), devices.end(), named(like)); it != devices.end()) spec = *it;
-    else if (auto lt = std::find_if(local.begin(), local.end(), named(like)); lt != local.end()) spec = *lt;
+    else {
+      if (local.empty()) local = plannerDevices();
+      if (auto lt = std::find_if(local.begin(), local.end(), named(like)); lt != local.end()) spec = *lt;
+    }
     spec.name = name;
     spec.planningOnly = false;
     devices.push_back(spec);
