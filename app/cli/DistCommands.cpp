@@ -115,8 +115,8 @@ int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
       setenv("SPLITSEG_RANK_TIMEOUT", std::to_string(a.timeout).c_str(), 1);
       // Ranks on one machine share its cores (as torchrun does): OpenMP threads that spin on cores
       // another rank computes on slow both down.
-      const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-      setenv("OMP_NUM_THREADS", std::to_string(std::max(1L, cores / a.ranks)).c_str(), 0);
+      // The planner plans each rank's CPU with these threads (engine::rankThreads).
+      setenv("OMP_NUM_THREADS", std::to_string(engine::rankThreads(a.ranks)).c_str(), 1);
       // c10d logs each lost connection with a stack trace; the ranks' own one-line messages say it.
       setenv("TORCH_CPP_LOG_LEVEL", "ERROR", 0);
       std::vector<std::string> argv{"splitseg-cli"};

@@ -15,8 +15,10 @@
 #endif
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -179,8 +181,15 @@ std::vector<DeviceInfo> detectDevices() {
   cpu.description = "host (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
   cpu.totalBytes = hostTotalBytes();
   cpu.freeBytes = hostAvailableBytes();
+  cpu.threads = at::get_num_threads();
   out.push_back(cpu);
   return out;
+}
+
+int rankThreads(int ranks) {
+  if (const char* s = std::getenv("OMP_NUM_THREADS"); s && std::atoi(s) > 0) return std::atoi(s);
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  return static_cast<int>(std::max(1L, cores / std::max(1, ranks)));
 }
 
 std::vector<std::pair<std::string, std::string>> deviceStandIns() {

@@ -31,6 +31,7 @@ struct DeviceInfo {
   // Fixed cost the planner reserves on this device: the measured CUDA allowance, or -1 for the
   // planner's default (CPU, planning-only devices, or a CUDA device whose measurement failed).
   std::int64_t allowanceBytes = -1;
+  int threads = 0;           // cpu: this process's intra-op threads (at::get_num_threads())
   CudaAllowance cuda;        // CUDA devices only
   std::vector<std::string> warnings;  // CUDA devices: cudnnWarnings()
 };
@@ -39,6 +40,10 @@ struct DeviceInfo {
 // devices' static facts with fresh free-memory figures.
 std::vector<DeviceInfo> detectDevices();
 std::vector<std::string> runnableDeviceNames();
+// Intra-op threads of each of `ranks` processes that `splitseg-cli launch` or the workstation
+// starts on this host: OMP_NUM_THREADS when set, else this host's cores shared among them (as
+// torchrun does), at least one.
+int rankThreads(int ranks);
 // Rehearsal of a placement written for devices this machine lacks: SPLITSEG_STAND_INS =
 // "cuda:0=cpu,cuda:1=cpu" runs each named device's stages on the stand-in, with the plan's
 // structure (splits, shards, transfers) unchanged. CI uses it to run multi-device placements on

@@ -1,8 +1,17 @@
 #include "core/engine/PlannerDevices.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace splitseg::engine {
+
+namespace {
+int worldOf(const placement::Placement& placement) {
+  int world = 1;
+  for (const auto& d : placement.devices()) world = std::max(world, placement::splitRank(d).rank + 1);
+  return world;
+}
+} // namespace
 
 placement::DeviceSpec plannerDevice(const DeviceInfo& d) {
   placement::DeviceSpec spec;
@@ -10,6 +19,7 @@ placement::DeviceSpec plannerDevice(const DeviceInfo& d) {
   spec.capacity = d.totalBytes;
   spec.allowance = d.allowanceBytes;  // measured on present CUDA devices, else -1: the planner's default
   spec.planningOnly = d.planningOnly;
+  spec.cpuThreads = d.threads;
   return spec;
 }
 
@@ -25,6 +35,10 @@ std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& pl
   if (std::none_of(devices.begin(), devices.end(), [](const std::string& d) { return placement::splitRank(d).rank >= 0; }))
     return out;
   addPlacedDevices(out, placement);
+  // Rank 0 runs in this process when it is a rank; else it is planned as `launch` would start it.
+  if (!std::getenv("RANK"))
+    for (auto& d : out)
+      if (placement::splitRank(d.name).rank == 0 && !d.isCuda()) d.cpuThreads = rankThreads(worldOf(placement));
   return out;
 }
 
@@ -43,6 +57,8 @@ void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placeme
     }
     spec.name = name;
     spec.planningOnly = false;
+    // Rank 0 is the process that plans (like its host device); the others share the host's cores.
+    if (placement::splitRank(shard).rank > 0 && !spec.isCuda()) spec.cpuThreads = rankThreads(worldOf(placement));
     devices.push_back(spec);
   }
 }

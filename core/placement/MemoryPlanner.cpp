@@ -205,7 +205,10 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     sr.adam = req.adam && !req.inference;
     sr.offload = req.offload && !req.inference;
     sr.shardDim = axis;
-    for (const auto& d : req.devices) sr.deviceIsCuda.push_back(d.isCuda());
+    for (const auto& d : req.devices) {
+      sr.deviceIsCuda.push_back(d.isCuda());
+      sr.deviceThreads.push_back(d.cpuThreads);
+    }
     sr.deviceRank = deviceRank;
     sr.inferenceRank = inferenceRank;
     for (const auto& s : network_.stages) {
@@ -364,8 +367,8 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     dp.persistentBytes = sd.persistent;
     dp.peak = microPeak(sd, index) + dp.allowance;
     if (req.inference && static_cast<int>(d) == hostDevice) dp.peak = std::max(dp.peak, hostPeak(sd, heldByOthers(sd, index)) + dp.allowance);
-    if (spatial && splitRank(dp.name).rank == 0 && !req.devices[d].isCuda()) {
-      // Rank 0 draws the whole batch (fp32 input, int64 labels) and keeps each micro-batch's predicted
+    if (spatial && !req.inference && splitRank(dp.name).rank == 0 && !req.devices[d].isCuda()) {
+      // Training: rank 0 draws the whole batch (fp32 input, int64 labels) and keeps each micro-batch's predicted
       // labels for the step's Dice; the replay holds one micro-batch's input and labels. On a GPU
       // they stay in host memory.
       const std::int64_t voxels = size[0] * size[1] * size[2];

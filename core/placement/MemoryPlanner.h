@@ -26,6 +26,10 @@ struct DeviceSpec {
   // Training speed in FLOP/s of the planner's count, measured on this device (engine/DeviceSpeed);
   // 0: the default for its kind (StepTime.cpp).
   double flopsPerSecond = 0;
+  // A CPU device: the intra-op threads of the process that runs it (ATen sends a 1x1x1
+  // convolution at batch < 16 to oneDNN only with more than one); 0: PlannerOptions::cpuThreads.
+  // Ranks started on one host share its cores (engine::rankThreads).
+  int cpuThreads = 0;
   // "cuda:0", or a rank's "r1:cuda:0".
   bool isCuda() const {
     const auto colon = name.find(':');
@@ -86,7 +90,7 @@ struct PlannerOptions {
   // than their tensors. CpuConvScratch.cpp holds the per-kernel model, measured
   // with CpuMemoryCounter on this LibTorch (AVX-512 bf16 CPU).
   int cpuBf16ChannelBlock = 16;
-  int cpuThreads = 2;            // ATen's heuristic differs for one thread
+  int cpuThreads = 2;            // ATen's heuristic differs for one thread (DeviceSpec::cpuThreads overrides)
 };
 
 struct PlanRequest {
@@ -95,8 +99,8 @@ struct PlanRequest {
   // Inference (engine::Inferer::predict) instead of a training step: `volume` is the image's D, H,
   // W, `size` the window (zeros: the whole volume in one pass), `batch` the windows per pass and
   // `overlap` theirs. Checkpointing, the optimizer and offload do not apply. Over ranks, a pass's
-  // `microBatches` are planned one at a time on each device (the pipeline's sends in flight are
-  // not modelled, and no peak over ranks was measured).
+  // `microBatches` are planned one at a time on each device beside the other micro-batches' sends
+  // still in flight (RankMemoryTest and DistTrainingTest measure each rank's peak).
   bool inference = false;
   std::array<std::int64_t, 3> volume{0, 0, 0};
   double overlap = 0.5;

@@ -58,6 +58,9 @@ public:
     stageOut_.assign(net_.stages.size(), -1);
     stageHeld_.assign(net_.stages.size(), {});
     remoteGrads_.assign(net_.stages.size(), {});
+    cpuOptions_.assign(nd, o_);
+    for (std::size_t d = 0; d < nd && d < r.deviceThreads.size(); ++d)
+      if (r.deviceThreads[d] > 0) cpuOptions_[d].cpuThreads = r.deviceThreads[d];
   }
 
   SimResult run();
@@ -75,6 +78,7 @@ private:
   // Kept until the step's sends complete, after the optimizer (dist::Comm::flush).
   void holdToEnd(int storage) { heldToEnd_.push_back(storage); }
   int actBytes(int stage) const { return bf16(stage) ? 2 : 4; }
+  const PlannerOptions& cpuOptions(int dev) const { return cpuOptions_.at(static_cast<std::size_t>(dev)); }
 
   int alloc(int dev, std::int64_t bytes, int owner, bool transfer = false) {
     st_.push_back({dev, bytes, 1, owner, transfer});
@@ -123,6 +127,7 @@ private:
   const SimRequest& r_;
   const NetworkStructure& net_;
   const PlannerOptions& o_;
+  std::vector<PlannerOptions> cpuOptions_;  // per device: o_ with its threads
   std::vector<Storage> st_;
   std::vector<Value> vals_;
   std::vector<int> pending_;  // per value: storage holding its gradient, or -1
@@ -198,7 +203,7 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
         const std::int64_t whole = r_.inference ? std::int64_t{1} << 20
                                    : halo || !sharded(s) ? shards * std::max(1, r_.wholeBatch / r_.batch) : 1;
         const bool cl = !r_.channelsLast.empty() && r_.channelsLast[s];
-        const ConvScratch c = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, o_, whole, cl, r_.inference);
+        const ConvScratch c = cpuConvScratch(l, shape(vals_[cin]), shape(vals_[y]), r_.batch, cpuOptions(dev), whole, cl, r_.inference);
         if (c.forward > 0) unref(alloc(dev, c.forward, s));
         op.backwardScratch = c.backward;
         vals_[y].cl = c.outputChannelsLast;

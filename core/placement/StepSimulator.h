@@ -33,6 +33,7 @@ struct SimRequest {
   bool offload = false;
   std::vector<int> stageDevice;    // per stage: index into deviceIsCuda
   std::vector<char> deviceIsCuda;  // per device
+  std::vector<int> deviceThreads;  // per device: DeviceSpec::cpuThreads (empty or 0: PlannerOptions::cpuThreads)
   // Per device: the rank whose process owns it (placement "r1:cpu"), or empty when no device names
   // a rank. Ranks run dist::PipelineTrainer: each stage's inputs are leaves of its own graph, a
   // stage's inputs live until its backward ends and its output (the head's logits aside) until

@@ -2,6 +2,7 @@
 #include "ui/training/TrainingWorker.h"
 #include "ui/session/RankHost.h"
 #include "ui/session/Session.h"
+#include "core/engine/Devices.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -10,7 +11,6 @@
 #include <QRegularExpression>
 #include <QStandardPaths>
 #include <QSysInfo>
-#include <QThread>
 #include <QTimer>
 
 #include <signal.h>
@@ -38,8 +38,9 @@ QString RankProcesses::start(const QList<int>& ranks, int port, int worldSize, i
   ++generation_;
   const QString program = workerProgram();
   if (program.isEmpty()) return tr("splitseg-cli was not found beside the workstation or on PATH: it runs the ranks");
-  // Ranks on one machine share its cores (as torchrun does): the workstation's rank and each worker.
-  const int threads = std::max(1, QThread::idealThreadCount() / static_cast<int>(ranks.size() + 1));
+  // Ranks on one machine share its cores (as torchrun does): the workstation's rank and each
+  // worker. The planner plans them with these threads.
+  const int threads = engine::rankThreads(static_cast<int>(ranks.size()) + 1);
   for (const int rank : ranks) {
     auto* p = new QProcess(this);
     auto env = QProcessEnvironment::systemEnvironment();
@@ -49,7 +50,7 @@ QString RankProcesses::start(const QList<int>& ranks, int port, int worldSize, i
     env.insert("LOCAL_RANK", QString::number(rank));
     env.insert("WORLD_SIZE", QString::number(worldSize));
     env.insert("SPLITSEG_RANK_TIMEOUT", QString::number(timeoutSeconds));
-    if (!env.contains("OMP_NUM_THREADS")) env.insert("OMP_NUM_THREADS", QString::number(threads));
+    env.insert("OMP_NUM_THREADS", QString::number(threads));
     // c10d logs each lost connection with a stack trace; the ranks' one-line messages say it.
     if (!env.contains("TORCH_CPP_LOG_LEVEL")) env.insert("TORCH_CPP_LOG_LEVEL", "ERROR");
     p->setProcessEnvironment(env);

@@ -3,9 +3,13 @@
 // device's training speed is measured at.
 #include "core/engine/DeviceSpeed.h"
 #include "core/engine/Devices.h"
+#include "core/engine/PlannerDevices.h"
 #include "core/engine/MemoryMeter.h"
 
+#include <ATen/Parallel.h>
 #include <QtTest>
+
+#include <unistd.h>
 
 using namespace splitseg;
 
@@ -73,6 +77,39 @@ private Q_SLOTS:
       }
     }
     if (!engine::cudaAvailable()) QCOMPARE(engine::cudaAllowance(0).measured(), false);
+  }
+
+  // Ranks on one host share its cores unless OMP_NUM_THREADS says otherwise, and the planner plans
+  // each CPU rank with the threads it will run (rank 0 as `launch` starts it when this process is no rank).
+  void rankThreads_data() {
+    QTest::addColumn<QString>("omp");  // "": unset
+    QTest::addColumn<int>("ranks");
+    const int cores = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    QTest::addColumn<int>("expected");
+    QTest::newRow("unset, 2 ranks") << "" << 2 << std::max(1, cores / 2);
+    QTest::newRow("unset, more ranks than cores") << "" << cores + 1 << 1;
+    QTest::newRow("OMP_NUM_THREADS=3") << "3" << 2 << 3;
+    QTest::newRow("OMP_NUM_THREADS unreadable") << "many" << 1 << cores;
+  }
+  void rankThreads() {
+    QFETCH(QString, omp);
+    QFETCH(int, ranks);
+    QFETCH(int, expected);
+    const QByteArray saved = qgetenv("OMP_NUM_THREADS");
+    const bool had = qEnvironmentVariableIsSet("OMP_NUM_THREADS");
+    if (omp.isEmpty()) qunsetenv("OMP_NUM_THREADS");
+    else qputenv("OMP_NUM_THREADS", omp.toUtf8());
+    qunsetenv("RANK");
+    QCOMPARE(engine::rankThreads(ranks), expected);
+    // Three ranks named by a placement: every CPU rank planned with rankThreads(3).
+    const auto names = std::vector<std::string>{"enc0", "head"};
+    const auto placement = placement::Placement::parse("enc0=r0:cpu,head=r2:cpu", names, "cpu");
+    for (const auto& d : engine::plannerDevices(placement)) {
+      if (d.name == "cpu") QCOMPARE(d.cpuThreads, at::get_num_threads());
+      else QCOMPARE(d.cpuThreads, engine::rankThreads(3));
+    }
+    if (had) qputenv("OMP_NUM_THREADS", saved);
+    else qunsetenv("OMP_NUM_THREADS");
   }
 
   // The planned patch itself up to kMeasureVoxels; beyond, the planned shape scaled down, each
