@@ -229,6 +229,7 @@ void runPlan(const PlanArgs& a) {
   // A placement over ranks without --devices: the ranks' devices, each taken to be like this host's.
   if (a.devices.empty() && !a.placement.empty()) {
     devices = engine::plannerDevices(spec.resolvePlacement(names, devices.front().name));
+    engine::planAsLaunched(devices, spec.resolvePlacement(names, devices.front().name));  // rank 0 is not this process
     if (!a.allowance.empty())
       for (auto& d : devices) d.allowance = parseBytes(a.allowance);
   }

@@ -1,7 +1,6 @@
 #include "core/engine/PlannerDevices.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace splitseg::engine {
 
@@ -35,11 +34,14 @@ std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& pl
   if (std::none_of(devices.begin(), devices.end(), [](const std::string& d) { return placement::splitRank(d).rank >= 0; }))
     return out;
   addPlacedDevices(out, placement);
-  // Rank 0 runs in this process when it is a rank; else it is planned as `launch` would start it.
-  if (!std::getenv("RANK"))
-    for (auto& d : out)
-      if (placement::splitRank(d.name).rank == 0 && !d.isCuda()) d.cpuThreads = rankThreads(worldOf(placement));
   return out;
+}
+
+void planAsLaunched(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
+  const int world = worldOf(placement);
+  if (world <= 1) return;
+  for (auto& d : devices)
+    if (!d.isCuda()) d.cpuThreads = rankThreads(world);
 }
 
 void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {

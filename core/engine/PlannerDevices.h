@@ -14,12 +14,14 @@ placement::DeviceSpec plannerDevice(const DeviceInfo& device);
 std::vector<placement::DeviceSpec> plannerDevices();
 // For a placement over ranks: this host's devices plus each rank's device it names ("r1:cuda:0"),
 // taken to be like this host's device of that name (another host's may differ); capacity unknown
-// (0) where this host lacks it. A CPU rank's threads: rankThreads (rank 0's: this process's when it
-// runs as a rank, RANK set). Without ranks, plannerDevices().
+// (0) where this host lacks it. Without ranks, plannerDevices().
 std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& placement);
 // Adds each device `placement` names that `devices` lacks, a rank's taken to be like the device of
 // that name in `devices` (else this host's): "r0:cpu" like "cpu", with this process's threads (rank 0
 // runs here: the workstation, or `launch`'s rank 0); other CPU ranks with rankThreads.
 void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
+// For planning a run over ranks from a process that will not be its rank 0 (`plan`): every CPU
+// device with the threads `launch` gives each rank on this host (rankThreads of the ranks named).
+void planAsLaunched(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
 
 } // namespace splitseg::engine

@@ -16,6 +16,8 @@
 #include "ui/training/DeviceTimeline.h"
 #include "ui/training/RunSettingsDialog.h"
 #include "ui/training/TrainingCharts.h"
+
+#include <QChartView>
 #include "ui/training/TrainingPanel.h"
 
 #include <QDockWidget>
@@ -362,6 +364,9 @@ private Q_SLOTS:
     QCOMPARE(panel->timeline()->lanes(), (std::vector<std::string>{"r0:cpu", "r1:cpu"}));
     QTest::qWait(300);
     saveTimeline(panel->timeline(), "timeline-ranks.png");
+    // Every rank's memory beside the planner's peak for it.
+    QVERIFY(panel->charts()->plannedMiB("r1:cpu") > 0);
+    save(panel->charts()->memoryView()->grab().toImage(), "memory-ranks.png");
 
     // Review over the same ranks: rank 1 (a splitseg-cli worker) runs the decoders on each window.
     auto* review = window_->reviewPanel();

@@ -18,6 +18,10 @@
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QChart>
+#include <QChartView>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QProgressBar>
 #include <QPushButton>
@@ -51,6 +55,21 @@ class TrainingPanelTest : public QObject {
     panel_->stepsBox()->setValue(steps);
     panel_->validateBox()->setValue(validateEvery);
     panel_->budgetBox()->setValue(0);
+  }
+
+  // Each device's planned line against the largest peak measured on it: the planner's figure for
+  // one step, within 10% (PlannerMeasuredTest and RankMemoryTest hold the planner itself closer).
+  static void checkPlanLines(const TrainingCharts* charts, const QStringList& devices) {
+    for (const auto& name : devices) {
+      const double planned = charts->plannedMiB(name), measured = charts->deviceMemory(name)->maxY();
+      QString all;
+      for (const auto& p : charts->deviceMemory(name)->series()->points()) all += QString(" %1").arg(p.y(), 0, 'f', 3);
+      qInfo("%s:%s", qPrintable(name), qPrintable(all));
+      qInfo("%s: planned %.2f MiB, largest measured step peak %.2f MiB (%+.1f%%)", qPrintable(name), planned, measured,
+            100 * (planned / measured - 1));
+      QVERIFY2(planned > 0, qPrintable(name));
+      QVERIFY2(std::abs(planned / measured - 1) <= 0.10, qPrintable(name));
+    }
   }
 
 private Q_SLOTS:
@@ -94,6 +113,13 @@ private Q_SLOTS:
     QVERIFY(charts->deviceMemory("cpu"));
     QCOMPARE(charts->deviceMemory("cpu")->size(), 6);
     QVERIFY(charts->deviceMemory("cpu")->maxY() > 0);
+    checkPlanLines(charts, {"cpu"});
+    // The legend names the device, its total and its plan.
+    QStringList legend;
+    for (auto* s : charts->memoryView()->chart()->series())
+      for (auto* marker : charts->memoryView()->chart()->legend()->markers(s))
+        if (marker->isVisible()) legend << s->name();
+    QCOMPARE(legend, (QStringList{"cpu", "cpu plan", "cpu total"}));  // no "all devices" for one
     QVERIFY(charts->hostMemory().maxY() > 0);
     QVERIFY(!session_->busy());
     qInfo("UI-thread stall during the tiny run: longest %.1f ms, 99th percentile %.1f ms", panel_->lastStallMs(),
@@ -295,6 +321,13 @@ private Q_SLOTS:
     auto* timeline = panel_->timeline();
     QTRY_COMPARE(timeline->stepsShown(), 3);
     QCOMPARE(timeline->lanes(), (std::vector<std::string>{"r0:cpu", "r1:cpu"}));
+    // Memory: every rank's device charted, each beside the planner's peak for it.
+    QTRY_COMPARE(panel_->charts()->devices().size(), 2);
+    for (const auto* name : {"r0:cpu", "r1:cpu"}) {
+      QVERIFY2(panel_->charts()->deviceMemory(name), name);
+      QCOMPARE(panel_->charts()->deviceMemory(name)->size(), 3);
+    }
+    checkPlanLines(panel_->charts(), {"r0:cpu", "r1:cpu"});
     for (const auto& lane : timeline->lanes()) {
       const double u = timeline->utilisation(lane);
       QVERIFY2(u > 0 && u <= 1, lane.c_str());

@@ -112,6 +112,7 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   memX_ = axis(mem, Qt::AlignBottom, QString());
   memY_ = axis(mem, Qt::AlignLeft, tr("MiB"));
   sum_ = line(mem, tr("all devices"), QColor(220, 220, 220), memX_, memY_, Qt::DotLine);
+  mem->removeSeries(sum_->series());  // shown once a step reports several devices
   memView_ = makeView(mem, this);
   layout->addWidget(memView_, 3);
   showTotals_ = new QCheckBox(tr("Scale to device totals"), this);
@@ -182,13 +183,34 @@ DecimatedSeries* TrainingCharts::memorySeries(const QString& device, std::int64_
   if (auto it = memory_.find(device); it != memory_.end()) return it->get();
   static const QColor colors[] = {QColor(90, 200, 140), QColor(100, 160, 255), QColor(240, 150, 60), QColor(230, 90, 90)};
   const QColor c = colors[memory_.size() % 4];
+  colors_.insert(device, c);
   auto* chart = memView_->chart();
   std::shared_ptr<DecimatedSeries> s = line(chart, device, c, memX_, memY_);
   memory_.insert(device, s);
-  std::shared_ptr<DecimatedSeries> t = line(chart, tr("%1 total").arg(device), c.darker(140), memX_, memY_, Qt::DashLine);
-  totals_.insert(device, t);
   capacity_.insert(device, total);
   return s.get();
+}
+
+void TrainingCharts::setPlanned(const QString& device, std::int64_t bytes) {
+  memorySeries(device, 0);  // the device's colour (its points come with the steps)
+  auto it = planned_.find(device);
+  if (it == planned_.end()) {
+    auto* s = new QLineSeries(memView_->chart());
+    s->setName(tr("%1 plan").arg(device));
+    // Lighter and dashed: drawn over the measured line, it still shows where the two agree.
+    s->setPen(QPen(colors_.value(device).lighter(170), 1.5, Qt::DashLine));
+    memView_->chart()->addSeries(s);
+    s->attachAxis(memX_);
+    s->attachAxis(memY_);
+    it = planned_.insert(device, {s, 0.0});
+  }
+  it->mib = double(bytes) / kMiB;
+  fitAxes();
+}
+
+double TrainingCharts::plannedMiB(const QString& device) const {
+  const auto it = planned_.find(device);
+  return it == planned_.end() ? -1.0 : it->mib;
 }
 
 const DecimatedSeries* TrainingCharts::deviceMemory(const QString& device) const {
@@ -200,9 +222,16 @@ void TrainingCharts::reset() {
   for (auto* s : {trainLoss_.get(), valLoss_.get(), trainDice_.get(), valDice_.get(), host_.get(), sum_.get()}) s->clear();
   for (auto& s : memory_) memView_->chart()->removeSeries(s->series());
   for (auto& s : totals_) memView_->chart()->removeSeries(s->series());
+  if (sum_->series()->chart()) memView_->chart()->removeSeries(sum_->series());
+  for (auto& p : planned_) {
+    memView_->chart()->removeSeries(p.series);
+    delete p.series;
+  }
   memory_.clear();
   totals_.clear();
   capacity_.clear();
+  colors_.clear();
+  planned_.clear();
   t0_ = -1;
   seconds_ = 0;
   fitAxes();
@@ -214,14 +243,34 @@ void TrainingCharts::addStep(const engine::StepMetrics& m) {
   trainDice_->append(x, m.meanDice);
   seconds_ += m.seconds;
   double sum = 0;
-  for (const auto& d : m.memory) {
-    const QString name = QString::fromStdString(d.device);
-    auto* s = memorySeries(name, d.total);
-    s->append(seconds_, double(d.peak) / kMiB);
-    totals_[name]->append(seconds_, double(d.total) / kMiB);
-    sum += double(d.peak) / kMiB;
+  int shown = 0;
+  auto add = [&](const QString& name, std::int64_t peak, std::int64_t total) {
+    auto* s = memorySeries(name, total);
+    s->append(seconds_, double(peak) / kMiB);
+    if (total > 0) {  // a line at the device's capacity (other ranks report none)
+      auto t = totals_.find(name);
+      if (t == totals_.end())
+        t = totals_.insert(name, line(memView_->chart(), tr("%1 total").arg(name), colors_.value(name).darker(140), memX_,
+                                      memY_, Qt::DashLine));
+      t.value()->append(seconds_, double(total) / kMiB);
+    }
+    sum += double(peak) / kMiB;
+    ++shown;
+  };
+  // Over ranks: this process is rank 0 (its devices measured here, with their totals), each
+  // other rank's device from the peak that rank reported.
+  const QString prefix = m.ranks.empty() ? QString() : QStringLiteral("r0:");
+  for (const auto& d : m.memory) add(prefix + QString::fromStdString(d.device), d.peak, d.total);
+  for (const auto& r : m.ranks)
+    if (r.rank > 0) add(QString("r%1:%2").arg(r.rank).arg(QString::fromStdString(r.device)), r.peakBytes, 0);
+  if (shown > 1) {
+    if (!sum_->series()->chart()) {
+      memView_->chart()->addSeries(sum_->series());
+      sum_->series()->attachAxis(memX_);
+      sum_->series()->attachAxis(memY_);
+    }
+    sum_->append(seconds_, sum);
   }
-  if (m.memory.size() > 1) sum_->append(seconds_, sum);
   host_->append(seconds_, double(m.hostRss) / kMiB);
 }
 
@@ -244,6 +293,10 @@ void TrainingCharts::fitAxes() {
   setNiceRange(lossY_, 0, std::max(1e-3, lossMax * 1.05));
   double memMax = sum_->size() ? sum_->maxY() : 1.0, tMax = std::max(1.0, seconds_);
   for (auto& s : memory_) memMax = std::max(memMax, s->maxY());
+  for (auto& p : planned_) {
+    memMax = std::max(memMax, p.mib);
+    p.series->replace(QList<QPointF>{{0, p.mib}, {tMax, p.mib}});
+  }
   if (showTotals_->isChecked())
     for (auto& t : totals_) memMax = std::max(memMax, t->maxY());
   setNiceRange(memX_, 0, tMax);

@@ -1,11 +1,14 @@
 #pragma once
 // Live charts of a run: loss and Dice per step (training and validation), memory per device
-// over time with a line at each device's total and one for all devices together, and the
-// process's host memory. Points are buffered and pushed to Qt Charts a few times a second.
+// over time with a line at each device's total, one at the planner's peak for it and one for all
+// devices together, and the process's host memory. Over ranks every rank's device is charted
+// ("r0:cpu", "r1:cpu"), from each step's per-rank peaks. Points are buffered and pushed to Qt Charts a few times a second.
 #include "core/engine/Metrics.h"
 #include "ui/training/DecimatedSeries.h"
 
+#include <QColor>
 #include <QHash>
+#include <QStringList>
 #include <QTimer>
 #include <QWidget>
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 class QChart;
+class QLineSeries;
 class QChartView;
 class QValueAxis;
 class QCheckBox;
@@ -30,6 +34,9 @@ public:
   void reset();
   void addStep(const engine::StepMetrics& m);
   void addValidation(const engine::ValidationMetrics& m);
+  // The planner's peak for a device (the step metrics' terms, engine::plannedStepPeaks): a dashed
+  // line in the device's colour, lighter, from the run's start on.
+  void setPlanned(const QString& device, std::int64_t bytes);
   void flush();
 
   // For tests and the status line.
@@ -37,6 +44,9 @@ public:
   const DecimatedSeries& trainDice() const { return *trainDice_; }
   const DecimatedSeries& valDice() const { return *valDice_; }
   const DecimatedSeries* deviceMemory(const QString& device) const;
+  // The planned peak's line for a device, in MiB (negative: none).
+  double plannedMiB(const QString& device) const;
+  QStringList devices() const { return memory_.keys(); }
   const DecimatedSeries& hostMemory() const { return *host_; }
   QChartView* lossView() const { return lossView_; }
   QChartView* memoryView() const { return memView_; }
@@ -55,6 +65,12 @@ private:
   std::unique_ptr<DecimatedSeries> trainLoss_, valLoss_, trainDice_, valDice_, host_, sum_;
   QHash<QString, std::shared_ptr<DecimatedSeries>> memory_, totals_;
   QHash<QString, std::int64_t> capacity_;
+  QHash<QString, QColor> colors_;
+  struct PlanLine {
+    QLineSeries* series;
+    double mib;
+  };
+  QHash<QString, PlanLine> planned_;
   struct Hint {
     QChartView* view;
     QGraphicsTextItem* text;

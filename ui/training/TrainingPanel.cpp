@@ -78,6 +78,9 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   thread_->start();
   connect(worker_, &TrainingWorker::started, this, &TrainingPanel::onStarted);
   connect(worker_, &TrainingWorker::step, this, &TrainingPanel::onStep);
+  connect(worker_, &TrainingWorker::planned, this, [this](const QVariantMap& plan) {
+    for (auto it = plan.begin(); it != plan.end(); ++it) charts_->setPlanned(it.key(), it.value().toLongLong());
+  });
   connect(worker_, &TrainingWorker::validated, this, &TrainingPanel::onValidation);
   connect(worker_, &TrainingWorker::finished, this, &TrainingPanel::onFinished);
   connect(worker_, &TrainingWorker::message, this, [this](const QString& t) { status_->setText(t); });

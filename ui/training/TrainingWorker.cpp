@@ -2,6 +2,7 @@
 
 #include "core/base/Error.h"
 #include "core/engine/HostCachingAllocator.h"
+#include "core/engine/PlannedPeaks.h"
 #include "core/engine/Trainer.h"
 #include "core/dist/RankRun.h"
 
@@ -37,6 +38,14 @@ void TrainingWorker::run(const TrainingJob& c) {
   try {
     auto source = c.makeSource ? c.makeSource() : c.source;
     Q_EMIT message(tr("Training on %1").arg(QString::fromStdString(source->describe())));
+    try {
+      QVariantMap plan;
+      for (const auto& [device, bytes] : engine::plannedStepPeaks(*c.network, c.run))
+        plan.insert(QString::fromStdString(device), QVariant::fromValue<qint64>(bytes));
+      Q_EMIT planned(plan);
+    } catch (const std::exception& e) {  // the run itself decides; the chart goes without a plan line
+      Q_EMIT message(tr("No memory plan for this run (%1)").arg(QString::fromUtf8(e.what())));
+    }
     if (c.ranks.distributed()) {
       QString wait = tr("Waiting for %1 rank(s) to join (%2)").arg(c.ranks.worldSize - 1).arg(QString::fromStdString(c.ranks.describe()));
       if (!c.joinHint.empty()) wait += ": " + QString::fromStdString(c.joinHint);

@@ -10,6 +10,7 @@
 
 #include <QMetaType>
 #include <QObject>
+#include <QVariantMap>
 
 #include <atomic>
 #include <functional>
@@ -54,6 +55,9 @@ public:
 
 Q_SIGNALS:
   void started(qint64 totalSteps);
+  // Before the first step: the planner's peak per device (engine::plannedStepPeaks), bytes by the
+  // memory chart's device names.
+  void planned(const QVariantMap& bytesByDevice);
   void step(const splitseg::engine::StepMetrics& metrics);
   void validated(const splitseg::engine::ValidationMetrics& metrics);
   void message(const QString& text);

@@ -104,10 +104,19 @@ private Q_SLOTS:
     // Three ranks named by a placement: every CPU rank planned with rankThreads(3).
     const auto names = std::vector<std::string>{"enc0", "head"};
     const auto placement = placement::Placement::parse("enc0=r0:cpu,head=r2:cpu", names, "cpu");
-    for (const auto& d : engine::plannerDevices(placement)) {
-      if (d.name == "cpu") QCOMPARE(d.cpuThreads, at::get_num_threads());
-      else QCOMPARE(d.cpuThreads, engine::rankThreads(3));
+    // Rank 0 is the process that plans (the workstation, `launch`'s rank 0); planned as `launch`
+    // starts it (`plan`), every rank shares the cores.
+    auto devices = engine::plannerDevices(placement);
+    QStringList cpus;
+    for (const auto& d : devices) {
+      if (d.isCuda()) continue;
+      cpus << QString::fromStdString(d.name);
+      QCOMPARE(d.cpuThreads, d.name == "r2:cpu" ? engine::rankThreads(3) : at::get_num_threads());
     }
+    QCOMPARE(cpus, (QStringList{"cpu", "r0:cpu", "r2:cpu"}));
+    engine::planAsLaunched(devices, placement);
+    for (const auto& d : devices)
+      if (!d.isCuda()) QCOMPARE(d.cpuThreads, engine::rankThreads(3));
     if (had) qputenv("OMP_NUM_THREADS", saved);
     else qunsetenv("OMP_NUM_THREADS");
   }

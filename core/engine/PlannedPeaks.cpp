@@ -1,0 +1,28 @@
+#include "core/engine/PlannedPeaks.h"
+
+#include "core/engine/PlannerDevices.h"
+#include "core/model/NetworkStructureOf.h"
+#include "core/placement/MemoryPlanner.h"
+
+#include <algorithm>
+
+namespace splitseg::engine {
+
+std::map<std::string, std::int64_t> plannedStepPeaks(model::StagedNetwork& network, const run::RunSpec& spec) {
+  const auto names = network.stageNames();
+  const auto placement = spec.resolvePlacement(names, "cpu");
+  const placement::MemoryPlanner planner(model::networkStructure(network));
+  const auto plan = planner.plan(spec.planRequest(names, plannerDevices(placement)));
+  const bool ranks = std::any_of(plan.devices.begin(), plan.devices.end(),
+                                 [](const placement::DevicePlan& d) { return placement::splitRank(d.name).rank >= 0; });
+  std::map<std::string, std::int64_t> out;
+  for (const auto& d : plan.devices) {
+    const bool cuda = placement::DeviceSpec{d.name}.isCuda();
+    // Over ranks a device without a rank is rank 0's.
+    const std::string name = ranks && placement::splitRank(d.name).rank < 0 ? "r0:" + d.name : d.name;
+    out[name] = d.peak - d.allowance - (cuda ? 0 : d.persistentBytes);
+  }
+  return out;
+}
+
+} // namespace splitseg::engine
