@@ -162,7 +162,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
   std::vector<int> deviceRank;
   std::vector<int> inferenceRank;
   if (layouts.empty() && overRanks)
-    for (const auto& d : deviceNames) (req.inference ? inferenceRank : deviceRank).push_back(splitRank(d).rank);
+    for (const auto& d : deviceNames) (req.inference ? inferenceRank : deviceRank).push_back(processRank(d));  // "cpu": rank 0's
   // Every stage sharded over the same ranks (dist::SpatialTrainer) runs its micro-batches one after
   // another instead, each through its backward before the next forward: one micro-batch's
   // activations at a time, the parameters' gradients kept from the first backward on.
@@ -225,7 +225,7 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       // Inference (engine::Inferer, dist::PipelineInferer on every rank) converts the bf16
       // stages' weights too.
       sr.channelsLast.push_back(req.cpuChannelsLast && (sr.bf16.back() == 0 || req.inference) && shards.size() == 1 &&
-                                        (splitRank(dev).rank < 0 || req.inference) && !sr.deviceIsCuda[sr.stageDevice.back()]
+                                        (!overRanks || req.inference) && !sr.deviceIsCuda[sr.stageDevice.back()]
                                     ? 1 : 0);
       if (!layouts.empty()) {
         const bool sharded = shards.size() > 1;
@@ -245,12 +245,12 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
     // tensor); the head's logits go to rank 0 as fp32.
     for (int s = 0; s < ns; ++s) {
       const int dev = sr.stageDevice[s];
-      const int rank = splitRank(deviceNames[static_cast<std::size_t>(dev)]).rank;
+      const int rank = processRank(deviceNames[static_cast<std::size_t>(dev)]);
       bool remote = s == ns - 1 && rank != 0;
       for (int t = s + 1; t < ns; ++t)
         for (const auto& in : network_.stages[t].inputs)
           remote = remote || (in == network_.stages[s].name &&
-                              splitRank(deviceNames[static_cast<std::size_t>(sr.stageDevice[t])]).rank != rank);
+                              processRank(deviceNames[static_cast<std::size_t>(sr.stageDevice[t])]) != rank);
       if (remote) sentPerMicro[static_cast<std::size_t>(dev)] += sim.stages[s].outputBytes * (sr.bf16[s] && s == ns - 1 ? 2 : 1);
     }
   }

@@ -126,7 +126,7 @@ double flopsPerSecondOf(const DeviceSpec& device, Precision precision) {
 }
 
 double linkBytesPerSecond(const std::string& from, const std::string& to) {
-  if (splitRank(from).rank != splitRank(to).rank) return kRankBytesPerSecond;
+  if (processRank(from) != processRank(to)) return kRankBytesPerSecond;
   const bool a = from.find("cuda") != std::string::npos, b = to.find("cuda") != std::string::npos;
   if (a || b) return kPcieBytesPerSecond;
   return kHostBytesPerSecond;

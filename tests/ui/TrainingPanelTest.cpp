@@ -58,7 +58,8 @@ class TrainingPanelTest : public QObject {
   }
 
   // Each device's planned line against the largest peak measured on it: the planner's figure for
-  // one step, within 10% (PlannerMeasuredTest and RankMemoryTest hold the planner itself closer).
+  // one step, within 5% (2026-12-05: one process 0.0%, two ranks +0.5% and +1.3%; rank 0 was -7.3%
+  // while a rank-0 device without its "r0:" was planned as no rank's).
   static void checkPlanLines(const TrainingCharts* charts, const QStringList& devices) {
     for (const auto& name : devices) {
       const double planned = charts->plannedMiB(name), measured = charts->deviceMemory(name)->maxY();
@@ -68,7 +69,7 @@ class TrainingPanelTest : public QObject {
       qInfo("%s: planned %.2f MiB, largest measured step peak %.2f MiB (%+.1f%%)", qPrintable(name), planned, measured,
             100 * (planned / measured - 1));
       QVERIFY2(planned > 0, qPrintable(name));
-      QVERIFY2(std::abs(planned / measured - 1) <= 0.10, qPrintable(name));
+      QVERIFY2(std::abs(planned / measured - 1) <= 0.05, qPrintable(name));
     }
   }
 
