@@ -1,6 +1,7 @@
 #include "app/cli/CliSupport.h"
 #include "core/base/Error.h"
 #include "core/base/Units.h"
+#include "core/engine/PlannedPeaks.h"
 
 #include <cstdio>
 #include <iostream>
@@ -27,9 +28,13 @@ nlohmann::json toJson(const engine::DeviceMemory& m) {
           {"peak", m.peak},     {"reserved_peak", m.reservedPeak}, {"total", m.total}, {"free", m.free}};
 }
 
-nlohmann::json toJson(const engine::StepMetrics& m) {
+nlohmann::json toJson(const engine::StepMetrics& m, const std::map<std::string, std::int64_t>& planned) {
   nlohmann::json mem = nlohmann::json::array();
-  for (const auto& d : m.memory) mem.push_back(toJson(d));
+  const int here = m.ranks.empty() ? -1 : 0;  // over ranks this process is rank 0
+  for (const auto& d : m.memory) {
+    mem.push_back(toJson(d));
+    if (auto it = planned.find(engine::plannerDeviceName(here, d.device)); it != planned.end()) mem.back()["planned"] = it->second;
+  }
   nlohmann::json j{{"step", m.step},       {"total_steps", m.totalSteps}, {"epoch", m.epoch},
                    {"loss", m.loss},       {"dice", m.dice},              {"mean_dice", m.meanDice},
                    {"seconds", m.seconds}, {"memory", mem},               {"host_rss", m.hostRss}};
@@ -39,6 +44,10 @@ nlohmann::json toJson(const engine::StepMetrics& m) {
       ranks.push_back({{"rank", r.rank}, {"device", r.device}, {"compute_s", r.computeSeconds},
                        {"wait_s", r.waitSeconds}, {"idle_s", r.idleSeconds}, {"bytes_sent", r.bytesSent},
                        {"bytes_received", r.bytesReceived}, {"peak_bytes", r.peakBytes}});
+    for (auto& r : ranks)
+      if (auto it = planned.find(engine::plannerDeviceName(r["rank"].get<int>(), r["device"].get<std::string>()));
+          it != planned.end())
+        r["planned_bytes"] = it->second;
     j["ranks"] = ranks;
   }
   if (!m.timeline.empty()) {
@@ -53,12 +62,19 @@ nlohmann::json toJson(const engine::StepMetrics& m) {
 
 void CliMetrics::onStep(const engine::StepMetrics& m) {
   if (mode_ == "jsonl") {
-    std::cout << toJson(m).dump() << std::endl;
+    std::cout << toJson(m, planned_).dump() << std::endl;
   } else if (mode_ == "bar") {
     const int width = 30;
     const int filled = static_cast<int>(width * m.step / std::max<std::int64_t>(1, m.totalSteps));
     std::string peaks;
-    for (const auto& d : m.memory) peaks += " " + d.device + " peak " + formatBytes(double(d.peak));
+    const int here = m.ranks.empty() ? -1 : 0;
+    auto add = [&](const std::string& name, std::int64_t peak) {
+      peaks += " " + name + " peak " + formatBytes(double(peak));
+      if (auto it = planned_.find(name); it != planned_.end()) peaks += " (plan " + formatBytes(double(it->second)) + ")";
+    };
+    for (const auto& d : m.memory) add(engine::plannerDeviceName(here, d.device), d.peak);
+    for (const auto& r : m.ranks)  // the other ranks' devices, as they reported them
+      if (r.rank > 0) add(engine::plannerDeviceName(r.rank, r.device), r.peakBytes);
     std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f dice %.3f %.2fs/step%s   ",
                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                  static_cast<long long>(m.step), static_cast<long long>(m.totalSteps), m.loss, m.meanDice,

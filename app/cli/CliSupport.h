@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <cstdint>
+#include <map>
 #include <string>
 
 namespace splitseg::cli {
@@ -22,12 +24,14 @@ struct NetworkArgs {
 };
 
 nlohmann::json toJson(const engine::DeviceMemory& m);
-nlohmann::json toJson(const engine::StepMetrics& m);
+// `planned` (engine::plannedStepPeaks): each device's and rank's planned peak beside its measured one.
+nlohmann::json toJson(const engine::StepMetrics& m, const std::map<std::string, std::int64_t>& planned = {});
 
 // --progress jsonl: one JSON object per step on stdout. bar: a one-line bar on stderr. none.
 class CliMetrics final : public engine::MetricsSink {
 public:
-  explicit CliMetrics(std::string mode) : mode_(std::move(mode)) {}
+  explicit CliMetrics(std::string mode, std::map<std::string, std::int64_t> planned = {})
+      : mode_(std::move(mode)), planned_(std::move(planned)) {}
   void onStep(const engine::StepMetrics& m) override;
   void onValidation(const engine::ValidationMetrics& v) override;
   void onCheckpoint(const std::string& path, std::int64_t step) override;
@@ -35,6 +39,7 @@ public:
 
 private:
   std::string mode_;
+  std::map<std::string, std::int64_t> planned_;  // bytes by the planner's device names
 };
 
 class CliProgress final : public ProgressSink {

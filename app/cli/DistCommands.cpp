@@ -31,8 +31,9 @@ std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std:
 } // namespace
 
 void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
-                     std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress) {
-  CliMetrics metrics(progress);
+                     std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress,
+                     const std::map<std::string, std::int64_t>& planned) {
+  CliMetrics metrics(progress, planned);
   dist::trainAsRankZero(env, std::move(spec), std::move(net), std::move(source), resume, &metrics, nullptr,
                         [&](const std::string& line) {
                           if (progress == "bar") std::cerr << line << "\n";

@@ -7,6 +7,7 @@
 #include "core/base/Error.h"
 #include "core/base/Units.h"
 #include "core/engine/Devices.h"
+#include "core/engine/PlannedPeaks.h"
 #include "core/engine/PlannerDevices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/NetworkStructureOf.h"
@@ -105,13 +106,20 @@ void runTrain(const TrainArgs& a) {
   a.run.applyStages(spec, net->stageNames());
   spec.check(engine::runnableDeviceNames(), net->stageNames());
 
+  // The planner's peak per device (per rank over ranks), printed beside each step's measured one.
+  std::map<std::string, std::int64_t> planned;
+  try {
+    planned = engine::plannedStepPeaks(*net, spec);
+  } catch (const std::exception& e) {
+    std::cerr << "note: no memory plan for this run (" << e.what() << ")\n";
+  }
   if (env.distributed()) {
-    trainAsRankZero(env, spec, net, source, a.resume, a.progress);
+    trainAsRankZero(env, spec, net, source, a.resume, a.progress, planned);
     return;
   }
   engine::Trainer trainer(net, source, spec);
   if (!a.resume.empty()) trainer.loadCheckpoint(a.resume);
-  CliMetrics metrics(a.progress);
+  CliMetrics metrics(a.progress, planned);
   if (a.progress == "bar")
     std::cerr << net->architecture() << " " << net->optionsJson() << " (" << net->parameterCount()
               << " parameters) on " << trainer.placement().describe() << "\n";

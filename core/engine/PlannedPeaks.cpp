@@ -19,10 +19,14 @@ std::map<std::string, std::int64_t> plannedStepPeaks(model::StagedNetwork& netwo
   for (const auto& d : plan.devices) {
     const bool cuda = placement::DeviceSpec{d.name}.isCuda();
     // Over ranks a device without a rank is rank 0's.
-    const std::string name = ranks && placement::splitRank(d.name).rank < 0 ? "r0:" + d.name : d.name;
+    const std::string name = ranks && placement::splitRank(d.name).rank < 0 ? plannerDeviceName(0, d.name) : d.name;
     out[name] = d.peak - d.allowance - (cuda ? 0 : d.persistentBytes);
   }
   return out;
+}
+
+std::string plannerDeviceName(int rank, const std::string& device) {
+  return rank < 0 ? device : "r" + std::to_string(rank) + ":" + device;
 }
 
 } // namespace splitseg::engine

@@ -16,5 +16,8 @@ namespace splitseg::engine {
 // parameters and optimizer state too, which exist before a step's counter starts (CUDA's
 // allocator peak includes them). Throws what the planner throws.
 std::map<std::string, std::int64_t> plannedStepPeaks(model::StagedNetwork& network, const run::RunSpec& spec);
+// The planner's name for a device a step's metrics report: `device` in one process (rank < 0), else
+// rank `rank`'s, "r<rank>:<device>".
+std::string plannerDeviceName(int rank, const std::string& device);
 
 } // namespace splitseg::engine

@@ -74,6 +74,12 @@ private Q_SLOTS:
       QCOMPARE(o.value("step").toInt(), ++step);
       QVERIFY(o.value("loss").isDouble());
       QVERIFY(o.value("memory").toArray().size() >= 1);
+      // The CPU's planned peak beside its measured one (the planner's figure in the same terms:
+      // PlannerMeasuredTest holds it to the measurement; here that it is the run's).
+      const auto cpu = o.value("memory").toArray().last().toObject();
+      QCOMPARE(cpu.value("device").toString(), QString("cpu"));
+      QVERIFY(cpu.value("planned").toDouble() > 0);
+      QVERIFY2(std::abs(cpu.value("planned").toDouble() / cpu.value("peak").toDouble() - 1) <= 0.05, qPrintable(line));
     }
   }
 

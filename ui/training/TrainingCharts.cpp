@@ -1,4 +1,5 @@
 #include "ui/training/TrainingCharts.h"
+#include "core/engine/PlannedPeaks.h"
 
 #include <cmath>
 
@@ -259,10 +260,10 @@ void TrainingCharts::addStep(const engine::StepMetrics& m) {
   };
   // Over ranks: this process is rank 0 (its devices measured here, with their totals), each
   // other rank's device from the peak that rank reported.
-  const QString prefix = m.ranks.empty() ? QString() : QStringLiteral("r0:");
-  for (const auto& d : m.memory) add(prefix + QString::fromStdString(d.device), d.peak, d.total);
+  const int here = m.ranks.empty() ? -1 : 0;
+  for (const auto& d : m.memory) add(QString::fromStdString(engine::plannerDeviceName(here, d.device)), d.peak, d.total);
   for (const auto& r : m.ranks)
-    if (r.rank > 0) add(QString("r%1:%2").arg(r.rank).arg(QString::fromStdString(r.device)), r.peakBytes, 0);
+    if (r.rank > 0) add(QString::fromStdString(engine::plannerDeviceName(r.rank, r.device)), r.peakBytes, 0);
   if (shown > 1) {
     if (!sum_->series()->chart()) {
       memView_->chart()->addSeries(sum_->series());

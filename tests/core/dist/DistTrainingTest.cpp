@@ -156,6 +156,9 @@ private Q_SLOTS:
       qInfo("rank %d (%s): planned %.2f MiB, measured %.2f MiB (%+.1f%%)", rank, qPrintable(name), p / 1048576, m / 1048576,
             100 * (p / m - 1));
       QVERIFY2(m > 0 && std::abs(p / m - 1) <= 0.05, qPrintable(name));
+      // The run printed the same plan beside each step (rank 0 plans with its own threads, `plan`
+      // as `launch` starts it: one each here).
+      QCOMPARE(r.toObject()["planned_bytes"].toDouble(), p);
     }
   }
 
