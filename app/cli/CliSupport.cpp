@@ -61,6 +61,10 @@ nlohmann::json toJson(const engine::StepMetrics& m, const std::map<std::string, 
 }
 
 void CliMetrics::onStep(const engine::StepMetrics& m) {
+  if (!planNote_.empty()) {
+    std::cerr << "note: no memory plan for this run (" << planNote_ << ")\n";
+    planNote_.clear();
+  }
   if (mode_ == "jsonl") {
     std::cout << toJson(m, planned_).dump() << std::endl;
   } else if (mode_ == "bar") {

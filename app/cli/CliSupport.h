@@ -30,8 +30,10 @@ nlohmann::json toJson(const engine::StepMetrics& m, const std::map<std::string, 
 // --progress jsonl: one JSON object per step on stdout. bar: a one-line bar on stderr. none.
 class CliMetrics final : public engine::MetricsSink {
 public:
-  explicit CliMetrics(std::string mode, std::map<std::string, std::int64_t> planned = {})
-      : mode_(std::move(mode)), planned_(std::move(planned)) {}
+  // `planNote`: why there is no plan, said once at the first step (a run that fails before it says
+  // its own one line).
+  explicit CliMetrics(std::string mode, std::map<std::string, std::int64_t> planned = {}, std::string planNote = {})
+      : mode_(std::move(mode)), planned_(std::move(planned)), planNote_(std::move(planNote)) {}
   void onStep(const engine::StepMetrics& m) override;
   void onValidation(const engine::ValidationMetrics& v) override;
   void onCheckpoint(const std::string& path, std::int64_t step) override;
@@ -40,6 +42,7 @@ public:
 private:
   std::string mode_;
   std::map<std::string, std::int64_t> planned_;  // bytes by the planner's device names
+  std::string planNote_;
 };
 
 class CliProgress final : public ProgressSink {

@@ -32,8 +32,8 @@ std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std:
 
 void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
                      std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress,
-                     const std::map<std::string, std::int64_t>& planned) {
-  CliMetrics metrics(progress, planned);
+                     const std::map<std::string, std::int64_t>& planned, const std::string& planNote) {
+  CliMetrics metrics(progress, planned, planNote);
   dist::trainAsRankZero(env, std::move(spec), std::move(net), std::move(source), resume, &metrics, nullptr,
                         [&](const std::string& line) {
                           if (progress == "bar") std::cerr << line << "\n";

@@ -22,7 +22,7 @@ namespace splitseg::cli {
 // `planned`: each rank's planned peak, printed beside the measured one (CliMetrics).
 void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
                      std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress,
-                     const std::map<std::string, std::int64_t>& planned = {});
+                     const std::map<std::string, std::int64_t>& planned = {}, const std::string& planNote = {});
 // Any other rank: joins, receives the run from rank 0, trains its stages or serves inference.
 void runAsWorker(const dist::RankEnv& env, int timeoutSeconds);
 // The rank timeout: the flag when given, else SPLITSEG_RANK_TIMEOUT (what launch passes every

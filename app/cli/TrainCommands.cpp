@@ -108,18 +108,19 @@ void runTrain(const TrainArgs& a) {
 
   // The planner's peak per device (per rank over ranks), printed beside each step's measured one.
   std::map<std::string, std::int64_t> planned;
+  std::string planNote;
   try {
     planned = engine::plannedStepPeaks(*net, spec);
   } catch (const std::exception& e) {
-    std::cerr << "note: no memory plan for this run (" << e.what() << ")\n";
+    planNote = e.what();
   }
   if (env.distributed()) {
-    trainAsRankZero(env, spec, net, source, a.resume, a.progress, planned);
+    trainAsRankZero(env, spec, net, source, a.resume, a.progress, planned, planNote);
     return;
   }
   engine::Trainer trainer(net, source, spec);
   if (!a.resume.empty()) trainer.loadCheckpoint(a.resume);
-  CliMetrics metrics(a.progress, planned);
+  CliMetrics metrics(a.progress, planned, planNote);
   if (a.progress == "bar")
     std::cerr << net->architecture() << " " << net->optionsJson() << " (" << net->parameterCount()
               << " parameters) on " << trainer.placement().describe() << "\n";
