@@ -59,10 +59,14 @@ void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placeme
     }
     spec.name = name;
     spec.planningOnly = false;
-    // Rank 0 is the process that plans (like its host device); the others share the host's cores.
-    if (placement::splitRank(shard).rank > 0 && !spec.isCuda()) spec.cpuThreads = rankThreads(worldOf(placement));
     devices.push_back(spec);
   }
+  setRankThreads(devices, placement);
+}
+
+void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
+  for (auto& d : devices)
+    if (placement::splitRank(d.name).rank > 0 && !d.isCuda()) d.cpuThreads = rankThreads(worldOf(placement));
 }
 
 } // namespace splitseg::engine

@@ -18,8 +18,11 @@ std::vector<placement::DeviceSpec> plannerDevices();
 std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& placement);
 // Adds each device `placement` names that `devices` lacks, a rank's taken to be like the device of
 // that name in `devices` (else this host's): "r0:cpu" like "cpu", with this process's threads (rank 0
-// runs here: the workstation, or `launch`'s rank 0); other CPU ranks with rankThreads.
+// runs here: the workstation, or `launch`'s rank 0); then setRankThreads.
 void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
+// Every CPU device of a rank other than 0 with the threads `launch` and the workstation give each
+// rank on this host (rankThreads of the ranks `placement` names; another host's are taken alike).
+void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
 // For planning a run over ranks from a process that will not be its rank 0 (`plan`): every CPU
 // device with the threads `launch` gives each rank on this host (rankThreads of the ranks named).
 void planAsLaunched(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);

@@ -114,6 +114,10 @@ private Q_SLOTS:
       QCOMPARE(d.cpuThreads, d.name == "r2:cpu" ? engine::rankThreads(3) : at::get_num_threads());
     }
     QCOMPARE(cpus, (QStringList{"cpu", "r0:cpu", "r2:cpu"}));
+    // A rank device the list already holds (the workstation's session declares its ranks) too.
+    std::vector<placement::DeviceSpec> declared{{"r2:cpu", std::int64_t{1} << 30}};
+    engine::addPlacedDevices(declared, placement);
+    QCOMPARE(declared.front().cpuThreads, engine::rankThreads(3));
     engine::planAsLaunched(devices, placement);
     for (const auto& d : devices)
       if (!d.isCuda()) QCOMPARE(d.cpuThreads, engine::rankThreads(3));
