@@ -4,14 +4,6 @@
 
 namespace splitseg::engine {
 
-namespace {
-int worldOf(const placement::Placement& placement) {
-  int world = 1;
-  for (const auto& d : placement.devices()) world = std::max(world, placement::splitRank(d).rank + 1);
-  return world;
-}
-} // namespace
-
 placement::DeviceSpec plannerDevice(const DeviceInfo& d) {
   placement::DeviceSpec spec;
   spec.name = d.name;
@@ -38,7 +30,7 @@ std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& pl
 }
 
 void planAsLaunched(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
-  const int world = worldOf(placement);
+  const int world = placement.rankCount();
   if (world <= 1) return;
   for (auto& d : devices)
     if (!d.isCuda()) d.cpuThreads = rankThreads(world);
@@ -65,8 +57,9 @@ void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placeme
 }
 
 void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
+  const int threads = rankThreads(std::max(1, placement.rankCount()));
   for (auto& d : devices)
-    if (placement::splitRank(d.name).rank > 0 && !d.isCuda()) d.cpuThreads = rankThreads(worldOf(placement));
+    if (placement::splitRank(d.name).rank > 0 && !d.isCuda()) d.cpuThreads = threads;
 }
 
 } // namespace splitseg::engine

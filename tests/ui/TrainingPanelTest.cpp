@@ -63,9 +63,6 @@ class TrainingPanelTest : public QObject {
   static void checkPlanLines(const TrainingCharts* charts, const QStringList& devices) {
     for (const auto& name : devices) {
       const double planned = charts->plannedMiB(name), measured = charts->deviceMemory(name)->maxY();
-      QString all;
-      for (const auto& p : charts->deviceMemory(name)->series()->points()) all += QString(" %1").arg(p.y(), 0, 'f', 3);
-      qInfo("%s:%s", qPrintable(name), qPrintable(all));
       qInfo("%s: planned %.2f MiB, largest measured step peak %.2f MiB (%+.1f%%)", qPrintable(name), planned, measured,
             100 * (planned / measured - 1));
       QVERIFY2(planned > 0, qPrintable(name));

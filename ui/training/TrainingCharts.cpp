@@ -180,7 +180,7 @@ QString TrainingCharts::emptyHint(const QChartView* view) const {
   return {};
 }
 
-DecimatedSeries* TrainingCharts::memorySeries(const QString& device, std::int64_t total) {
+DecimatedSeries* TrainingCharts::memorySeries(const QString& device) {
   if (auto it = memory_.find(device); it != memory_.end()) return it->get();
   static const QColor colors[] = {QColor(90, 200, 140), QColor(100, 160, 255), QColor(240, 150, 60), QColor(230, 90, 90)};
   const QColor c = colors[memory_.size() % 4];
@@ -188,12 +188,11 @@ DecimatedSeries* TrainingCharts::memorySeries(const QString& device, std::int64_
   auto* chart = memView_->chart();
   std::shared_ptr<DecimatedSeries> s = line(chart, device, c, memX_, memY_);
   memory_.insert(device, s);
-  capacity_.insert(device, total);
   return s.get();
 }
 
 void TrainingCharts::setPlanned(const QString& device, std::int64_t bytes) {
-  memorySeries(device, 0);  // the device's colour (its points come with the steps)
+  memorySeries(device);  // the device's colour (its points come with the steps)
   auto it = planned_.find(device);
   if (it == planned_.end()) {
     auto* s = new QLineSeries(memView_->chart());
@@ -230,7 +229,6 @@ void TrainingCharts::reset() {
   }
   memory_.clear();
   totals_.clear();
-  capacity_.clear();
   colors_.clear();
   planned_.clear();
   t0_ = -1;
@@ -246,7 +244,7 @@ void TrainingCharts::addStep(const engine::StepMetrics& m) {
   double sum = 0;
   int shown = 0;
   auto add = [&](const QString& name, std::int64_t peak, std::int64_t total) {
-    auto* s = memorySeries(name, total);
+    auto* s = memorySeries(name);
     s->append(seconds_, double(peak) / kMiB);
     if (total > 0) {  // a line at the device's capacity (other ranks report none)
       auto t = totals_.find(name);

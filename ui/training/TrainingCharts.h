@@ -54,7 +54,7 @@ public:
   QString emptyHint(const QChartView* view) const;
 
 private:
-  DecimatedSeries* memorySeries(const QString& device, std::int64_t total);
+  DecimatedSeries* memorySeries(const QString& device);
   void fitAxes();
   void placeHints();
 
@@ -64,7 +64,6 @@ private:
   QValueAxis *lossX_, *lossY_, *diceY_, *memX_, *memY_, *hostX_, *hostY_;
   std::unique_ptr<DecimatedSeries> trainLoss_, valLoss_, trainDice_, valDice_, host_, sum_;
   QHash<QString, std::shared_ptr<DecimatedSeries>> memory_, totals_;
-  QHash<QString, std::int64_t> capacity_;
   QHash<QString, QColor> colors_;
   struct PlanLine {
     QLineSeries* series;
