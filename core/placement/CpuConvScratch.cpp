@@ -18,16 +18,25 @@ std::int64_t weightBytes(const LayerSpec& l, std::int64_t block) {
 // layers (forward: transient above the output; backward: above the input gradient). oneDNN
 // reorders plain tensors into layouts blocked by 16 channels, so the buffers follow the padded
 // channel counts ci, co, not the tensors: a 4-channel layer costs as much as a 16-channel one.
-//  - 3x3x3 convolution: forward keeps a blocked output (and a blocked input once ci >= 16);
-//    backward holds blocked gradients and inputs, ~0.9x the padded input+output with few input
-//    channels (a different kernel), ~3.15x from 16 input channels on.
-//  - 1x1x1 convolution (the head): forward adds an fp32 accumulator of 4 padded output rows;
-//    backward peaks at ~10 bytes per padded input channel (input gradient included).
-//  - 2x2x2 stride-2 transposed convolution: forward twice the (unpadded) output; backward one,
-//    three or ~10.5 padded inputs as the input and output channels reach a block.
-// Agrees with the measured layers within ~10% (16^3..48^3, 1-128 channels) on oneDNN's
-// AVX512_CORE_BF16 kernels. Not fitted to AMX kernels (CPUs with amx_bf16), which hold larger
-// buffers: whole steps measured 4-15% above these figures there (PlannerMeasuredTest).
+// Several buffers are per thread and one sample in size, so they grow with threads / batch
+// (T/b below; the model used to be fitted at batch 1 on two threads, and batch 2-4 steps were
+// planned 15-59% high: PlannerMeasuredTest's batch rows, RankMemoryTest's bf16 micro-batches).
+// Single layers on an AVX-512 AMD EPYC (AVX512_CORE_BF16 kernels, torch 2.11, 2026-12-05;
+// 16^3-32^3, batch 1-4, T 1-2), per voxel of the batch:
+//  - 3x3x3 from 16 input channels: forward max(2ci, 2co) and a weight copy; backward
+//    2(ci+co)(1 + T/b) and ~3 weight copies per thread (within ~2% at 32^3; more at 16^3).
+//  - 3x3x3 from fewer (a plain input): forward 2co; backward 2(ci+co) with the input gradient
+//    (2co without one), and from 16 output channels max(2co + that gradient + 2 max(16T, co)/b,
+//    the former) - exact to 1 byte per voxel in every row traced.
+//  - 1x1x1 (the head): forward 2(ci+co) + 4co T/b (fp32 accumulators), backward 2(ci+co) +
+//    max(4ci T/b, the input gradient) - exact to 0.4 bytes per voxel in every row traced.
+//  - 2x2x2 stride-2 transposed convolution: still the batch-1 model (forward twice the output,
+//    backward one, three or ~10.5 padded inputs as the input and output channels reach a block).
+//    Single layers at batch 1 hold more than it says for fewer than 32 input channels (8->4: 112
+//    against 32 bytes per input voxel) and less at batch 2-4 (32->16: 447-498 against 672); the
+//    steps traced do not peak there, and the fit is left for when one does.
+// Not fitted to AMX kernels (CPUs with amx_bf16), which hold larger buffers: whole steps
+// measured 4-15% above the batch-1 model there (PlannerMeasuredTest).
 std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, const ConvTensor& in,
                                                         const ConvTensor& out, int batch, const PlannerOptions& o) {
   const auto bytesOf = [batch](const ConvTensor& t) { return batch * t.channels * voxels(t.dims) * t.dtype; };
@@ -38,10 +47,33 @@ std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, cons
   const auto bytes = [](double b) { return static_cast<std::int64_t>(b); };
   if (l.kind == LayerKind::ConvTranspose)
     return {2 * bytesOf(out), bytes((fewIn ? 1.0 : fewOut ? 3.0 : 10.5) * 2.0 * ci * vin)};
-  if (l.kernel == 1)
-    return {(8 * co + 2 * (ci + co)) * vout, (10 * ci + 2 * co) * vin - bytesOf(in)};
-  return {(fewIn ? 0 : 2 * ci * vin) + 2 * co * vout,
-          bytes((fewIn ? 0.9 : 3.15) * 2.0 * static_cast<double>(ci * vin + co * vout))};
+  if (l.kernel == 1) {
+    // One fp32 accumulator per thread the size of one sample's blocked output (forward) or input
+    // gradient (backward): with more threads than samples each thread still holds a whole one.
+    const double perThread = static_cast<double>(std::max(1, o.cpuThreads)) / batch;
+    const double acc = 4.0 * perThread * static_cast<double>(vin);
+    return {bytes(2.0 * (ci + co) * vin + acc * co) - bytesOf(out),
+            bytes(2.0 * (ci + co) * vin + std::max(acc * ci, static_cast<double>(bytesOf(in)))) - bytesOf(in)};
+  }
+  const double perSample = static_cast<double>(vin) / batch;
+  const std::int64_t weights = weightBytes(l, block);
+  if (fewIn) {
+    // Plain input: forward holds the blocked output. Backward holds blocked output and input
+    // gradients; from 16 output channels also one sample's blocked output gradient per thread
+    // (at least all the output's blocks), beside the input gradient.
+    const bool grad = in.requiresGrad;
+    double raw = fewOut ? (grad ? 2.0 * (ci + co) : 2.0 * co) * vin
+                        : std::max((2.0 * co + (grad ? 2.0 * l.inChannels : 0.0)) * vin +
+                                       2.0 * perSample * std::max<std::int64_t>(16 * std::max(1, o.cpuThreads), co),
+                                   grad ? 2.0 * (ci + co) * vin : 0.0);
+    return {2 * co * vout, bytes(raw) - (grad ? bytesOf(in) : 0)};
+  }
+  // From 16 input channels: forward holds the blocked input, then the blocked output, and a
+  // copy of the weights; backward the blocked input, output gradient and input gradient, and
+  // the same again per thread for one sample, plus ~3 weight copies per thread.
+  const double threads = std::max(1, o.cpuThreads);
+  return {std::max(2 * ci * vin, 2 * co * vout) + weights,
+          bytes(2.0 * (ci + co) * vin * (1.0 + threads / batch) + 3.0 * threads * weights)};
 }
 
 // fp32 oneDNN convolutions on AVX2 (no AVX-512): channels blocked by 8 (nCdhw8c), and the

@@ -50,6 +50,13 @@ private Q_SLOTS:
     // Depth 5 with the seed's dropout (0.5/0.5/0.3/0.3 after each pool).
     QTest::newRow("b4 d5 48^3") << 4 << 5 << 48 << 1 << "fp32" << "" << "none" << 0.10 << false;
     QTest::newRow("b4 d5 32^3 bf16") << 4 << 5 << 32 << 1 << "bf16" << "" << "none" << 0.10 << false;
+    // A bf16 head (1x1x1) at batch > 1: oneDNN keeps one fp32 accumulator per thread (+26% at
+    // 16^3, batch 4, with the accumulators planned per sample, 2026-12-05).
+    QTest::newRow("b4 d3 16^3 batch 4 bf16:head") << 4 << 3 << 16 << 4 << "bf16:head" << "" << "none" << 0.10 << false;
+    QTest::newRow("b4 d3 24^3 batch 4 bf16:head instance") << 4 << 3 << 24 << 4 << "bf16:head" << "" << "instance" << 0.10 << false;
+    QTest::newRow("b4 d3 32^3 batch 2 bf16:head") << 4 << 3 << 32 << 2 << "bf16:head" << "" << "none" << 0.10 << false;
+    QTest::newRow("b8 d3 32^3 batch 4 bf16") << 8 << 3 << 32 << 4 << "bf16" << "" << "none" << 0.10 << false;
+    QTest::newRow("b4 d4 32^3 batch 3 bf16 ckpt all") << 4 << 4 << 32 << 3 << "bf16" << "all" << "none" << 0.10 << false;
     // Per-stage precision: fp32 stages cast their bf16 inputs up.
     QTest::newRow("b8 d3 48^3 bf16:enc0,dec0") << 8 << 3 << 48 << 1 << "bf16:enc0,dec0" << "" << "none" << 0.10 << false;
     QTest::newRow("b8 d3 48^3 fp32:head ckpt dec0") << 8 << 3 << 48 << 1 << "fp32:head" << "dec0" << "none" << 0.10 << false;
