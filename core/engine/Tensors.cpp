@@ -10,6 +10,12 @@ torch::Tensor toTensor(const Volume& v) {
   return torch::from_blob(const_cast<float*>(v.data()), {s[2], s[1], s[0]}, torch::kFloat).clone();
 }
 
+torch::Tensor toTensor(Volume&& v) {
+  const auto s = v.size();
+  auto* voxels = new std::vector<float>(std::move(v.voxels()));
+  return torch::from_blob(voxels->data(), {s[2], s[1], s[0]}, [voxels](void*) { delete voxels; }, torch::kFloat);
+}
+
 torch::Tensor toTensor(const std::vector<Volume>& channels) {
   if (channels.empty()) throw InvalidArgument("no input channels");
   std::vector<torch::Tensor> t;
@@ -21,12 +27,12 @@ torch::Tensor toTensor(const std::vector<Volume>& channels) {
 }
 
 Volume toVolume(const torch::Tensor& dhw, const Geometry& geometry) {
-  auto t = dhw.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  if (t.dim() != 3 || t.size(0) != geometry.size[2] || t.size(1) != geometry.size[1] ||
-      t.size(2) != geometry.size[0])
+  if (dhw.dim() != 3 || dhw.size(0) != geometry.size[2] || dhw.size(1) != geometry.size[1] ||
+      dhw.size(2) != geometry.size[0])
     throw InvalidArgument("tensor shape does not match the volume geometry");
   Volume v(geometry);
-  std::memcpy(v.data(), t.data_ptr<float>(), sizeof(float) * static_cast<std::size_t>(t.numel()));
+  // Converted and copied straight into the volume: no float intermediate beside a label map.
+  torch::from_blob(v.data(), {dhw.size(0), dhw.size(1), dhw.size(2)}, torch::kFloat).copy_(dhw.detach());
   return v;
 }
 

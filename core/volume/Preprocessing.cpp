@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <utility>
 
 namespace splitseg {
 
@@ -110,16 +111,16 @@ Volume Preprocessing::applyToImage(const Volume& image) const {
 
 Volume Preprocessing::applyToLabel(const Volume& label) const { return toGrid(*this, label, Interpolation::Nearest); }
 
-Volume Preprocessing::restore(const Volume& v, const Geometry& source, Interpolation interp) const {
+Volume Preprocessing::restore(Volume v, const Geometry& source, Interpolation interp) const {
   const Geometry grid = networkGrid(source);
   if (v.size() != grid.size)
     throw InvalidArgument("prediction grid does not match the network grid of the source image (" +
                           grid.differenceTo(v.geometry()) + ")");
   const Geometry canon = canonical ? canonicalGeometry(source) : source;
-  Volume placed = v;
+  Volume placed = std::move(v);
   placed.geometry() = grid;  // callers (the engine) may hand back bare voxels
-  Volume onCanon = canon.sameGrid(grid, 1e-6) ? placed : resample(placed, canon, interp);
-  Volume out = canonical ? fromCanonical(onCanon, source) : onCanon;
+  Volume onCanon = canon.sameGrid(grid, 1e-6) ? std::move(placed) : resample(placed, canon, interp);
+  Volume out = canonical ? fromCanonical(onCanon, source) : std::move(onCanon);
   out.geometry() = source;
   return out;
 }

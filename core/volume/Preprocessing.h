@@ -29,7 +29,7 @@ struct Preprocessing {
   Volume applyToLabel(const Volume& label) const;
   // A volume on networkGrid(source) back onto source: nearest for labels, linear for
   // probabilities or other continuous maps.
-  Volume restore(const Volume& onNetworkGrid, const Geometry& source, Interpolation interpolation) const;
+  Volume restore(Volume onNetworkGrid, const Geometry& source, Interpolation interpolation) const;  // moved through where it can
 };
 
 } // namespace splitseg

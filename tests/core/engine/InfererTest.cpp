@@ -1,7 +1,10 @@
 // Sliding-window prediction: same result as whole-volume when the volume fits one window,
 // any volume size, and windows stitched exactly where they do not overlap.
+#include "core/base/Error.h"
 #include "core/engine/Inferer.h"
+#include "core/engine/Tensors.h"
 #include "core/model/UNet3d.h"
+#include "core/volume/Preprocessing.h"
 
 #include <QtTest>
 #include <torch/torch.h>
@@ -36,6 +39,74 @@ private Q_SLOTS:
     QCOMPARE(windowed.probabilities.sizes().vec(), (std::vector<std::int64_t>{classes, 13, 18, 22}));
     QVERIFY(torch::allclose(whole.probabilities, windowed.probabilities, 1e-5, 1e-5));
     QVERIFY(torch::equal(whole.labels, windowed.labels));
+  }
+
+  // predictLabels hands the preprocessed volume over without a copy and converts the labels
+  // straight into a volume; the result must equal the image taken through each step by hand
+  // (copies, a float label tensor). Rows: a grid the network needs resampled and reoriented to,
+  // and one it takes as it is.
+  void predictLabelsEqualsStepByStep_data() {
+    QTest::addColumn<int>("classes");
+    QTest::addColumn<double>("spacing");
+    QTest::addColumn<bool>("flipped");
+    QTest::newRow("resampled, LAS, binary") << 1 << 0.8 << true;
+    QTest::newRow("resampled, LAS, three classes") << 3 << 0.8 << true;
+    QTest::newRow("as it is") << 1 << 0.0 << false;
+  }
+  void predictLabelsEqualsStepByStep() {
+    QFETCH(int, classes);
+    QFETCH(double, spacing);
+    QFETCH(bool, flipped);
+    auto n = net(classes);
+    engine::SplitExecutor exec(n, placement::Placement::uniform(n->stageNames(), "cpu"));
+    engine::Inferer inferer(exec);
+    Geometry g;
+    g.size = {19, 14, 11};
+    g.spacing = {1.1, 0.9, 1.5};
+    if (flipped) g.direction = {1, 0, 0, 0, -1, 0, 0, 0, 1};
+    Volume source(g);
+    torch::manual_seed(3);
+    const auto noise = torch::randn({g.size[2], g.size[1], g.size[0]}) * 300;
+    std::memcpy(source.data(), noise.data_ptr<float>(), sizeof(float) * static_cast<std::size_t>(noise.numel()));
+    Preprocessing p;
+    p.targetSpacing = {spacing, spacing, spacing};
+    engine::InferOptions o;
+    o.window = {16, 16, 16};
+
+    const Volume input = p.applyToImage(source);
+    const auto pred = inferer.predict(engine::toTensor(input).unsqueeze(0), o);
+    const Volume expected = p.restore(engine::toVolume(pred.labels.to(torch::kFloat), input.geometry()), g,
+                                      Interpolation::Nearest);
+    const Volume labels = engine::predictLabels(inferer, source, p, o);
+    QCOMPARE(labels.size(), g.size);
+    QVERIFY(labels.geometry().sameGrid(g, 1e-9));
+    QCOMPARE(labels.voxels(), expected.voxels());
+    QVERIFY(*std::max_element(labels.voxels().begin(), labels.voxels().end()) >= 0);
+  }
+
+  // The conversions predictLabels relies on: a volume moved into a tensor keeps its voxels where
+  // they are; a tensor of another type, or not contiguous, arrives in a volume converted.
+  void tensorConversions() {
+    Geometry g;
+    g.size = {4, 3, 2};
+    Volume v(g);
+    for (std::size_t i = 0; i < v.voxels().size(); ++i) v.voxels()[i] = static_cast<float>(i);
+    const float* where = v.data();
+    const auto copied = engine::toTensor(v);
+    QVERIFY(copied.data_ptr<float>() != where);
+    const auto moved = engine::toTensor(std::move(v));
+    QCOMPARE(moved.data_ptr<float>(), where);
+    QCOMPARE(moved.sizes().vec(), (std::vector<std::int64_t>{2, 3, 4}));
+    QVERIFY(torch::equal(moved, copied));
+    // int64 labels, transposed (not contiguous), back into a volume of the transposed grid.
+    const auto labels = torch::arange(24, torch::kLong).reshape({4, 3, 2}).transpose(0, 2);
+    Geometry t;
+    t.size = {4, 3, 2};
+    const Volume back = engine::toVolume(labels, t);
+    QVERIFY(torch::equal(engine::toTensor(back), labels.to(torch::kFloat)));
+    Geometry wrong;
+    wrong.size = {2, 3, 4};
+    QVERIFY_THROWS_EXCEPTION(splitseg::InvalidArgument, engine::toVolume(labels, wrong));
   }
 
   void channelsLastIsExactAndTemporary() {
