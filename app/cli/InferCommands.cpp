@@ -95,11 +95,11 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
   const auto t0 = std::chrono::steady_clock::now();
   {
     dist::PeakMeter meter(rank, mine);
+    meter.holdOnCpu(image.numel() * image.element_size());
     prediction = inferer.predict(image, o, &progress);
     peaks = meter.peaks();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  peaks[(rank >= 0 ? "r" + std::to_string(rank) + ":" : std::string()) + "cpu"] += image.numel() * image.element_size();
   measured = peaks;
   return seconds;
 }
@@ -107,9 +107,10 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
 #ifdef SPLITSEG_WITH_ITK
 // A real volume: preprocess exactly as the checkpoint's training did, predict, and write the
 // labels back in the source geometry (so it overlays in Slicer / ITK-SNAP).
-// Returns the line to print, with the planner's memory figures.
+// Returns the line to print, with the planner's memory figures beside the measured ones (as
+// timedPredict measures them: the preprocessing's own copies are no LibTorch allocations).
 nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
-                           const std::string& placement) {
+                           const std::string& placement, const dist::LocalStages& local) {
   if (a.out.empty()) throw InvalidArgument("give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
   const Volume source = io::readVolume(spec.data.image);
   const engine::InferOptions o = inferOptions(spec);
@@ -117,11 +118,18 @@ nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine:
   const nlohmann::json planned = plannedPeaks(spec, net, {grid[2], grid[1], grid[0]});
   CliProgress progress(a.progress);
   const auto t0 = std::chrono::steady_clock::now();
-  const Volume labels = engine::predictLabels(inferer, source, spec.preprocessing, o, &progress);
+  dist::DevicePeaks peaks;
+  Volume labels;
+  {
+    dist::PeakMeter meter(local.namedRank, local.modules);
+    meter.holdOnCpu(engine::predictLabelsImageBytes(source, spec.preprocessing));
+    labels = engine::predictLabels(inferer, source, spec.preprocessing, o, &progress);
+    peaks = meter.peaks();
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   io::writeSegmentation(labels, source.geometry(), a.out);
   nlohmann::json out{{"seconds", seconds}, {"out", a.out}, {"placement", placement}};
-  out["memory"] = {{"planned", planned}};
+  out["memory"] = {{"planned", planned}, {"measured", peaks}};
   return out;
 }
 #endif
@@ -180,7 +188,7 @@ void runInfer(const InferArgs& a) {
   auto use = [&](engine::Inferer& inferer) {
     if (!synthetic) {
 #ifdef SPLITSEG_WITH_ITK
-      out = inferVolume(a, spec, inferer, *net, placement.describe());
+      out = inferVolume(a, spec, inferer, *net, placement.describe(), dist::localStages(*net, placement, env.distributed()));
       return;
 #else
       throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");

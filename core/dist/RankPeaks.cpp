@@ -24,7 +24,7 @@ PeakMeter::~PeakMeter() = default;
 DevicePeaks PeakMeter::peaks() const {
   DevicePeaks out;
   const std::string prefix = rank_ >= 0 ? "r" + std::to_string(rank_) + ":" : "";
-  for (const auto& m : meter_->read()) out[prefix + m.device] = m.peak + (m.device == "cpu" ? cpuParameters_ : 0);
+  for (const auto& m : meter_->read()) out[prefix + m.device] = m.peak + (m.device == "cpu" ? cpuParameters_ + heldOnCpu_ : 0);
   return out;
 }
 

@@ -32,10 +32,15 @@ public:
   PeakMeter(const PeakMeter&) = delete;
   PeakMeter& operator=(const PeakMeter&) = delete;
   DevicePeaks peaks() const;
+  // Host memory that exists throughout without a LibTorch allocation while the meter runs: the
+  // image the Inferer takes from its caller, which the planner counts (engine::predictLabels
+  // hands it over without a copy).
+  void holdOnCpu(std::int64_t bytes) { heldOnCpu_ += bytes; }
 
 private:
   int rank_;
   std::int64_t cpuParameters_ = 0;
+  std::int64_t heldOnCpu_ = 0;
   std::unique_ptr<engine::MemoryMeter> meter_;
   std::unique_ptr<engine::CpuMemoryScope> scope_;
 };

@@ -126,6 +126,10 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   return {probs, labels};
 }
 
+std::int64_t predictLabelsImageBytes(const Volume& source, const Preprocessing& preprocessing) {
+  return preprocessing.networkGrid(source.geometry()).voxelCount() * std::int64_t{sizeof(float)};
+}
+
 Volume predictLabels(Inferer& inferer, const Volume& source, const Preprocessing& preprocessing,
                      const InferOptions& options, ProgressSink* progress, CancelToken* cancel) {
   // Beside the Inferer's buffers (what the planner counts) the image is held once: the

@@ -55,6 +55,10 @@ private:
 Volume predictLabels(Inferer& inferer, const Volume& source, const Preprocessing& preprocessing,
                      const InferOptions& options, ProgressSink* progress = nullptr, CancelToken* cancel = nullptr);
 
+// The image predictLabels hands the Inferer (one float channel on the network's grid): no LibTorch
+// allocation, but the planner counts it as the Inferer's image.
+std::int64_t predictLabelsImageBytes(const Volume& source, const Preprocessing& preprocessing);
+
 // Gaussian importance map for a window (D, H, W), as MONAI's (floor 1e-3).
 torch::Tensor gaussianWindow(const std::array<std::int64_t, 3>& windowZyx, double sigmaScale);
 

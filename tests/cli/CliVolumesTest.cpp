@@ -5,6 +5,7 @@
 #include "core/io/VolumeWriter.h"
 
 #include <QJsonDocument>
+#include <cmath>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -13,11 +14,12 @@
 using namespace splitseg;
 
 namespace {
-int cli(const QStringList& args, QString* err = nullptr) {
+int cli(const QStringList& args, QString* err = nullptr, QByteArray* out = nullptr) {
   QProcess p;
   p.start(SPLITSEG_CLI, args);
   p.waitForFinished(600000);
   if (err) *err = QString::fromUtf8(p.readAllStandardError());
+  if (out) *out = p.readAllStandardOutput();
   return p.exitCode();
 }
 } // namespace
@@ -67,8 +69,15 @@ private Q_SLOTS:
       }
       QCOMPARE(validations, 2);
     }
+    QByteArray line;
     QCOMPARE(cli({"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--window", "16",
-                  "--out", out, "--progress", "none"}, &err), 0);
+                  "--out", out, "--progress", "none"}, &err, &line), 0);
+    // The planner's CPU peak beside the one measured over the prediction (LibTorch's allocations
+    // and the preprocessed image), as for --synthetic.
+    const auto memory = QJsonDocument::fromJson(line).object()["memory"].toObject();
+    const double planned = memory["planned"].toObject()["cpu"].toDouble();
+    const double measured = memory["measured"].toObject()["cpu"].toDouble();
+    QVERIFY2(measured > 0 && std::abs(planned - measured) <= 0.02 * measured, line.constData());
     const auto seg = io::readVolume(out.toStdString());
     QVERIFY2(seg.geometry().sameGrid(g), seg.geometry().differenceTo(g).c_str());
     const auto [lo, hi] = seg.range();

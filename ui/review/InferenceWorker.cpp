@@ -43,6 +43,7 @@ void InferenceWorker::run(const InferenceJob& job) {
     const auto local = dist::localStages(*job.network, placement, job.ranks.distributed());
     const auto predict = [&](engine::Inferer& inferer) {
       dist::PeakMeter meter(local.namedRank, local.modules);
+      meter.holdOnCpu(engine::predictLabelsImageBytes(*job.image, job.run.preprocessing));
       labels = std::make_shared<Volume>(engine::predictLabels(inferer, *job.image, job.run.preprocessing, o, &sink, &token_));
       r.measured = meter.peaks();
     };
