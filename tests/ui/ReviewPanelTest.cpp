@@ -10,6 +10,7 @@
 #include "ui/training/RankProcesses.h"
 #include "core/metrics/SegmentationMetrics.h"
 #include "core/model/StagedNetwork.h"
+#include "core/placement/MemoryPlanner.h"
 #include "ui/session/Session.h"
 
 #include <QComboBox>
@@ -137,6 +138,44 @@ private Q_SLOTS:
     session_->setDevices(small);
     QVERIFY2(panel_->memoryLabel()->text().contains("does not fit: cpu short by"), qPrintable(panel_->memoryLabel()->text()));
     QVERIFY(panel_->memoryLabel()->styleSheet().contains("color"));
+  }
+
+  // "Largest that fits" sets the largest cubic window whose pass fits: with room to spare the
+  // whole volume; on a CPU with room for a 32^3 window's pass, a window that fits and whose next
+  // size does not.
+  void fitWindowFindsTheLargest() {
+    const QString modeBefore = panel_->modeBox()->currentData().toString();
+    const int windowBefore = panel_->windowBox()->value();
+    const auto devicesBefore = session_->devices();
+    auto restore = qScopeGuard([&] {
+      session_->setDevices(devicesBefore);
+      panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData(modeBefore));
+      panel_->windowBox()->setValue(windowBefore);
+    });
+    panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData("window"));
+    panel_->windowBox()->setValue(16);
+    QTest::mouseClick(panel_->fitWindowButton(), Qt::LeftButton);
+    QCOMPARE(panel_->windowBox()->value(), 48);  // the volume's longest side (48 x 40 x 32)
+    QVERIFY2(panel_->memoryLabel()->text().contains("the volume fits in one"), qPrintable(panel_->memoryLabel()->text()));
+
+    panel_->windowBox()->setValue(32);
+    std::array<std::int64_t, 3> grid{};
+    const auto plan32 = placement::MemoryPlanner(*session_->structure()).plan(panel_->inferenceRequest(&grid));
+    auto tight = devicesBefore;
+    for (auto& d : tight)
+      if (d.name == "cpu") d.totalBytes = plan32.devices.front().peak + 1024;
+    session_->setDevices(tight);
+    QVERIFY2(!panel_->memoryLabel()->text().contains("does not fit"), qPrintable(panel_->memoryLabel()->text()));
+    panel_->windowBox()->setValue(16);
+    QTest::mouseClick(panel_->fitWindowButton(), Qt::LeftButton);
+    const int fitted = panel_->windowBox()->value();
+    QVERIFY2(fitted >= 32 && fitted < 48, qPrintable(QString::number(fitted)));
+    const QString atFit = panel_->memoryLabel()->text();
+    QVERIFY2(!atFit.contains("does not fit") && atFit.contains("largest that fits; "), qPrintable(atFit));
+    const int step = static_cast<int>(session_->structure()->sizeDivisor);
+    panel_->windowBox()->setValue(fitted + step);
+    QVERIFY2(panel_->memoryLabel()->text().contains("does not fit"), qPrintable(panel_->memoryLabel()->text()));
+    QVERIFY(!panel_->memoryLabel()->text().contains("largest that fits"));
   }
 
   void inferenceThroughTheEngine() {

@@ -407,7 +407,7 @@ private Q_SLOTS:
     save(window_->grab().toImage(), "review-overlay.png");
   }
 
-  // The Memory row: the planner's peak for a review in 128^3 windows before it runs.
+  // The Memory row: the planner's peak for a review before it runs, at the largest window that fits.
   void reviewMemory() {
     auto* s = window_->session();
     // Every stage on this machine's CPU (an earlier screenshot leaves stages on stand-in GPUs).
@@ -419,6 +419,10 @@ private Q_SLOTS:
     review->modeBox()->setCurrentIndex(review->modeBox()->findData("window"));
     review->windowBox()->setValue(128);
     QVERIFY2(review->memoryLabel()->text().contains("planned peak cpu"), qPrintable(review->memoryLabel()->text()));
+    // Then the largest window the planner says fits this host.
+    QTest::mouseClick(review->fitWindowButton(), Qt::LeftButton);
+    QVERIFY2(review->memoryLabel()->text().contains("largest") && !review->memoryLabel()->text().contains("does not fit"),
+             qPrintable(review->memoryLabel()->text()));
     waitFrames(3);
     save(window_->grab().toImage(), "review-memory.png");
   }

@@ -7,8 +7,10 @@
 #include "ui/session/Session.h"
 
 #include "core/base/Units.h"
+#include "core/placement/LargestVolume.h"
 #include "core/placement/MemoryPlanner.h"
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QColorDialog>
 #include <QComboBox>
@@ -71,10 +73,17 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
     const bool w = mode_->currentData().toString() == "window";
     window_->setEnabled(w);
+    fit_->setEnabled(w);
     overlap_->setEnabled(w);
   });
   form->addRow(tr("Inference"), mode_);
-  form->addRow(tr("Window"), window_);
+  fit_ = new QPushButton(tr("Largest that fits"), this);
+  fit_->setToolTip(tr("The largest cubic window whose pass fits every device, from the memory planner"));
+  connect(fit_, &QPushButton::clicked, this, &ReviewPanel::fitWindow);
+  auto* windowRow = new QHBoxLayout;
+  windowRow->addWidget(window_, 1);
+  windowRow->addWidget(fit_);
+  form->addRow(tr("Window"), windowRow);
   form->addRow(tr("Overlap"), overlap_);
   memory_ = new QLabel(this);
   memory_->setWordWrap(true);
@@ -166,6 +175,59 @@ std::string ReviewPanel::memoryKey() const {
   return key.str();
 }
 
+placement::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>* grid) const {
+  const run::RunSpec run = reviewRun();
+  // The grid the network sees (the run's spacing), as the review resamples the image to it.
+  *grid = run.preprocessing.networkGrid(session_->image()->geometry()).size;  // x, y, z
+  // Over ranks a pass holds one window per micro-batch (InferenceWorker); one process, one window.
+  const int perPass = session_->placement().rankCount() > 1 ? std::max(1, run.microBatches) : 1;
+  // Every stage sharded over ranks names rank 0's devices "r0:cpu": planned like this host's.
+  auto devices = StageMemoryModel::devices(*session_);
+  engine::addPlacedDevices(devices, session_->placement());
+  auto request = run.inferencePlanRequest(session_->stageNames(), devices, {(*grid)[2], (*grid)[1], (*grid)[0]}, perPass);
+  request.placement = session_->placement();
+  return request;
+}
+
+void ReviewPanel::fitWindow() {
+  const auto structure = session_->structure();
+  if (!session_->image() || !structure || session_->placement().stages().empty()) return;
+  const auto fmt = [](std::int64_t b) { return QString::fromStdString(formatBytes(static_cast<double>(b))); };
+  try {
+    std::array<std::int64_t, 3> grid{};
+    const auto request = inferenceRequest(&grid);
+    const placement::MemoryPlanner planner(*structure);
+    // A window larger than the volume shrinks to it: the search stops at the volume (and the box's maximum).
+    const std::int64_t step = structure->sizeDivisor;
+    const std::int64_t longest = *std::max_element(grid.begin(), grid.end());
+    const std::int64_t top = std::min<std::int64_t>((longest + step - 1) / step * step, window_->maximum() / step * step);
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    const auto lv = placement::largestCube(planner, request, false, top);
+    QApplication::restoreOverrideCursor();
+    // What the size past the answer lacks on its tightest device.
+    const auto shortBy = [&](const placement::MemoryPlan& p) {
+      for (const auto& d : p.devices)
+        if (d.name == p.limitingDevice) return tr("%1 more on %2").arg(fmt(std::max<std::int64_t>(0, -d.margin())), QString::fromStdString(d.name));
+      return QString("?");
+    };
+    if (lv.edge == 0) {
+      fittedEdge_ = 0;
+      // (QString::arg reads "%1³" as %13: the superscript is a digit to it.)
+      memory_->setText(tr("no window fits, not even %1: it would need %2").arg(QString::number(lv.step) + "³", shortBy(lv.next)));
+      memory_->setStyleSheet("color: #d04040;");
+      return;
+    }
+    fittedEdge_ = static_cast<int>(lv.edge);
+    fitNote_ = lv.next.devices.empty() ? tr("the largest window there is: the volume fits in one")
+                                       : tr("largest that fits; %1 would need %2").arg(QString::number(lv.edge + lv.step) + "³", shortBy(lv.next));
+    window_->setValue(fittedEdge_);
+    updateMemoryPlan();
+  } catch (const std::exception& e) {
+    QApplication::restoreOverrideCursor();
+    memory_->setText(tr("not planned: %1").arg(QString::fromStdString(e.what())));
+  }
+}
+
 void ReviewPanel::updateMemoryPlan() {
   if (!measured_.empty() && memoryKey() != measuredKey_) measured_.clear();  // measured for other settings
   const auto image = session_->image();
@@ -178,18 +240,8 @@ void ReviewPanel::updateMemoryPlan() {
   }
   const auto fmt = [](std::int64_t b) { return QString::fromStdString(formatBytes(static_cast<double>(b))); };
   try {
-    const run::RunSpec run = reviewRun();
-    // The grid the network sees (the run's spacing), as the review resamples the image to it.
-    const auto grid = run.preprocessing.networkGrid(image->geometry()).size;  // x, y, z
-    // Over ranks a pass holds one window per micro-batch (InferenceWorker); one process, one window.
-    const int perPass = session_->placement().rankCount() > 1 ? std::max(1, run.microBatches) : 1;
-    // Every stage sharded over ranks names rank 0's devices "r0:cpu": planned like this host's.
-    auto devices = StageMemoryModel::devices(*session_);
-    engine::addPlacedDevices(devices, session_->placement());
-    auto request = run.inferencePlanRequest(session_->stageNames(), devices,
-                                            {grid[2], grid[1], grid[0]}, perPass);
-    request.placement = session_->placement();
-    const auto plan = placement::MemoryPlanner(*structure).plan(request);
+    std::array<std::int64_t, 3> grid{};
+    const auto plan = placement::MemoryPlanner(*structure).plan(inferenceRequest(&grid));
     QStringList peaks;
     for (const auto& d : plan.devices)
       peaks << tr("%1 %2 of %3").arg(QString::fromStdString(d.name), fmt(d.peak), d.capacity > 0 ? fmt(d.capacity) : "?");
@@ -213,6 +265,7 @@ void ReviewPanel::updateMemoryPlan() {
                   .arg(QString::fromStdString(plan.limitingDevice), it != plan.devices.end() ? fmt(-it->margin()) : "?");
       memory_->setStyleSheet("color: #d04040;");
     }
+    if (fittedEdge_ > 0 && fittedEdge_ == window_->value() && window_->isEnabled()) text += " · " + fitNote_;
     memory_->setText(text);
     memory_->setToolTip(tr("The memory planner's forward pass of each window batch, parameters included, plus "
                            "the review's own buffers on the host (image, sums, probabilities, labels: %1). "

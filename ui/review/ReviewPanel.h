@@ -45,12 +45,17 @@ public:
   QProgressBar* progressBar() const { return progress_; }
   QComboBox* modeBox() const { return mode_; }
   QSpinBox* windowBox() const { return window_; }
+  // Sets the largest cubic window whose pass fits every device (the planner's largest cube).
+  QPushButton* fitWindowButton() const { return fit_; }
   QTableWidget* metricsTable() const { return table_; }
   QComboBox* displayBox() const { return display_; }
   QSlider* opacitySlider() const { return opacity_; }
   QLabel* summaryLabel() const { return summary_; }
   // The planner's peak per device for a review with the settings shown (red when it does not fit).
   QLabel* memoryLabel() const { return memory_; }
+  // The planner's request for a review with the settings shown; `grid` gets the image's size on
+  // the network's grid (x, y, z). Needs an open image; throws what the run or the planner throws.
+  placement::PlanRequest inferenceRequest(std::array<std::int64_t, 3>* grid) const;
   // The workers a review over ranks starts on this machine (the same kind training starts).
   RankProcesses* rankProcesses() const { return ranks_; }
 
@@ -66,6 +71,7 @@ private:
   // The run with the window settings shown (what Run inference starts).
   run::RunSpec reviewRun() const;
   void updateMemoryPlan();
+  void fitWindow();
   void onFinished(const InferenceResult& r);
   void refreshTable();
   void publishOverlay();
@@ -79,7 +85,7 @@ private:
   QComboBox* mode_;
   QSpinBox* window_;
   QDoubleSpinBox* overlap_;
-  QPushButton *run_, *cancel_, *save_;
+  QPushButton *run_, *cancel_, *save_, *fit_;
   QProgressBar* progress_;
   QComboBox* display_;
   QSlider* opacity_;
@@ -99,6 +105,9 @@ private:
   std::map<std::string, std::int64_t> measured_;
   std::string measuredKey_, runKey_;
   std::string memoryKey() const;
+  // What the last "Largest that fits" found, shown while the window is the one it set.
+  int fittedEdge_ = 0;
+  QString fitNote_;
 };
 
 } // namespace splitseg::ui
