@@ -37,6 +37,7 @@ nlohmann::json toJson(const engine::StepMetrics& m, const std::map<std::string, 
   }
   nlohmann::json j{{"step", m.step},       {"total_steps", m.totalSteps}, {"epoch", m.epoch},
                    {"loss", m.loss},       {"dice", m.dice},              {"mean_dice", m.meanDice},
+                   {"lr", m.learningRate},
                    {"seconds", m.seconds}, {"memory", mem},               {"host_rss", m.hostRss}};
   if (!m.ranks.empty()) {
     nlohmann::json ranks = nlohmann::json::array();

@@ -93,6 +93,8 @@ void RunOptions::addSchedule(CLI::App& cmd) {
   remember(cmd.add_option("--epochs", epochs, "epochs (overrides --steps)")->check(CLI::NonNegativeNumber));
   remember(cmd.add_option("--steps-per-epoch", stepsPerEpoch, "steps per epoch"));
   remember(cmd.add_option("--lr", lr, "Adam learning rate")->check(CLI::PositiveNumber));
+  remember(cmd.add_option("--lr-schedule", lrSchedule,
+                          "learning rate over the run: constant, poly (nnU-Net's (1 - t/T)^0.9) or cosine, to 0 at the last step"));
   remember(cmd.add_option("--seed", seed, "random seed"));
   remember(cmd.add_option("--validate-every", validateEvery, "validate every N steps"));
   remember(cmd.add_option("--checkpoint-every", checkpointEvery, "write the checkpoint every N steps"));
@@ -155,6 +157,13 @@ run::RunSpec RunOptions::build(const run::RunSpec& base) const {
   if (given("--epochs")) r.epochs = epochs;
   if (given("--steps-per-epoch")) r.stepsPerEpoch = stepsPerEpoch;
   if (given("--lr")) r.learningRate = lr;
+  if (given("--lr-schedule")) {
+    try {
+      r.lrSchedule = run::lrScheduleFromString(lrSchedule);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("--lr-schedule: ") + e.what());
+    }
+  }
   if (given("--seed")) r.seed = seed;
   if (given("--validate-every")) r.validateEvery = validateEvery;
   if (given("--checkpoint-every")) r.checkpointEvery = checkpointEvery;

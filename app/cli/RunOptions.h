@@ -52,6 +52,7 @@ private:
   std::string cpuLayout;
   std::int64_t steps = 100, stepsPerEpoch = 50, validateEvery = 0, checkpointEvery = 0;
   double lr = 1e-3;
+  std::string lrSchedule;
   std::uint64_t seed = 0;
   bool printRun_ = false;
 };

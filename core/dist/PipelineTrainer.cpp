@@ -306,6 +306,8 @@ engine::StepMetrics PipelineTrainer::step() {
   }
   const auto to = Clock::now();
   const double optimizerStart = rec ? rec->now() : 0.0;
+  const double lr = spec_.learningRateAt(step_);
+  engine::setLearningRate(*optimizer_, lr);
   engine::adamStep(*optimizer_);
   compute += since(to);
   if (rec) {
@@ -369,6 +371,7 @@ engine::StepMetrics PipelineTrainer::step() {
   m.step = step_;
   m.totalSteps = spec_.totalSteps();
   m.epoch = spec_.epochs > 0 ? static_cast<int>((step_ - 1) / spec_.stepsPerEpoch) + 1 : 1;
+  m.learningRate = lr;
   m.loss = result.empty() ? 0.0 : result.front();
   if (result.size() > 1) m.dice.assign(result.begin() + 1, result.end());
   m.meanDice = m.dice.empty() ? 0.0 : std::accumulate(m.dice.begin(), m.dice.end(), 0.0) / double(m.dice.size());

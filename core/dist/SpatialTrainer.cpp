@@ -305,6 +305,8 @@ engine::StepMetrics SpatialTrainer::step() {
       at += p.numel();
     }
   }
+  const double lr = spec_.learningRateAt(step_);
+  engine::setLearningRate(*optimizer_, lr);
   optimizer_->step();
   syncBuffers();
   // Rank 0 draws the next batch while its GPU may still run this step (pinned memory), as the
@@ -313,6 +315,7 @@ engine::StepMetrics SpatialTrainer::step() {
   ++step_;
   m.step = step_;
   m.totalSteps = spec_.totalSteps();
+  m.learningRate = lr;
   m.seconds = since(t0);
   // Every rank's figures to rank 0 (compute = the step's time not spent waiting for another rank;
   // all ranks run every layer at once, so there is no idle time apart from those waits).

@@ -42,6 +42,7 @@ struct StepMetrics {
   double loss = 0;
   std::vector<double> dice;      // per foreground class
   double meanDice = 0;
+  double learningRate = 0;       // the rate this step's update took (RunSpec::learningRateAt)
   double seconds = 0;            // wall time of this step
   std::vector<DeviceMemory> memory;
   std::int64_t hostRss = 0;      // process resident set size

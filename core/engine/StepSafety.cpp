@@ -31,6 +31,10 @@ void allocateAdamState(torch::optim::Adam& adam) {
   }
 }
 
+void setLearningRate(torch::optim::Adam& adam, double lr) {
+  for (auto& group : adam.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+}
+
 void adamStep(torch::optim::Adam& adam) {
   torch::NoGradGuard noGrad;
   // 1. Everything that allocates, before anything changes.

@@ -20,6 +20,9 @@ void allocateAdamState(torch::optim::Adam& adam);
 // Adam::step.
 void adamStep(torch::optim::Adam& adam);
 
+// Sets every parameter group's rate (RunSpec::learningRateAt) before a step.
+void setLearningRate(torch::optim::Adam& adam, double lr);
+
 // Puts a module in eval mode and back in its previous mode on every exit (exceptions included).
 class EvalModeGuard {
 public:

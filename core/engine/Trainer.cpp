@@ -170,6 +170,8 @@ StepMetrics Trainer::step() {
   }
   if (beforeOptimizerStep_) beforeOptimizerStep_();
   const double optimizerStart = timeline ? timeline->now() : 0.0;
+  const double lr = spec_.learningRateAt(step_);
+  setLearningRate(*optimizer_, lr);
   try {
     adamStep(*optimizer_);  // all-or-nothing: out of memory leaves weights and moments as they were
   } catch (const c10::OutOfMemoryError& e) {
@@ -190,6 +192,7 @@ StepMetrics Trainer::step() {
   m.totalSteps = spec_.totalSteps();
   m.epoch = spec_.epochs > 0 ? static_cast<int>((step_ - 1) / spec_.stepsPerEpoch) + 1 : 1;
   m.loss = loss.loss.item<double>();
+  m.learningRate = lr;
   m.dice = loss.dice;
   m.meanDice = mean(loss.dice);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -116,6 +116,31 @@ DataKind dataKindFromString(const std::string& s) {
   throw InvalidArgument("unknown data source '" + s + "' (none, synthetic, volume, pairs, dataset)");
 }
 
+std::string toString(LrSchedule s) {
+  switch (s) {
+    case LrSchedule::Constant: return "constant";
+    case LrSchedule::Poly: return "poly";
+    case LrSchedule::Cosine: return "cosine";
+  }
+  return "constant";
+}
+
+LrSchedule lrScheduleFromString(const std::string& s) {
+  for (auto k : {LrSchedule::Constant, LrSchedule::Poly, LrSchedule::Cosine})
+    if (toString(k) == s) return k;
+  throw InvalidArgument("unknown learning-rate schedule '" + s + "' (constant, poly, cosine)");
+}
+
+double RunSpec::learningRateAt(std::int64_t stepsDone) const {
+  const double t = std::clamp(static_cast<double>(stepsDone) / static_cast<double>(std::max<std::int64_t>(1, totalSteps())), 0.0, 1.0);
+  switch (lrSchedule) {
+    case LrSchedule::Constant: return learningRate;
+    case LrSchedule::Poly: return learningRate * std::pow(1.0 - t, 0.9);  // nnU-Net's exponent
+    case LrSchedule::Cosine: return learningRate * 0.5 * (1.0 + std::cos(M_PI * t));
+  }
+  return learningRate;
+}
+
 bool DataSpec::operator==(const DataSpec& o) const {
   return kind == o.kind && image == o.image && label == o.label && dataset == o.dataset &&
          validationFraction == o.validationFraction;
@@ -275,6 +300,7 @@ nlohmann::ordered_json RunSpec::toJson() const {
                    {"validate_every", validateEvery},
                    {"checkpoint_every", checkpointEvery}};
   j["learning_rate"] = learningRate;
+  j["lr_schedule"] = toString(lrSchedule);
   j["seed"] = seed;
   j["cpu_budget"] = cpuBudgetBytes;
   j["preprocessing"] = nlohmann::ordered_json::parse(preprocessing.toJson());
@@ -384,6 +410,14 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
     s.read("checkpoint_every", r.checkpointEvery);
   }
   top.read("learning_rate", r.learningRate);
+  if (const auto* s = top.take("lr_schedule")) {
+    try {
+      r.lrSchedule = lrScheduleFromString(ObjectReader::as<std::string>(*s, "lr_schedule"));
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      throw InvalidArgument(what.rfind("lr_schedule", 0) == 0 ? what : "lr_schedule: " + what);
+    }
+  }
   top.read("seed", r.seed);
   top.read("cpu_budget", r.cpuBudgetBytes);
   if (const auto* p = top.take("preprocessing")) {

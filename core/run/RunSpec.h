@@ -36,6 +36,13 @@ struct DataSpec {
   bool operator==(const DataSpec& o) const;
 };
 
+// The learning rate over a run: constant, or decayed from the run's rate to 0 over its steps,
+// "poly" as nnU-Net's (1 - t/T)^0.9 or "cosine" 0.5 (1 + cos(pi t/T)) (t: steps done before
+// the step, T: the run's total).
+enum class LrSchedule { Constant, Poly, Cosine };
+std::string toString(LrSchedule s);
+LrSchedule lrScheduleFromString(const std::string& s);  // throws InvalidArgument
+
 // One field that does not make sense, named as in the JSON ("schedule.steps").
 struct Problem {
   std::string field;
@@ -87,6 +94,7 @@ struct RunSpec {
   std::int64_t validateEvery = 0;                  // steps; 0: never
   std::int64_t checkpointEvery = 0;                // steps; 0: only at the end
   double learningRate = 1e-3;
+  LrSchedule lrSchedule = LrSchedule::Constant;
   std::uint64_t seed = 0;
   std::int64_t cpuBudgetBytes = 0;                 // 0: none
   Preprocessing preprocessing = defaultPreprocessing();  // CT soft-tissue window, source spacing
@@ -97,6 +105,9 @@ struct RunSpec {
   double overlap = 0.5;
 
   std::int64_t totalSteps() const { return epochs > 0 ? epochs * stepsPerEpoch : steps; }
+  // The rate the optimizer takes for the step after `stepsDone` steps (lrSchedule over totalSteps;
+  // a resumed run continues the curve where it stopped).
+  double learningRateAt(std::int64_t stepsDone) const;
 
   // The placement over the network's stages (in network order); stages not listed go to
   // defaultDevice. Throws InvalidArgument for a stage the network does not have.

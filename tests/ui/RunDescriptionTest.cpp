@@ -147,12 +147,17 @@ private Q_SLOTS:
     type("cpuBudgetText", "2GiB");
     auto* offload = dialog.findChild<QCheckBox*>("offloadBox");
     QTest::mouseClick(offload, Qt::LeftButton, {}, QPoint(8, offload->height() / 2));
+    auto* schedule = dialog.findChild<QComboBox*>("lrSchedule");
+    QVERIFY(schedule);
+    QCOMPARE(schedule->currentData().toString(), QString("constant"));
+    schedule->setCurrentIndex(schedule->findData("poly"));
     QVERIFY2(dialog.apply(), qPrintable(dialog.problems().join('\n')));
     const auto& now = w.session()->run();
     QCOMPARE(now.recompute, (std::set<std::string>{"dec0", "enc0"}));
     QCOMPARE(now.seed, std::uint64_t{42});
     QCOMPARE(now.cpuBudgetBytes, std::int64_t{2} << 30);
     QCOMPARE(now.offload, !start.offload);
+    QVERIFY(now.lrSchedule == run::LrSchedule::Poly);
     QCOMPARE(now.batch, start.batch);  // untouched fields stay
     QVERIFY(!dialog.findChild<QLabel*>("runProblems")->isVisible());
   }

@@ -125,6 +125,11 @@ RunSettingsDialog::RunSettingsDialog(Session* session, QWidget* parent) : QDialo
   lr_->setDecimals(6);
   lr_->setRange(0.000001, 10);
   lr_->setSingleStep(0.0001);
+  lrSchedule_ = new QComboBox(this);
+  lrSchedule_->setObjectName("lrSchedule");
+  lrSchedule_->addItem(tr("constant"), "constant");
+  lrSchedule_->addItem(tr("poly (nnU-Net: (1 − t/T)^0.9, to 0)"), "poly");
+  lrSchedule_->addItem(tr("cosine (to 0)"), "cosine");
   seed_ = new QLineEdit(this);
   seed_->setObjectName("seedText");
   cpuBudget_ = new QLineEdit(this);
@@ -138,6 +143,7 @@ RunSettingsDialog::RunSettingsDialog(Session* session, QWidget* parent) : QDialo
   schedForm->addRow(tr("Validate every"), validateEvery_);
   schedForm->addRow(tr("Checkpoint every"), checkpointEvery_);
   schedForm->addRow(tr("Learning rate"), lr_);
+  schedForm->addRow(tr("Rate over the run"), lrSchedule_);
   schedForm->addRow(tr("Seed"), seed_);
   schedForm->addRow(tr("CPU budget"), cpuBudget_);
 
@@ -206,6 +212,7 @@ void RunSettingsDialog::load(const run::RunSpec& r) {
   validateEvery_->setValue(static_cast<int>(r.validateEvery));
   checkpointEvery_->setValue(static_cast<int>(r.checkpointEvery));
   lr_->setValue(r.learningRate);
+  lrSchedule_->setCurrentIndex(lrSchedule_->findData(QString::fromStdString(run::toString(r.lrSchedule))));
   seed_->setText(QString::number(r.seed));
   // Exact, so applying the form unchanged keeps the budget to the byte.
   const std::int64_t b = r.cpuBudgetBytes;
@@ -266,6 +273,7 @@ bool RunSettingsDialog::apply() {
   // A spin box shows a rounded value: one the user did not touch keeps the run's exact number.
   auto value = [this](QDoubleSpinBox* d, double original) { return d->value() == shown_.value(d) ? original : d->value(); };
   r.learningRate = value(lr_, r.learningRate);
+  r.lrSchedule = run::lrScheduleFromString(lrSchedule_->currentData().toString().toStdString());
   bool seedOk = false;
   const qulonglong seed = seed_->text().trimmed().toULongLong(&seedOk);
   if (seedOk) r.seed = seed;

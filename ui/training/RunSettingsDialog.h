@@ -54,6 +54,7 @@ private:
   QSpinBox* validateEvery_;
   QSpinBox* checkpointEvery_;
   QDoubleSpinBox* lr_;
+  QComboBox* lrSchedule_;
   QLineEdit* seed_;
   QLineEdit* cpuBudget_;
   QComboBox* intensity_;

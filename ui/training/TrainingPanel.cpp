@@ -483,8 +483,8 @@ void TrainingPanel::onStep(const engine::StepMetrics& m) {
   progress_->setValue(static_cast<int>(m.step));
   if (!worker_->paused())
     progress_->setFormat(tr("%v / %m steps — ETA %1").arg(duration(mean * double(m.totalSteps - m.step))));
-  status_->setText(tr("step %1: loss %2, Dice %3, %4 s/step").arg(m.step).arg(m.loss, 0, 'f', 4)
-                       .arg(m.meanDice, 0, 'f', 3).arg(m.seconds, 0, 'f', 2));
+  status_->setText(tr("step %1: loss %2, Dice %3, rate %4, %5 s/step").arg(m.step).arg(m.loss, 0, 'f', 4)
+                       .arg(m.meanDice, 0, 'f', 3).arg(m.learningRate, 0, 'g', 3).arg(m.seconds, 0, 'f', 2));
   Q_EMIT stepDone(m.step, m.totalSteps);
 }
 

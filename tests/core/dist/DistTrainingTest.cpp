@@ -75,13 +75,16 @@ private Q_SLOTS:
     QTest::addColumn<int>("micro");
     QTest::addColumn<QString>("recompute");
     QTest::addColumn<QString>("precision");
-    QTest::newRow("2 ranks, M=1") << 2 << kEncodersDecoders << 1 << "none" << "fp32";
-    QTest::newRow("2 ranks, M=2") << 2 << kEncodersDecoders << 2 << "none" << "fp32";
-    QTest::newRow("2 ranks, M=4") << 2 << kEncodersDecoders << 4 << "none" << "fp32";
-    QTest::newRow("2 ranks, M=4, recompute all") << 2 << kEncodersDecoders << 4 << "all" << "fp32";
-    QTest::newRow("3 ranks, M=1") << 3 << kThreeRanks << 1 << "none" << "fp32";
-    QTest::newRow("3 ranks, M=2, recompute dec0,enc1") << 3 << kThreeRanks << 2 << "dec0,enc1" << "fp32";
-    QTest::newRow("3 ranks, M=1, bf16 bottleneck") << 3 << kThreeRanks << 1 << "none" << "bf16:bottleneck";
+    QTest::addColumn<QString>("schedule");
+    QTest::newRow("2 ranks, M=1") << 2 << kEncodersDecoders << 1 << "none" << "fp32" << "constant";
+    QTest::newRow("2 ranks, M=2") << 2 << kEncodersDecoders << 2 << "none" << "fp32" << "constant";
+    QTest::newRow("2 ranks, M=4") << 2 << kEncodersDecoders << 4 << "none" << "fp32" << "constant";
+    QTest::newRow("2 ranks, M=4, recompute all") << 2 << kEncodersDecoders << 4 << "all" << "fp32" << "constant";
+    QTest::newRow("3 ranks, M=1") << 3 << kThreeRanks << 1 << "none" << "fp32" << "constant";
+    QTest::newRow("3 ranks, M=2, recompute dec0,enc1") << 3 << kThreeRanks << 2 << "dec0,enc1" << "fp32" << "constant";
+    QTest::newRow("3 ranks, M=1, bf16 bottleneck") << 3 << kThreeRanks << 1 << "none" << "bf16:bottleneck" << "constant";
+    // A decaying rate: every rank steps its optimizer with the rate of the step (RunSpec::learningRateAt).
+    QTest::newRow("2 ranks, M=2, cosine rate") << 2 << kEncodersDecoders << 2 << "none" << "fp32" << "cosine";
   }
   void sameWeightsAsOneProcess() {
     QFETCH(int, ranks);
@@ -89,9 +92,11 @@ private Q_SLOTS:
     QFETCH(int, micro);
     QFETCH(QString, recompute);
     QFETCH(QString, precision);
+    QFETCH(QString, schedule);
     QTemporaryDir dir;
     const QString one = dir.filePath("one.pt"), many = dir.filePath("many.pt");
-    const QStringList common = runFlags(5) + QStringList{"--recompute", recompute, "--precision", precision};
+    const QStringList common =
+        runFlags(5) + QStringList{"--recompute", recompute, "--precision", precision, "--lr-schedule", schedule};
     // Ranks train NCDHW (RunSpec::cpuLayout applies to one process only); so does the reference,
     // whatever this CPU's default layout is.
     auto single = cli(QStringList{"train"} + common + QStringList{"--cpu-layout", "ncdhw", "--save", one});
@@ -107,7 +112,11 @@ private Q_SLOTS:
     QCOMPARE(sn.size(), 5);
     // The run trained (a run that did nothing would also be "equal").
     QVERIFY(std::abs(s1.first()["loss"].toDouble() - s1.last()["loss"].toDouble()) > 1e-4);
-    for (int i = 0; i < 5; ++i) QVERIFY(std::abs(s1[i]["loss"].toDouble() - sn[i]["loss"].toDouble()) < 1e-5);
+    for (int i = 0; i < 5; ++i) {
+      QVERIFY(std::abs(s1[i]["loss"].toDouble() - sn[i]["loss"].toDouble()) < 1e-5);
+      QCOMPARE(sn[i]["lr"].toDouble(), s1[i]["lr"].toDouble());
+    }
+    if (schedule != "constant") QVERIFY(sn[4]["lr"].toDouble() < 0.5 * sn[0]["lr"].toDouble());
     // Rank 0 reports every rank: time split and bytes moved.
     const auto perRank = sn.last()["ranks"].toArray();
     QCOMPARE(perRank.size(), ranks);

@@ -81,6 +81,7 @@ private Q_SLOTS:
     spec.patch = {16, 24, depth};
     spec.seed = 9;
     spec.learningRate = 3e-3;
+    spec.lrSchedule = run::LrSchedule::Poly;  // every rank steps with the step's rate, as one process
     spec.rankTimeoutSeconds = 60;
     spec.validateEvery = 0;
     spec.batch = batch;

@@ -100,18 +100,22 @@ private Q_SLOTS:
   void resumeContinuesExactly_data() {
     QTest::addColumn<QString>("layout");
     QTest::addColumn<bool>("ahead");
-    QTest::newRow("ncdhw") << "ncdhw" << false;
-    QTest::newRow("channels-last") << "channels-last" << false;
-    QTest::newRow("ncdhw, batches drawn ahead") << "ncdhw" << true;
+    QTest::addColumn<QString>("schedule");
+    QTest::newRow("ncdhw") << "ncdhw" << false << "constant";
+    QTest::newRow("channels-last") << "channels-last" << false << "constant";
+    QTest::newRow("ncdhw, batches drawn ahead") << "ncdhw" << true << "constant";
+    QTest::newRow("ncdhw, poly rate") << "ncdhw" << false << "poly";
   }
 
   void resumeContinuesExactly() {
     QFETCH(QString, layout);
     QFETCH(bool, ahead);
+    QFETCH(QString, schedule);
     const auto path = tempPath("resume.pt");
     auto opts = [&](model::StagedNetwork& net) {
       auto o = options(5, net);
       o.cpuLayout = placement::cpuLayoutFromString(layout.toStdString());
+      o.lrSchedule = run::lrScheduleFromString(schedule.toStdString());
       return o;
     };
     // Uninterrupted: 5 steps, each batch drawn when its step starts.
@@ -181,6 +185,28 @@ private Q_SLOTS:
     QVERIFY(loaded.is_contiguous());
     QVERIFY(torch::equal(loaded, w.contiguous()));
     std::filesystem::remove(path);
+  }
+
+  // RunSpec::lrSchedule: each step's update takes the rate of its place in the run (reported in
+  // its metrics), and a decayed rate trains differently from a constant one.
+  void learningRateFollowsTheSchedule() {
+    std::vector<double> constantLosses, polyLosses;
+    for (const auto schedule : {run::LrSchedule::Constant, run::LrSchedule::Poly}) {
+      auto net = tinyNet(3);
+      auto o = options(4, *net);
+      o.lrSchedule = schedule;
+      engine::Trainer t(net, std::make_shared<data::PhantomSource>(), o);
+      t.setPrefetch(false);
+      for (int i = 0; i < 4; ++i) {
+        const auto m = t.step();
+        QCOMPARE(m.learningRate, o.learningRateAt(i));
+        (schedule == run::LrSchedule::Poly ? polyLosses : constantLosses).push_back(m.loss);
+      }
+    }
+    QCOMPARE(polyLosses[0], constantLosses[0]);  // the same first batch and weights
+    QCOMPARE(polyLosses[1], constantLosses[1]);  // the first update took the full rate in both
+    QVERIFY(polyLosses[2] != constantLosses[2]);  // the second did not
+    QVERIFY(run::RunSpec{}.learningRateAt(50) == run::RunSpec{}.learningRate);
   }
 
   void cancelStopsWithinAStep() {

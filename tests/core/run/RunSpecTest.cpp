@@ -42,6 +42,7 @@ run::RunSpec fullRun() {
   r.validateEvery = 10;
   r.checkpointEvery = 20;
   r.learningRate = 3.7e-4;
+  r.lrSchedule = run::LrSchedule::Poly;
   r.seed = 18446744073709551615ull;  // the largest seed survives (unsigned in JSON)
   r.cpuBudgetBytes = std::int64_t{3} << 30;
   r.preprocessing.canonical = false;
@@ -94,6 +95,7 @@ private Q_SLOTS:
     QCOMPARE(back.validateEvery, r.validateEvery);
     QCOMPARE(back.checkpointEvery, r.checkpointEvery);
     QCOMPARE(back.learningRate, r.learningRate);
+    QVERIFY(back.lrSchedule == r.lrSchedule);
     QCOMPARE(back.seed, r.seed);
     QCOMPARE(back.cpuBudgetBytes, r.cpuBudgetBytes);
     QCOMPARE(back.preprocessing.toJson(), r.preprocessing.toJson());
@@ -105,6 +107,40 @@ private Q_SLOTS:
     run::RunSpec other = back;
     other.stepsPerEpoch += 1;
     QVERIFY(other != r);
+  }
+
+  // The rate each step takes: the run's rate throughout, or decayed to 0 at the run's end (the
+  // formulas written out here; t = steps done, T = the run's total).
+  void learningRateOverTheRun_data() {
+    QTest::addColumn<QString>("schedule");
+    QTest::addColumn<int>("epochs");  // 0: 100 steps; else epochs of 25 steps
+    QTest::addColumn<int>("done");
+    QTest::addColumn<double>("expected");
+    const double lr = 2e-3;
+    QTest::newRow("constant, first") << "constant" << 0 << 0 << lr;
+    QTest::newRow("constant, last") << "constant" << 0 << 99 << lr;
+    QTest::newRow("poly, first") << "poly" << 0 << 0 << lr;
+    QTest::newRow("poly, half") << "poly" << 0 << 50 << lr * std::pow(0.5, 0.9);
+    QTest::newRow("poly, last") << "poly" << 0 << 99 << lr * std::pow(0.01, 0.9);
+    QTest::newRow("poly, past the end") << "poly" << 0 << 150 << 0.0;
+    QTest::newRow("poly over epochs, 3 of 8") << "poly" << 8 << 75 << lr * std::pow(1 - 75.0 / 200, 0.9);
+    QTest::newRow("cosine, first") << "cosine" << 0 << 0 << lr;
+    QTest::newRow("cosine, half") << "cosine" << 0 << 50 << lr / 2;
+    QTest::newRow("cosine, quarter") << "cosine" << 0 << 25 << lr * (1 + std::sqrt(0.5)) / 2;
+  }
+  void learningRateOverTheRun() {
+    QFETCH(QString, schedule);
+    QFETCH(int, epochs);
+    QFETCH(int, done);
+    QFETCH(double, expected);
+    run::RunSpec r;
+    r.learningRate = 2e-3;
+    r.steps = 100;
+    r.epochs = epochs;
+    r.stepsPerEpoch = 25;
+    r.lrSchedule = run::lrScheduleFromString(schedule.toStdString());
+    QCOMPARE(run::toString(r.lrSchedule), schedule.toStdString());
+    QVERIFY2(std::abs(r.learningRateAt(done) - expected) <= 1e-15, qPrintable(QString::number(r.learningRateAt(done), 'g', 17)));
   }
 
   void keysHaveAFixedOrder() {
@@ -122,6 +158,7 @@ private Q_SLOTS:
     b.preprocessing = a.preprocessing;
     b.cpuBudgetBytes = a.cpuBudgetBytes;
     b.seed = a.seed;
+    b.lrSchedule = a.lrSchedule;
     b.learningRate = a.learningRate;
     b.checkpointEvery = a.checkpointEvery;
     b.validateEvery = a.validateEvery;
@@ -184,6 +221,8 @@ private Q_SLOTS:
     QTest::newRow("device not text") << R"({"splitseg_run":1,"placement":{"enc0":0}})" << "placement.enc0";
     QTest::newRow("shard axis unknown") << R"({"splitseg_run":1,"shard":{"axis":"time"}})" << "shard.axis";
     QTest::newRow("shard unknown key") << R"({"splitseg_run":1,"shard":{"axes":"depth"}})" << "shard.axes";
+    QTest::newRow("lr schedule unknown") << R"({"splitseg_run":1,"lr_schedule":"step"})" << "lr_schedule";
+    QTest::newRow("lr schedule not text") << R"({"splitseg_run":1,"lr_schedule":0.9})" << "lr_schedule";
     QTest::newRow("cpu layout unknown") << R"({"splitseg_run":1,"cpu_layout":"nhwc"})" << "cpu_layout";
     QTest::newRow("cpu layout not text") << R"({"splitseg_run":1,"cpu_layout":true})" << "cpu_layout";
     QTest::newRow("shard slabs not sizes") << R"({"splitseg_run":1,"shard":{"slabs":{"cpu+cuda:0":[8,"a"]}}})"
