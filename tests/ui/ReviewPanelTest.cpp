@@ -27,6 +27,18 @@
 using namespace splitseg;
 using namespace splitseg::ui;
 
+namespace {
+// Mode, window and devices as they were when the returned guard goes (tests change them).
+auto keepSettings(ReviewPanel* panel, Session* session) {
+  return qScopeGuard([panel, session, mode = panel->modeBox()->currentData().toString(),
+                      window = panel->windowBox()->value(), devices = session->devices()] {
+    session->setDevices(devices);
+    panel->modeBox()->setCurrentIndex(panel->modeBox()->findData(mode));
+    panel->windowBox()->setValue(window);
+  });
+}
+} // namespace
+
 class ReviewPanelTest : public QObject {
   Q_OBJECT
 
@@ -116,14 +128,8 @@ private Q_SLOTS:
   // The Memory row plans the review with the settings shown: the windows the volume is cut into,
   // each device's peak, and a red "does not fit" when a device is too small for it.
   void memoryPlanFollowsSettings() {
-    const QString modeBefore = panel_->modeBox()->currentData().toString();
-    const int windowBefore = panel_->windowBox()->value();
     const auto devicesBefore = session_->devices();
-    auto restore = qScopeGuard([&] {
-      session_->setDevices(devicesBefore);
-      panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData(modeBefore));
-      panel_->windowBox()->setValue(windowBefore);
-    });
+    const auto restore = keepSettings(panel_.get(), session_.get());
     panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData("window"));
     panel_->windowBox()->setValue(32);
     // 48 x 40 x 32 voxels (x, y, z) in 32^3 windows at half overlap: 2 x 2 x 1 windows.
@@ -144,14 +150,8 @@ private Q_SLOTS:
   // whole volume; on a CPU with room for a 32^3 window's pass, a window that fits and whose next
   // size does not.
   void fitWindowFindsTheLargest() {
-    const QString modeBefore = panel_->modeBox()->currentData().toString();
-    const int windowBefore = panel_->windowBox()->value();
     const auto devicesBefore = session_->devices();
-    auto restore = qScopeGuard([&] {
-      session_->setDevices(devicesBefore);
-      panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData(modeBefore));
-      panel_->windowBox()->setValue(windowBefore);
-    });
+    const auto restore = keepSettings(panel_.get(), session_.get());
     panel_->modeBox()->setCurrentIndex(panel_->modeBox()->findData("window"));
     panel_->windowBox()->setValue(16);
     QTest::mouseClick(panel_->fitWindowButton(), Qt::LeftButton);
