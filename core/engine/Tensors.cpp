@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+
 namespace splitseg::engine {
 
 torch::Tensor toTensor(const Volume& v) {
@@ -12,8 +14,10 @@ torch::Tensor toTensor(const Volume& v) {
 
 torch::Tensor toTensor(Volume&& v) {
   const auto s = v.size();
-  auto* voxels = new std::vector<float>(std::move(v.voxels()));
-  return torch::from_blob(voxels->data(), {s[2], s[1], s[0]}, [voxels](void*) { delete voxels; }, torch::kFloat);
+  auto voxels = std::make_unique<std::vector<float>>(std::move(v.voxels()));
+  auto t = torch::from_blob(voxels->data(), {s[2], s[1], s[0]}, [p = voxels.get()](void*) { delete p; }, torch::kFloat);
+  voxels.release();  // the tensor's storage owns them now
+  return t;
 }
 
 torch::Tensor toTensor(const std::vector<Volume>& channels) {

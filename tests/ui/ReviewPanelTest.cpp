@@ -172,6 +172,10 @@ private Q_SLOTS:
     QVERIFY2(fitted >= 32 && fitted < 48, qPrintable(QString::number(fitted)));
     const QString atFit = panel_->memoryLabel()->text();
     QVERIFY2(!atFit.contains("does not fit") && atFit.contains("largest that fits; "), qPrintable(atFit));
+    // The note holds only while what the search saw holds: other devices, no note.
+    session_->setDevices(devicesBefore);
+    QVERIFY2(!panel_->memoryLabel()->text().contains("largest"), qPrintable(panel_->memoryLabel()->text()));
+    session_->setDevices(tight);
     const int step = static_cast<int>(session_->structure()->sizeDivisor);
     panel_->windowBox()->setValue(fitted + step);
     QVERIFY2(panel_->memoryLabel()->text().contains("does not fit"), qPrintable(panel_->memoryLabel()->text()));

@@ -21,6 +21,7 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScopeGuard>
 #include <QSlider>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -175,6 +176,12 @@ std::string ReviewPanel::memoryKey() const {
   return key.str();
 }
 
+std::string ReviewPanel::fitKey() const {
+  std::string key = memoryKey();
+  for (const auto& d : StageMemoryModel::devices(*session_)) key += ' ' + d.name + '=' + std::to_string(d.capacity);
+  return key;
+}
+
 placement::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>* grid) const {
   const run::RunSpec run = reviewRun();
   // The grid the network sees (the run's spacing), as the review resamples the image to it.
@@ -200,10 +207,11 @@ void ReviewPanel::fitWindow() {
     // A window larger than the volume shrinks to it: the search stops at the volume (and the box's maximum).
     const std::int64_t step = structure->sizeDivisor;
     const std::int64_t longest = *std::max_element(grid.begin(), grid.end());
-    const std::int64_t top = std::min<std::int64_t>((longest + step - 1) / step * step, window_->maximum() / step * step);
+    const std::int64_t volumeEdge = (longest + step - 1) / step * step;
+    const std::int64_t top = std::min<std::int64_t>(volumeEdge, window_->maximum() / step * step);
     QApplication::setOverrideCursor(Qt::WaitCursor);
+    const auto cursor = qScopeGuard([] { QApplication::restoreOverrideCursor(); });
     const auto lv = placement::largestCube(planner, request, false, top);
-    QApplication::restoreOverrideCursor();
     // What the size past the answer lacks on its tightest device.
     const auto shortBy = [&](const placement::MemoryPlan& p) {
       for (const auto& d : p.devices)
@@ -218,12 +226,13 @@ void ReviewPanel::fitWindow() {
       return;
     }
     fittedEdge_ = static_cast<int>(lv.edge);
-    fitNote_ = lv.next.devices.empty() ? tr("the largest window there is: the volume fits in one")
-                                       : tr("largest that fits; %1 would need %2").arg(QString::number(lv.edge + lv.step) + "³", shortBy(lv.next));
+    fitNote_ = lv.edge >= volumeEdge     ? tr("the largest window there is: the volume fits in one")
+               : lv.next.devices.empty() ? tr("the largest window this box takes")
+                                         : tr("largest that fits; %1 would need %2").arg(QString::number(lv.edge + lv.step) + "³", shortBy(lv.next));
     window_->setValue(fittedEdge_);
+    fitKey_ = fitKey();
     updateMemoryPlan();
   } catch (const std::exception& e) {
-    QApplication::restoreOverrideCursor();
     memory_->setText(tr("not planned: %1").arg(QString::fromStdString(e.what())));
   }
 }
@@ -265,7 +274,8 @@ void ReviewPanel::updateMemoryPlan() {
                   .arg(QString::fromStdString(plan.limitingDevice), it != plan.devices.end() ? fmt(-it->margin()) : "?");
       memory_->setStyleSheet("color: #d04040;");
     }
-    if (fittedEdge_ > 0 && fittedEdge_ == window_->value() && window_->isEnabled()) text += " · " + fitNote_;
+    // The search's note while nothing it depended on has changed.
+    if (fittedEdge_ > 0 && fitKey() == fitKey_) text += " · " + fitNote_;
     memory_->setText(text);
     memory_->setToolTip(tr("The memory planner's forward pass of each window batch, parameters included, plus "
                            "the review's own buffers on the host (image, sums, probabilities, labels: %1). "

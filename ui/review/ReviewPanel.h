@@ -108,6 +108,8 @@ private:
   // What the last "Largest that fits" found, shown while the window is the one it set.
   int fittedEdge_ = 0;
   QString fitNote_;
+  std::string fitKey_;
+  std::string fitKey() const;  // memoryKey and the devices' capacities
 };
 
 } // namespace splitseg::ui
