@@ -16,6 +16,7 @@
 #include "core/engine/PlannerDevices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/NetworkStructureOf.h"
+#include "core/placement/LargestVolume.h"
 #include "core/placement/MemoryPlanner.h"
 
 #include <torch/serialize.h>
@@ -26,6 +27,7 @@
 #include "core/volume/Preprocessing.h"
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -81,6 +83,24 @@ nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net,
   }
 }
 
+// --window largest: the largest cubic window whose pass the planner fits on the run's devices, for
+// an image of `volumeZyx` voxels as the network sees it (as Review's "Largest that fits" and
+// `plan --inference --largest`). A window as large as the volume is one pass over it.
+void setLargestWindow(run::RunSpec& spec, model::StagedNetwork& net, const std::array<std::int64_t, 3>& volumeZyx) {
+  const placement::MemoryPlanner planner(model::networkStructure(net));
+  const auto devices = engine::plannerDevices(spec.resolvePlacement(net.stageNames(), "cpu"));
+  const auto request = spec.inferencePlanRequest(net.stageNames(), devices, volumeZyx, spec.batch);
+  const std::int64_t step = planner.network().sizeDivisor;
+  const std::int64_t longest = *std::max_element(volumeZyx.begin(), volumeZyx.end());
+  const auto lv = placement::largestCube(planner, request, false, (longest + step - 1) / step * step);
+  if (lv.edge == 0)
+    throw InvalidArgument("--window largest: no window fits, not even " + std::to_string(lv.step) + "^3 (" +
+                          lv.next.limitingDevice + " is the tightest device)");
+  spec.window = {lv.edge, lv.edge, lv.edge};
+  std::cerr << "note: --window largest: " << lv.edge << "^3"
+            << (lv.edge >= longest ? " (the whole volume in one pass)" : "") << "\n";
+}
+
 // Runs the inferer with the run's window and overlap; returns seconds taken. `measured` gets each
 // device's tensor peak over the prediction (dist::PeakMeter: CUDA's allocator peak; on the CPU
 // every LibTorch allocation plus the CPU parameters of `mine`, the stages this process runs) and
@@ -109,12 +129,13 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
 // labels back in the source geometry (so it overlays in Slicer / ITK-SNAP).
 // Returns the line to print, with the planner's memory figures beside the measured ones (as
 // timedPredict measures them: the preprocessing's own copies are no LibTorch allocations).
-nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
+nlohmann::json inferVolume(const InferArgs& a, run::RunSpec spec, engine::Inferer& inferer, model::StagedNetwork& net,
                            const std::string& placement, const dist::LocalStages& local) {
   if (a.out.empty()) throw InvalidArgument("give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
   const Volume source = io::readVolume(spec.data.image);
-  const engine::InferOptions o = inferOptions(spec);
   const auto grid = spec.preprocessing.networkGrid(source.geometry()).size;  // x, y, z
+  if (a.window == "largest") setLargestWindow(spec, net, {grid[2], grid[1], grid[0]});
+  const engine::InferOptions o = inferOptions(spec);
   const nlohmann::json planned = plannedPeaks(spec, net, {grid[2], grid[1], grid[0]});
   CliProgress progress(a.progress);
   const auto t0 = std::chrono::steady_clock::now();
@@ -128,7 +149,7 @@ nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine:
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   io::writeSegmentation(labels, source.geometry(), a.out);
-  nlohmann::json out{{"seconds", seconds}, {"out", a.out}, {"placement", placement}};
+  nlohmann::json out{{"seconds", seconds}, {"out", a.out}, {"placement", placement}, {"window", spec.window}};
   out["memory"] = {{"planned", planned}, {"measured", peaks}};
   return out;
 }
@@ -152,7 +173,7 @@ void runInfer(const InferArgs& a) {
   }
   run::RunSpec spec = a.run.build(base);
   if (a.window == "0") spec.window = {0, 0, 0};
-  else if (!a.window.empty()) spec.window = run::parseSize(a.window);
+  else if (!a.window.empty() && a.window != "largest") spec.window = run::parseSize(a.window);
   if (a.overlapGiven && a.overlapGiven->count() > 0) spec.overlap = a.overlap;  // else the run's
   const std::string checkpoint = a.checkpoint.empty() ? spec.checkpoint : a.checkpoint;
   const bool synthetic = a.run.given("--synthetic");
@@ -201,6 +222,7 @@ void runInfer(const InferArgs& a) {
     auto phantom = data::makePhantom(po);
     engine::Prediction pred;
     const auto image = engine::toTensor(phantom.image).unsqueeze(0);
+    if (a.window == "largest") setLargestWindow(spec, *net, {image.size(1), image.size(2), image.size(3)});
     // The planner's inference peaks (before, so that its note comes first) beside the measured
     // ones; over ranks, the other ranks' measured peaks join when they are let go.
     const nlohmann::json planned = plannedPeaks(spec, *net, {image.size(1), image.size(2), image.size(3)});
@@ -210,7 +232,7 @@ void runInfer(const InferArgs& a) {
     auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
                                      po.foregroundClasses);
     if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);
-    out = {{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}};
+    out = {{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}, {"window", spec.window}};
     out["memory"] = {{"planned", planned}, {"measured", measured}};
   };
   if (env.distributed()) {
@@ -240,7 +262,8 @@ void addInferCommands(CLI::App& app) {
   a->run.addSession(*cmd);
   cmd->add_option("--out", a->out, "segmentation to write, in the image's geometry");
   cmd->add_option("--checkpoint", a->checkpoint, "trained checkpoint (its run gives network and preprocessing)");
-  cmd->add_option("--window", a->window, "sliding window N or X,Y,Z (default: whole volume)");
+  cmd->add_option("--window", a->window,
+                  "sliding window N or X,Y,Z, or 'largest': the largest cube the memory planner fits on the devices (default: whole volume)");
   a->overlapGiven = cmd->add_option("--overlap", a->overlap, "window overlap")->capture_default_str()->check(CLI::Range(0.0, 0.95));
   a->batchGiven = cmd->add_option("--batch", a->batch, "windows per forward pass (default: 1, or the micro-batches)")
                       ->capture_default_str()

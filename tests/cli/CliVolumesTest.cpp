@@ -4,6 +4,7 @@
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <cmath>
 #include <QJsonObject>
@@ -80,6 +81,19 @@ private Q_SLOTS:
     QVERIFY2(measured > 0 && std::abs(planned - measured) <= 0.02 * measured, line.constData());
     const auto seg = io::readVolume(out.toStdString());
     QVERIFY2(seg.geometry().sameGrid(g), seg.geometry().differenceTo(g).c_str());
+    // --window largest: this host fits the whole volume in one window (40 voxels, the longest side
+    // on the network's grid), so the labels are those of one pass over the whole volume.
+    {
+      const QString largestOut = dir.path() + "/seg-largest.nii.gz", wholeOut = dir.path() + "/seg-whole.nii.gz";
+      QByteArray largestLine;
+      QCOMPARE(cli({"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--window", "largest",
+                    "--out", largestOut, "--progress", "none"}, &err, &largestLine), 0);
+      QVERIFY2(err.contains("--window largest: 40^3 (the whole volume in one pass)"), qPrintable(err));
+      QCOMPARE(QJsonDocument::fromJson(largestLine).object()["window"].toArray(), (QJsonArray{40, 40, 40}));
+      QCOMPARE(cli({"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--window", "0", "--out",
+                    wholeOut, "--progress", "none"}, &err), 0);
+      QVERIFY(io::readVolume(largestOut.toStdString()).voxels() == io::readVolume(wholeOut.toStdString()).voxels());
+    }
     const auto [lo, hi] = seg.range();
     QVERIFY(lo >= 0.0f && hi <= 1.0f);
 
