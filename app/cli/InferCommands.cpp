@@ -90,15 +90,13 @@ void setLargestWindow(run::RunSpec& spec, model::StagedNetwork& net, const std::
   const placement::MemoryPlanner planner(model::networkStructure(net));
   const auto devices = engine::plannerDevices(spec.resolvePlacement(net.stageNames(), "cpu"));
   const auto request = spec.inferencePlanRequest(net.stageNames(), devices, volumeZyx, spec.batch);
-  const std::int64_t step = planner.network().sizeDivisor;
-  const std::int64_t longest = *std::max_element(volumeZyx.begin(), volumeZyx.end());
-  const auto lv = placement::largestCube(planner, request, false, (longest + step - 1) / step * step);
+  const auto lv = placement::largestWindow(planner, request);
   if (lv.edge == 0)
     throw InvalidArgument("--window largest: no window fits, not even " + std::to_string(lv.step) + "^3 (" +
                           lv.next.limitingDevice + " is the tightest device)");
   spec.window = {lv.edge, lv.edge, lv.edge};
   std::cerr << "note: --window largest: " << lv.edge << "^3"
-            << (lv.edge >= longest ? " (the whole volume in one pass)" : "") << "\n";
+            << (lv.edge >= placement::wholeVolumeEdge(planner, request) ? " (the whole volume in one pass)" : "") << "\n";
 }
 
 // Runs the inferer with the run's window and overlap; returns seconds taken. `measured` gets each

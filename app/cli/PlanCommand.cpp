@@ -185,11 +185,7 @@ void runInferencePlan(const PlanArgs& a, const MemoryPlanner& planner, const Pla
     os << "\n" << verdict(plan) << "\n";
   }
   if (a.largest) {
-    // The window grows up to the volume (a larger one shrinks to it).
-    std::int64_t longest = 0;
-    for (auto n : req.volume) longest = std::max(longest, n);
-    const std::int64_t step = planner.network().sizeDivisor;
-    const LargestVolume lv = largestCube(planner, req, false, (longest + step - 1) / step * step);
+    const LargestVolume lv = largestWindow(planner, req);
     out["largest_window"] = {{"edge", lv.edge}, {"step", lv.step}, {"limiting_device", lv.next.limitingDevice},
                              {"limiting_stage", lv.next.limitingStage}};
     if (!a.json) {

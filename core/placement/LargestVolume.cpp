@@ -1,6 +1,8 @@
 #include "core/placement/LargestVolume.h"
 #include "core/base/Error.h"
 
+#include <algorithm>
+
 namespace splitseg::placement {
 
 namespace {
@@ -80,6 +82,19 @@ LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& reque
   out.placement = std::move(best.placement);
   out.next = std::move(fail.plan);
   return out;
+}
+
+std::int64_t wholeVolumeEdge(const MemoryPlanner& planner, const PlanRequest& request) {
+  const std::int64_t step = planner.network().sizeDivisor;
+  const std::int64_t longest = std::max({request.volume[0], request.volume[1], request.volume[2]});
+  return (longest + step - 1) / step * step;
+}
+
+LargestVolume largestWindow(const MemoryPlanner& planner, const PlanRequest& request, std::int64_t maxEdge,
+                            const CancelToken* cancel) {
+  if (!request.inference) throw InvalidArgument("largestWindow: not an inference request");
+  const std::int64_t step = planner.network().sizeDivisor;
+  return largestCube(planner, request, false, std::min(wholeVolumeEdge(planner, request), maxEdge / step * step), cancel);
 }
 
 } // namespace splitseg::placement

@@ -23,4 +23,13 @@ struct LargestVolume {
 LargestVolume largestCube(const MemoryPlanner& planner, const PlanRequest& request, bool autoPlace,
                           std::int64_t maxEdge = 4096, const CancelToken* cancel = nullptr);
 
+// Inference (request.inference, request.volume set): the largest cubic window. A window larger
+// than the volume shrinks to it, so the search stops at wholeVolumeEdge (or at maxEdge when that
+// is smaller); an edge of wholeVolumeEdge is one pass over the whole volume. One home for
+// `plan --inference --largest`, `infer --window largest` and Review's "Largest that fits".
+LargestVolume largestWindow(const MemoryPlanner& planner, const PlanRequest& request, std::int64_t maxEdge = 4096,
+                            const CancelToken* cancel = nullptr);
+// The volume's longest side rounded up to the network's size divisor.
+std::int64_t wholeVolumeEdge(const MemoryPlanner& planner, const PlanRequest& request);
+
 } // namespace splitseg::placement

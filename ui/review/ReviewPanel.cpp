@@ -204,14 +204,11 @@ void ReviewPanel::fitWindow() {
     std::array<std::int64_t, 3> grid{};
     const auto request = inferenceRequest(&grid);
     const placement::MemoryPlanner planner(*structure);
-    // A window larger than the volume shrinks to it: the search stops at the volume (and the box's maximum).
-    const std::int64_t step = structure->sizeDivisor;
-    const std::int64_t longest = *std::max_element(grid.begin(), grid.end());
-    const std::int64_t volumeEdge = (longest + step - 1) / step * step;
-    const std::int64_t top = std::min<std::int64_t>(volumeEdge, window_->maximum() / step * step);
+    // The search stops at the volume (a larger window shrinks to it) or the box's maximum.
+    const std::int64_t volumeEdge = placement::wholeVolumeEdge(planner, request);
     QApplication::setOverrideCursor(Qt::WaitCursor);
     const auto cursor = qScopeGuard([] { QApplication::restoreOverrideCursor(); });
-    const auto lv = placement::largestCube(planner, request, false, top);
+    const auto lv = placement::largestWindow(planner, request, window_->maximum());
     // What the size past the answer lacks on its tightest device.
     const auto shortBy = [&](const placement::MemoryPlan& p) {
       for (const auto& d : p.devices)
