@@ -165,6 +165,28 @@ private Q_SLOTS:
   // plan --measure-speed: the CPU's training speed measured (a few steps of the same network at
   // 64^3) and the predicted step time computed from it instead of the default speed; a rank's
   // "r1:cpu" on this host gets the same measurement.
+  // plan --inference --largest: the largest cubic window whose pass fits. On a CPU given the 32^3
+  // window's peak and 1 KiB, the window found fits and the next size does not; with room to spare
+  // it is the whole volume (its longest side).
+  void planLargestWindow() {
+    const QStringList base{"plan", "--inference", "--volume", "64,64,48", "--base", "4", "--depth", "3", "--norm", "none", "--json"};
+    auto plan = [&](const QStringList& extra) {
+      auto r = cli(base + extra);
+      [&] { QVERIFY2(r.code == 0, qPrintable(r.err)); }();
+      return QJsonDocument::fromJson(r.out.toUtf8()).object();
+    };
+    const auto at32 = plan({"--window", "32", "--devices", "cpu=64GiB"});
+    const auto peak = static_cast<std::int64_t>(at32["plan"].toObject()["devices"].toArray()[0].toObject()["peak"].toDouble());
+    const QString tight = "cpu=" + QString::number(peak + 1024);
+    const auto largest = plan({"--window", "16", "--devices", tight, "--largest"})["largest_window"].toObject();
+    const int edge = largest["edge"].toInt(), step = largest["step"].toInt();
+    QVERIFY2(edge >= 32 && edge < 64 && step > 0, qPrintable(QString::number(edge)));
+    QCOMPARE(largest["limiting_device"].toString(), QString("cpu"));
+    QCOMPARE(plan({"--window", QString::number(edge), "--devices", tight})["plan"].toObject()["fits"].toBool(), true);
+    QCOMPARE(plan({"--window", QString::number(edge + step), "--devices", tight})["plan"].toObject()["fits"].toBool(), false);
+    QCOMPARE(plan({"--devices", "cpu=64GiB", "--largest"})["largest_window"].toObject()["edge"].toInt(), 64);
+  }
+
   void planMeasuresSpeed() {
     const QStringList base{"plan", "--patch", "32", "--base", "4", "--depth", "3", "--json"};
     auto plain = cli(base + QStringList{"--devices", "cpu=4GiB"});
