@@ -185,13 +185,14 @@ std::string ReviewPanel::fitKey() const {
 placement::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>* grid) const {
   const run::RunSpec run = reviewRun();
   // The grid the network sees (the run's spacing), as the review resamples the image to it.
-  *grid = run.preprocessing.networkGrid(session_->image()->geometry()).size;  // x, y, z
+  const auto size = run.preprocessing.networkGrid(session_->image()->geometry()).size;  // x, y, z
+  if (grid) *grid = size;
   // Over ranks a pass holds one window per micro-batch (InferenceWorker); one process, one window.
   const int perPass = session_->placement().rankCount() > 1 ? std::max(1, run.microBatches) : 1;
   // Every stage sharded over ranks names rank 0's devices "r0:cpu": planned like this host's.
   auto devices = StageMemoryModel::devices(*session_);
   engine::addPlacedDevices(devices, session_->placement());
-  auto request = run.inferencePlanRequest(session_->stageNames(), devices, {(*grid)[2], (*grid)[1], (*grid)[0]}, perPass);
+  auto request = run.inferencePlanRequest(session_->stageNames(), devices, {size[2], size[1], size[0]}, perPass);
   request.placement = session_->placement();
   return request;
 }
@@ -201,8 +202,7 @@ void ReviewPanel::fitWindow() {
   if (!session_->image() || !structure || session_->placement().stages().empty()) return;
   const auto fmt = [](std::int64_t b) { return QString::fromStdString(formatBytes(static_cast<double>(b))); };
   try {
-    std::array<std::int64_t, 3> grid{};
-    const auto request = inferenceRequest(&grid);
+    const auto request = inferenceRequest();
     const placement::MemoryPlanner planner(*structure);
     // The search stops at the volume (a larger window shrinks to it) or the box's maximum.
     const std::int64_t volumeEdge = placement::wholeVolumeEdge(planner, request);

@@ -53,9 +53,10 @@ public:
   QLabel* summaryLabel() const { return summary_; }
   // The planner's peak per device for a review with the settings shown (red when it does not fit).
   QLabel* memoryLabel() const { return memory_; }
-  // The planner's request for a review with the settings shown; `grid` gets the image's size on
-  // the network's grid (x, y, z). Needs an open image; throws what the run or the planner throws.
-  placement::PlanRequest inferenceRequest(std::array<std::int64_t, 3>* grid) const;
+  // The planner's request for a review with the settings shown; `grid`, when given, gets the
+  // image's size on the network's grid (x, y, z). Needs an open image; throws what the run or the
+  // planner throws.
+  placement::PlanRequest inferenceRequest(std::array<std::int64_t, 3>* grid = nullptr) const;
   // The workers a review over ranks starts on this machine (the same kind training starts).
   RankProcesses* rankProcesses() const { return ranks_; }
 
