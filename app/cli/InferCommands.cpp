@@ -24,6 +24,7 @@
 #ifdef SPLITSEG_WITH_ITK
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
+#include "core/postprocess/LargestComponent.h"
 #include "core/volume/Preprocessing.h"
 #endif
 
@@ -42,6 +43,8 @@ struct InferArgs {
   std::string window;
   double overlap = 0.5;
   CLI::Option* overlapGiven = nullptr;
+  std::string mirror;  // empty: the run's
+  bool keepLargest = false;
   int batch = 1;
   CLI::Option* batchGiven = nullptr;
   int microBatches = 1;
@@ -53,9 +56,7 @@ struct InferArgs {
 
 // The run's window, overlap and windows per pass (an inference run's batch).
 engine::InferOptions inferOptions(const run::RunSpec& spec) {
-  engine::InferOptions o;
-  o.window = spec.window;
-  o.overlap = spec.overlap;
+  engine::InferOptions o = engine::inferOptionsOf(spec);
   o.batch = spec.batch;
   return o;
 }
@@ -146,8 +147,19 @@ nlohmann::json inferVolume(const InferArgs& a, run::RunSpec spec, engine::Infere
     peaks = meter.peaks();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json kept = nlohmann::json::array();
+  if (spec.keepLargest)
+    for (const auto& c : postprocess::keepLargestComponents(labels)) {
+      kept.push_back({{"label", c.label}, {"components", c.components}, {"kept", c.kept}, {"removed", c.removed}});
+      if (c.removed > 0)
+        std::cerr << "note: --keep-largest: label " << c.label << ": " << c.removed << " voxel(s) in " << c.components - 1
+                  << " smaller region(s) set to background, " << c.kept << " kept\n";
+    }
   io::writeSegmentation(labels, source.geometry(), a.out);
-  nlohmann::json out{{"seconds", seconds}, {"out", a.out}, {"placement", placement}, {"window", spec.window}};
+  nlohmann::json out{{"seconds", seconds},   {"out", a.out},
+                     {"placement", placement}, {"window", spec.window},
+                     {"mirror", run::mirrorToString(spec.mirror)}};
+  if (spec.keepLargest) out["keep_largest"] = kept;
   out["memory"] = {{"planned", planned}, {"measured", peaks}};
   return out;
 }
@@ -173,6 +185,17 @@ void runInfer(const InferArgs& a) {
   if (a.window == "0") spec.window = {0, 0, 0};
   else if (!a.window.empty() && a.window != "largest") spec.window = run::parseSize(a.window);
   if (a.overlapGiven && a.overlapGiven->count() > 0) spec.overlap = a.overlap;  // else the run's
+  if (a.keepLargest) {
+    if (a.run.given("--synthetic")) throw InvalidArgument("--keep-largest applies to --image predictions, not --synthetic");
+    spec.keepLargest = true;
+  }
+  if (!a.mirror.empty()) {
+    try {
+      spec.mirror = run::mirrorFromString(a.mirror);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("--mirror: ") + e.what());
+    }
+  }
   const std::string checkpoint = a.checkpoint.empty() ? spec.checkpoint : a.checkpoint;
   const bool synthetic = a.run.given("--synthetic");
   if (!synthetic && spec.data.image.empty())
@@ -230,7 +253,9 @@ void runInfer(const InferArgs& a) {
     auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
                                      po.foregroundClasses);
     if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);
-    out = {{"seconds", seconds}, {"dice", dice}, {"size", po.size}, {"placement", placement.describe()}, {"window", spec.window}};
+    out = {{"seconds", seconds},       {"dice", dice},
+           {"size", po.size},          {"placement", placement.describe()},
+           {"window", spec.window},    {"mirror", run::mirrorToString(spec.mirror)}};
     out["memory"] = {{"planned", planned}, {"measured", measured}};
   };
   if (env.distributed()) {
@@ -263,6 +288,11 @@ void addInferCommands(CLI::App& app) {
   cmd->add_option("--window", a->window,
                   "sliding window N or X,Y,Z, or 'largest': the largest cube the memory planner fits on the devices (default: whole volume)");
   a->overlapGiven = cmd->add_option("--overlap", a->overlap, "window overlap")->capture_default_str()->check(CLI::Range(0.0, 0.95));
+  cmd->add_flag("--keep-largest", a->keepLargest,
+                "--image: keep only each label's largest connected region (26 neighbours; nnU-Net's post-processing)");
+  cmd->add_option("--mirror", a->mirror,
+                  "test-time mirroring as nnU-Net: average the logits over flips along these axes, e.g. xyz "
+                  "(8 passes per window), z, or none (default: the run's)");
   a->batchGiven = cmd->add_option("--batch", a->batch, "windows per forward pass (default: 1, or the micro-batches)")
                       ->capture_default_str()
                       ->check(CLI::PositiveNumber);

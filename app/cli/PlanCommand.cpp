@@ -57,6 +57,7 @@ struct PlanArgs {
   std::string window = "0";
   double overlap = 0.5;
   int perPass = 1;
+  std::string mirror = "none";
 };
 
 std::vector<std::string> splitList(const std::string& s, char sep) {
@@ -162,12 +163,13 @@ void runInferencePlan(const PlanArgs& a, const MemoryPlanner& planner, const Pla
   std::ostream& os = std::cout;
   if (!a.json) {
     char line[320];
-    std::snprintf(line, sizeof line, "inference of %s voxels (D, H, W) %s, %d window(s) per pass, %s\n",
+    const std::string mirrored = req.mirror ? ", mirrored (" + a.mirror + ")" : "";
+    std::snprintf(line, sizeof line, "inference of %s voxels (D, H, W) %s, %d window(s) per pass%s, %s\n",
                   cube(plan.volume).c_str(),
                   a.window == "0" ? ("in one pass (input " + cube(plan.size) + ")").c_str()
                                   : ("in " + cube(plan.size) + " windows, overlap " + std::to_string(a.overlap).substr(0, 4) +
                                      ": " + std::to_string(plan.windows) + " windows").c_str(),
-                  plan.batch, req.precision.toString(planner.network().stageNames()).c_str());
+                  plan.batch, mirrored.c_str(), req.precision.toString(planner.network().stageNames()).c_str());
     os << line << "placement: " << req.placement.describe() << "\n\n";
     std::snprintf(line, sizeof line, "%-9s %11s %10s %11s %11s %-16s %12s\n", "device", "capacity", "allowance",
                   "parameters", "peak", "peak at", "margin");
@@ -225,7 +227,7 @@ void runPlan(const PlanArgs& a) {
   // A placement over ranks without --devices: the ranks' devices, each taken to be like this host's.
   if (a.devices.empty() && !a.placement.empty()) {
     devices = engine::plannerDevices(spec.resolvePlacement(names, devices.front().name));
-    engine::planAsLaunched(devices, spec.resolvePlacement(names, devices.front().name));  // rank 0 is not this process
+    engine::setRankThreads(devices, spec.resolvePlacement(names, devices.front().name));
     if (!a.allowance.empty())
       for (auto& d : devices) d.allowance = parseBytes(a.allowance);
   }
@@ -254,6 +256,11 @@ void runPlan(const PlanArgs& a) {
     const auto v = run::parseSize(a.volume);  // x, y, z
     spec.window = a.window == "0" ? std::array<std::int64_t, 3>{0, 0, 0} : run::parseSize(a.window);
     spec.overlap = a.overlap;
+    try {
+      spec.mirror = run::mirrorFromString(a.mirror);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("--mirror: ") + e.what());
+    }
     runInferencePlan(a, planner, spec.inferencePlanRequest(names, devices, {v[2], v[1], v[0]}, a.perPass));
     return;
   }
@@ -404,6 +411,7 @@ void addPlanCommands(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--overlap", args->overlap, "--inference: overlap of the windows")->check(CLI::Range(0.0, 0.95))->capture_default_str();
   cmd->add_option("--windows-per-pass", args->perPass, "--inference: windows in one forward pass")->capture_default_str();
+  cmd->add_option("--mirror", args->mirror, "--inference: test-time mirroring axes (xyz, z, none)")->capture_default_str();
   cmd->callback([args] { runPlan(*args); });
 }
 

@@ -41,6 +41,39 @@ torch::Tensor Inferer::runPadded(const torch::Tensor& batch) {
   return logits.index({Slice(), Slice(), Slice(0, d), Slice(0, h), Slice(0, w)}).to(torch::kCPU);
 }
 
+InferOptions inferOptionsOf(const run::RunSpec& run) {
+  InferOptions o;
+  o.window = run.window;
+  o.overlap = run.overlap;
+  o.mirror = run.mirror;
+  return o;
+}
+
+int mirrorPasses(const std::array<bool, 3>& mirror) {
+  return 1 << ((mirror[0] ? 1 : 0) + (mirror[1] ? 1 : 0) + (mirror[2] ? 1 : 0));
+}
+
+torch::Tensor Inferer::runMirrored(const torch::Tensor& batch, const std::array<bool, 3>& mirror,
+                                   CancelToken* cancel) {
+  // As nnU-Net v2 (predict_sliding_window_return_logits): the mean of the logits over every
+  // combination of flips, each flipped back. Tensor dims: x = W (4), y = H (3), z = D (2). The
+  // planner counts the flipped input and the running sum beside a pass (InferenceMemory.h).
+  std::vector<std::int64_t> axes;
+  for (int a = 0; a < 3; ++a)
+    if (mirror[static_cast<std::size_t>(a)]) axes.push_back(4 - a);
+  torch::Tensor sum = runPadded(batch);
+  if (axes.empty()) return sum;
+  const int combos = 1 << axes.size();
+  for (int m = 1; m < combos; ++m) {
+    if (cancel) cancel->checkpoint();
+    std::vector<std::int64_t> dims;
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      if ((m >> i) & 1) dims.push_back(axes[i]);
+    sum.add_(runPadded(batch.flip(dims)).flip(dims));
+  }
+  return sum.div_(combos);
+}
+
 Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o, ProgressSink* progress,
                             CancelToken* cancel) {
   if (imageIn.dim() != 4) throw InvalidArgument("inference input must be (channels, D, H, W)");
@@ -67,11 +100,13 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   const torch::Tensor image = imageIn.to(torch::kFloat).contiguous();
   const std::array<std::int64_t, 3> size{image.size(1), image.size(2), image.size(3)};  // D, H, W
 
+  const int passes = mirrorPasses(o.mirror);
+  const std::string mirrored = passes > 1 ? ", " + std::to_string(passes) + " mirrored passes each" : "";
   torch::Tensor logits;
   const bool whole = o.window[0] <= 0 || o.window[1] <= 0 || o.window[2] <= 0;
   if (whole) {
-    if (progress) progress->progress(0.0, "whole-volume prediction");
-    logits = runPadded(image.unsqueeze(0)).squeeze(0);
+    if (progress) progress->progress(0.0, "whole-volume prediction" + mirrored);
+    logits = runMirrored(image.unsqueeze(0), o.mirror, cancel).squeeze(0);
     auto probs = probabilitiesFromLogits(logits.unsqueeze(0)).squeeze(0);
     if (progress) progress->progress(1.0, "done");
     net.train(wasTraining);
@@ -105,7 +140,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
       crops.push_back(x.index({Slice(), Slice(p[0], p[0] + win[0]), Slice(p[1], p[1] + win[1]),
                                Slice(p[2], p[2] + win[2])}));
     }
-    auto probs = probabilitiesFromLogits(runPadded(torch::stack(crops)));
+    auto probs = probabilitiesFromLogits(runMirrored(torch::stack(crops), o.mirror, cancel));
     for (std::size_t i = first; i < last; ++i) {
       const auto& p = origins[i];
       auto region = std::vector<at::indexing::TensorIndex>{Slice(), Slice(p[0], p[0] + win[0]),
@@ -116,7 +151,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
     }
     if (progress)
       progress->progress(double(last) / double(origins.size()),
-                         "window " + std::to_string(last) + "/" + std::to_string(origins.size()));
+                         "window " + std::to_string(last) + "/" + std::to_string(origins.size()) + mirrored);
   }
   auto probs = (sum / weight.unsqueeze(0))
                    .index({Slice(), Slice(0, size[0]), Slice(0, size[1]), Slice(0, size[2])})

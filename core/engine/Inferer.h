@@ -4,6 +4,7 @@
 #include "core/base/CancelToken.h"
 #include "core/base/Progress.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/run/RunSpec.h"
 #include "core/volume/Preprocessing.h"
 
 #include <array>
@@ -17,7 +18,17 @@ struct InferOptions {
   double sigmaScale = 0.125;                    // Gaussian sigma = window * sigmaScale
   int batch = 1;                                // windows per forward pass
   bool cpuChannelsLast = true;                  // CPU stages' weights in NDHWC while predicting (faster)
+  // Test-time mirroring (nnU-Net's default at inference): each pass runs again on every combination
+  // of flips along these axes (x, y, z) and the logits are averaged; all three: 8 passes.
+  std::array<bool, 3> mirror{false, false, false};
 };
+
+// The run's window, overlap and mirroring (one home for the CLI and the workstation); the
+// windows per pass stay 1 for the caller to set.
+InferOptions inferOptionsOf(const run::RunSpec& run);
+
+// Forward passes per window (or per whole volume) under `mirror`: 2^(axes mirrored).
+int mirrorPasses(const std::array<bool, 3>& mirror);
 
 struct Prediction {
   torch::Tensor probabilities;  // (C, D, H, W) float32 on CPU; C == 1 for binary
@@ -44,6 +55,8 @@ public:
 
 private:
   torch::Tensor runPadded(const torch::Tensor& batch);  // (N, Cin, d, h, w) -> logits cropped back
+  // runPadded, averaged over the mirrored copies `mirror` asks for (InferOptions::mirror).
+  torch::Tensor runMirrored(const torch::Tensor& batch, const std::array<bool, 3>& mirror, CancelToken* cancel);
   model::StagedNetwork& network() { return executor_ ? executor_->network() : forward_->network(); }
   SplitExecutor* executor_ = nullptr;
   WindowForward* forward_ = nullptr;

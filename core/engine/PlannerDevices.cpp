@@ -29,13 +29,6 @@ std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& pl
   return out;
 }
 
-void planAsLaunched(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
-  const int world = placement.rankCount();
-  if (world <= 1) return;
-  for (auto& d : devices)
-    if (!d.isCuda()) d.cpuThreads = rankThreads(world);
-}
-
 void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
   std::vector<placement::DeviceSpec> local;  // this host's, detected only when `devices` lacks one
   for (const auto& shard : placement.devices()) {
@@ -57,9 +50,10 @@ void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placeme
 }
 
 void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
-  const int threads = rankThreads(std::max(1, placement.rankCount()));
+  const int world = placement.rankCount();
+  if (world <= 1) return;
   for (auto& d : devices)
-    if (placement::splitRank(d.name).rank > 0 && !d.isCuda()) d.cpuThreads = threads;
+    if (!d.isCuda()) d.cpuThreads = rankThreads(world);
 }
 
 } // namespace splitseg::engine

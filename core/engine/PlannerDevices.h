@@ -17,14 +17,12 @@ std::vector<placement::DeviceSpec> plannerDevices();
 // (0) where this host lacks it. Without ranks, plannerDevices().
 std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& placement);
 // Adds each device `placement` names that `devices` lacks, a rank's taken to be like the device of
-// that name in `devices` (else this host's): "r0:cpu" like "cpu", with this process's threads (rank 0
-// runs here: the workstation, or `launch`'s rank 0); then setRankThreads.
+// that name in `devices` (else this host's): "r0:cpu" like "cpu"; then setRankThreads.
 void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
-// Every CPU device of a rank other than 0 with the threads `launch` and the workstation give each
-// rank on this host (rankThreads of the ranks `placement` names; another host's are taken alike).
+// A placement over ranks: every CPU device, rank 0's ("cpu", "r0:cpu") included, with the threads
+// each rank runs with (rankThreads of the ranks `placement` names: `launch` and the workstation
+// give them to their workers, dist::trainAsRankZero / inferAsRankZero take them for rank 0;
+// another host's ranks are taken alike). Without ranks, nothing changes.
 void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
-// For planning a run over ranks from a process that will not be its rank 0 (`plan`): every CPU
-// device with the threads `launch` gives each rank on this host (rankThreads of the ranks named).
-void planAsLaunched(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
 
 } // namespace splitseg::engine

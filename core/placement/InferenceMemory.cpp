@@ -53,7 +53,7 @@ InferenceGrid inferenceGrid(const std::array<std::int64_t, 3>& volume, const std
 // Follows Inferer::predict's statements (their temporaries die at the end of each full
 // expression); InferencePlanTest checks the sums against every LibTorch allocation it makes.
 InferenceHost inferenceHost(const InferenceGrid& g, const std::array<std::int64_t, 3>& volume, int windowsPerPass,
-                            std::int64_t inChannels, std::int64_t outChannels) {
+                            std::int64_t inChannels, std::int64_t outChannels, bool mirror) {
   const std::int64_t S = voxels(volume), P = voxels(g.padded), W = voxels(g.window), C = outChannels;
   const std::int64_t B = std::min<std::int64_t>(std::max(1, windowsPerPass), static_cast<std::int64_t>(g.origins.size()));
   // Labels: argmax's int64 map; one channel thresholds to a bool map first, then int64.
@@ -68,6 +68,12 @@ InferenceHost inferenceHost(const InferenceGrid& g, const std::array<std::int64_
     h.logits = C * P * 4;
     h.afterPass = h.base + h.logits + C * S * 4 + labels;
     h.end = h.afterPass;
+    if (mirror) {
+      // The flipped image (then padded as a plain pass's input) and the sum of the logits; after
+      // the pass the network's logits and their flipped crop beside them.
+      h.mirrorPass = inChannels * S * 4 + h.logits;
+      h.mirrorAfter = h.base + inChannels * S * 4 + 2 * h.logits + C * S * 4;
+    }
     return h;
   }
   const bool pad = P != S;
@@ -80,6 +86,12 @@ InferenceHost inferenceHost(const InferenceGrid& g, const std::array<std::int64_
   // sum / weight (cropped to the volume when padded), then the labels beside the probabilities.
   const std::int64_t probs = C * S * 4, divided = C * P * 4;
   h.end = h.base + std::max(divided + (pad ? probs : 0), (pad ? probs : divided) + labels);
+  if (mirror) {
+    // The flipped windows and the sum of the logits; after the pass the stacked and flipped
+    // windows, the sum, the network's logits and their flipped copy.
+    h.mirrorPass = h.batch + h.logits;
+    h.mirrorAfter = h.base + 2 * h.batch + 3 * h.logits;
+  }
   return h;
 }
 

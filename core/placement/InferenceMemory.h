@@ -35,8 +35,13 @@ struct InferenceHost {
   std::int64_t logits = 0;    // a pass's fp32 logits
   std::int64_t afterPass = 0; // peak after the forward (logits, probabilities, weighted sum), base included
   std::int64_t end = 0;       // peak while the probabilities and labels are made, base included
+  // Test-time mirroring (engine::InferOptions::mirror): a mirrored pass holds, beside what a plain
+  // one does, the flipped input and the running sum of the logits (mirrorPass); after it, the
+  // flipped logits beside the sum (mirrorAfter, base included). Zero without mirroring.
+  std::int64_t mirrorPass = 0;
+  std::int64_t mirrorAfter = 0;
 };
 InferenceHost inferenceHost(const InferenceGrid& grid, const std::array<std::int64_t, 3>& volume, int windowsPerPass,
-                            std::int64_t inChannels, std::int64_t outChannels);
+                            std::int64_t inChannels, std::int64_t outChannels, bool mirror = false);
 
 } // namespace splitseg::placement

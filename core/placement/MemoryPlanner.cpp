@@ -315,24 +315,26 @@ MemoryPlan MemoryPlanner::plan(const PlanRequest& req) const {
       if (n == "input") inputDevice = sr.stageDevice[s];
   InferenceHost host;
   if (req.inference) {
-    host = inferenceHost(grid, req.volume, batch, network_.inChannels, network_.outChannels);
+    host = inferenceHost(grid, req.volume, batch, network_.inChannels, network_.outChannels, req.mirror);
     plan.volume = req.volume;
     plan.windows = static_cast<std::int64_t>(grid.origins.size());
-    plan.hostBytes = std::max({host.base + host.batch, host.afterPass, host.end});
+    plan.hostBytes = std::max({host.base + host.batch + host.mirrorPass, host.afterPass, host.end, host.mirrorAfter});
   }
   // The host's peak: during the pass its buffers sit beside the replay's tensors (the pass's input
   // is the replay's own when it starts on the host), after it the logits come back.
   auto hostPeak = [&](const detail::SimDevice& sd, std::int64_t held) {
     const std::int64_t input = grid.whole && host.batch == 0 ? host.image : host.batch;
-    const std::int64_t pass = sd.peak + held + host.base + host.batch - (inputDevice == hostDevice ? input : 0);
+    const std::int64_t pass =
+        sd.peak + held + host.base + host.batch + host.mirrorPass - (inputDevice == hostDevice ? input : 0);
     // Over ranks, rank 0 ends the pass holding every micro-batch's sends (until the flush) beside
     // the logits' parts and, with M > 1, their concatenation (dist::forwardOverRanks).
     const std::int64_t ranksEnd =
         overRanks && !spatial && hostDevice >= 0
-            ? sd.persistent + host.base + host.batch + M * sentPerMicro[static_cast<std::size_t>(hostDevice)] +
-                  (M > 1 ? 2 : 1) * host.logits
+            ? sd.persistent + host.base + host.batch + host.mirrorPass +
+                  M * sentPerMicro[static_cast<std::size_t>(hostDevice)] + (M > 1 ? 2 : 1) * host.logits
             : 0;
-    return std::max({pass, ranksEnd, sd.persistent + host.afterPass, sd.persistent + host.end});
+    return std::max({pass, ranksEnd, sd.persistent + host.afterPass, sd.persistent + host.end,
+                     sd.persistent + host.mirrorAfter});
   };
   std::int64_t worst = std::numeric_limits<std::int64_t>::max();
   plan.fits = true;

@@ -104,6 +104,7 @@ struct PlanRequest {
   bool inference = false;
   std::array<std::int64_t, 3> volume{0, 0, 0};
   double overlap = 0.5;
+  bool mirror = false;  // inference: test-time mirroring (engine::InferOptions::mirror, any axis)
   // Ranks' GPipe schedule: the batch flows as this many micro-batches; every device holds the
   // saved activations of all of them when the first backward begins.
   int microBatches = 1;

@@ -141,6 +141,25 @@ double RunSpec::learningRateAt(std::int64_t stepsDone) const {
   return learningRate;
 }
 
+std::string mirrorToString(const std::array<bool, 3>& axes) {
+  std::string s;
+  for (int a = 0; a < 3; ++a)
+    if (axes[static_cast<std::size_t>(a)]) s += "xyz"[a];
+  return s;
+}
+
+std::array<bool, 3> mirrorFromString(const std::string& s) {
+  std::array<bool, 3> axes{false, false, false};
+  if (s == "none") return axes;
+  for (char c : s) {
+    const auto at = std::string("xyz").find(c);
+    if (at == std::string::npos || axes[at])
+      throw InvalidArgument("mirror axes '" + s + "': give each of x, y, z at most once (\"xyz\": all), or none");
+    axes[at] = true;
+  }
+  return axes;
+}
+
 bool DataSpec::operator==(const DataSpec& o) const {
   return kind == o.kind && image == o.image && label == o.label && dataset == o.dataset &&
          validationFraction == o.validationFraction;
@@ -190,6 +209,7 @@ placement::PlanRequest RunSpec::inferencePlanRequest(const std::vector<std::stri
   const bool whole = window[0] <= 0 || window[1] <= 0 || window[2] <= 0;
   r.size = whole ? std::array<std::int64_t, 3>{0, 0, 0} : std::array<std::int64_t, 3>{window[2], window[1], window[0]};
   r.overlap = overlap;
+  r.mirror = mirror[0] || mirror[1] || mirror[2];
   r.batch = std::max(1, windowsPerPass);
   r.microBatches = std::min(std::max(1, microBatches), r.batch);
   r.checkpoint.clear();
@@ -310,7 +330,8 @@ nlohmann::ordered_json RunSpec::toJson() const {
                {"dataset", data.dataset},
                {"validation_fraction", data.validationFraction}};
   j["checkpoint"] = checkpoint;
-  j["inference"] = {{"window", window}, {"overlap", overlap}};
+  j["inference"] = {{"window", window}, {"overlap", overlap}, {"mirror", mirrorToString(mirror)},
+                    {"keep_largest", keepLargest}};
   return j;
 }
 
@@ -456,6 +477,15 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
     auto in = top.sub("inference");
     if (const auto* w = in.take("window")) r.window = readTriple<std::int64_t>(*w, "inference.window");
     in.read("overlap", r.overlap);
+    in.read("keep_largest", r.keepLargest);
+    if (const auto* m = in.take("mirror")) {
+      try {
+        r.mirror = mirrorFromString(ObjectReader::as<std::string>(*m, "inference.mirror"));
+      } catch (const InvalidArgument& e) {
+        const std::string what = e.what();
+        throw InvalidArgument(what.rfind("inference.mirror", 0) == 0 ? what : "inference.mirror: " + what);
+      }
+    }
   }
   return r;
 }

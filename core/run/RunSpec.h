@@ -43,6 +43,11 @@ enum class LrSchedule { Constant, Poly, Cosine };
 std::string toString(LrSchedule s);
 LrSchedule lrScheduleFromString(const std::string& s);  // throws InvalidArgument
 
+// Test-time mirroring axes (x, y, z) as text: "xyz", "z", "" for none; parsing takes the letters
+// in any order, each once, and "none". Throws InvalidArgument for anything else.
+std::string mirrorToString(const std::array<bool, 3>& axes);
+std::array<bool, 3> mirrorFromString(const std::string& s);
+
 // One field that does not make sense, named as in the JSON ("schedule.steps").
 struct Problem {
   std::string field;
@@ -103,6 +108,11 @@ struct RunSpec {
   // Inference: sliding window (0: whole volume) and overlap.
   std::array<std::int64_t, 3> window{0, 0, 0};    // x, y, z
   double overlap = 0.5;
+  // Test-time mirroring (engine::InferOptions::mirror) along x, y, z; each axis doubles the passes.
+  std::array<bool, 3> mirror{false, false, false};
+  // After inference, only each label's largest 26-connected region is kept (nnU-Net's "remove all
+  // but the largest component"; postprocess::keepLargestComponents), on the image's own grid.
+  bool keepLargest = false;
 
   std::int64_t totalSteps() const { return epochs > 0 ? epochs * stepsPerEpoch : steps; }
   // The rate the optimizer takes for the step after `stepsDone` steps (lrSchedule over totalSteps;

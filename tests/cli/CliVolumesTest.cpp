@@ -3,6 +3,7 @@
 #include "core/data/Phantom.h"
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
+#include "core/postprocess/LargestComponent.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -93,6 +94,41 @@ private Q_SLOTS:
       QCOMPARE(cli({"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--window", "0", "--out",
                     wholeOut, "--progress", "none"}, &err), 0);
       QVERIFY(io::readVolume(largestOut.toStdString()).voxels() == io::readVolume(wholeOut.toStdString()).voxels());
+    }
+    // Test-time mirroring and the largest region per label: the plan still holds the measured
+    // peak to 2% (the flipped windows and the logits' sum counted), and the post-processed labels
+    // are the mirrored prediction with the voxels the line reports removed, one region per label.
+    {
+      const QString mirroredOut = dir.path() + "/seg-mirrored.nii.gz", keptOut = dir.path() + "/seg-kept.nii.gz";
+      QByteArray mirroredLine, keptLine;
+      QCOMPARE(cli({"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--window", "16",
+                    "--mirror", "xyz", "--out", mirroredOut, "--progress", "none"}, &err, &mirroredLine), 0);
+      const auto o = QJsonDocument::fromJson(mirroredLine).object();
+      QCOMPARE(o["mirror"].toString(), QString("xyz"));
+      QVERIFY2(!o.contains("keep_largest"), mirroredLine.constData());
+      const auto m = o["memory"].toObject();
+      const double mPlanned = m["planned"].toObject()["cpu"].toDouble(), mMeasured = m["measured"].toObject()["cpu"].toDouble();
+      QVERIFY2(mMeasured > measured && std::abs(mPlanned - mMeasured) <= 0.02 * mMeasured, mirroredLine.constData());
+      QCOMPARE(cli({"infer", "--image", QString::fromStdString(image), "--checkpoint", ckpt, "--window", "16",
+                    "--mirror", "xyz", "--keep-largest", "--out", keptOut, "--progress", "none"}, &err, &keptLine), 0);
+      const auto mirrored = io::readVolume(mirroredOut.toStdString());
+      auto kept = io::readVolume(keptOut.toStdString());
+      QVERIFY(mirrored.voxels() != seg.voxels());  // mirroring changed the prediction
+      std::int64_t removed = 0, changedElsewhere = 0;
+      for (std::size_t i = 0; i < kept.voxels().size(); ++i) {
+        if (kept.voxels()[i] == mirrored.voxels()[i]) continue;
+        if (kept.voxels()[i] == 0.0f) ++removed;
+        else ++changedElsewhere;
+      }
+      QCOMPARE(changedElsewhere, std::int64_t{0});
+      std::int64_t reported = 0;
+      for (const auto& c : QJsonDocument::fromJson(keptLine).object()["keep_largest"].toArray())
+        reported += c.toObject()["removed"].toInteger();
+      QCOMPARE(removed, reported);
+      for (const auto& c : postprocess::keepLargestComponents(kept)) QCOMPARE(c.removed, std::int64_t{0});
+      // Only for images: a phantom's prediction is refused with one line.
+      QVERIFY(cli({"infer", "--synthetic", "16", "--base", "4", "--keep-largest", "--progress", "none"}, &err) != 0);
+      QVERIFY2(err.contains("--keep-largest") && err.count('\n') <= 1, qPrintable(err));
     }
     const auto [lo, hi] = seg.range();
     QVERIFY(lo >= 0.0f && hi <= 1.0f);

@@ -151,6 +151,13 @@ private Q_SLOTS:
     QVERIFY(schedule);
     QCOMPARE(schedule->currentData().toString(), QString("constant"));
     schedule->setCurrentIndex(schedule->findData("poly"));
+    for (const char* axis : {"mirrorx", "mirrorz"}) {
+      auto* box = dialog.findChild<QCheckBox*>(axis);
+      QVERIFY(box && !box->isChecked());
+      QTest::mouseClick(box, Qt::LeftButton, {}, QPoint(8, box->height() / 2));
+    }
+    auto* keepLargest = dialog.findChild<QCheckBox*>("keepLargest");
+    QTest::mouseClick(keepLargest, Qt::LeftButton, {}, QPoint(8, keepLargest->height() / 2));
     QVERIFY2(dialog.apply(), qPrintable(dialog.problems().join('\n')));
     const auto& now = w.session()->run();
     QCOMPARE(now.recompute, (std::set<std::string>{"dec0", "enc0"}));
@@ -158,6 +165,8 @@ private Q_SLOTS:
     QCOMPARE(now.cpuBudgetBytes, std::int64_t{2} << 30);
     QCOMPARE(now.offload, !start.offload);
     QVERIFY(now.lrSchedule == run::LrSchedule::Poly);
+    QCOMPARE(run::mirrorToString(now.mirror), std::string("xz"));
+    QVERIFY(now.keepLargest);
     QCOMPARE(now.batch, start.batch);  // untouched fields stay
     QVERIFY(!dialog.findChild<QLabel*>("runProblems")->isVisible());
   }

@@ -27,6 +27,7 @@
 #include <QAbstractButton>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QDir>
@@ -419,6 +420,18 @@ private Q_SLOTS:
     review->modeBox()->setCurrentIndex(review->modeBox()->findData("window"));
     review->windowBox()->setValue(128);
     QVERIFY2(review->memoryLabel()->text().contains("planned peak cpu"), qPrintable(review->memoryLabel()->text()));
+    // As nnU-Net predicts: mirrored along x, y, z, each label's largest region kept.
+    auto* mirror = review->findChild<QComboBox*>("reviewMirror");
+    auto* keep = review->findChild<QCheckBox*>("reviewKeepLargest");
+    QVERIFY(mirror && keep);
+    const auto unmirrored = review->memoryLabel()->text();
+    mirror->setCurrentIndex(mirror->findData("xyz"));
+    keep->setChecked(true);
+    auto plain = qScopeGuard([mirror, keep] {
+      mirror->setCurrentIndex(0);
+      keep->setChecked(false);
+    });
+    QVERIFY(review->memoryLabel()->text() != unmirrored);
     // Then the largest window the planner says fits this host.
     QTest::mouseClick(review->fitWindowButton(), Qt::LeftButton);
     QVERIFY2(review->memoryLabel()->text().contains("largest") && !review->memoryLabel()->text().contains("does not fit"),

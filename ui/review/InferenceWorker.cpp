@@ -1,4 +1,7 @@
 #include "ui/review/InferenceWorker.h"
+#ifdef SPLITSEG_HAVE_POSTPROCESS
+#include "core/postprocess/LargestComponent.h"
+#endif
 
 #include "core/base/Error.h"
 #include "core/dist/RankRun.h"
@@ -30,9 +33,7 @@ void InferenceWorker::run(const InferenceJob& job) {
   clock.start();
   try {
     job.network->root().eval();
-    engine::InferOptions o;
-    o.window = job.run.window;
-    o.overlap = job.run.overlap;
+    engine::InferOptions o = engine::inferOptionsOf(job.run);
     // Over ranks, one window per micro-batch in each pass: the ranks work on different windows at once.
     if (job.ranks.distributed()) o.batch = std::max(1, job.run.microBatches);
     SignalProgress sink(this);
@@ -67,6 +68,12 @@ void InferenceWorker::run(const InferenceJob& job) {
       }
       executor.setCpuChannelsLast(false);
     }
+#ifdef SPLITSEG_HAVE_POSTPROCESS
+    if (job.run.keepLargest) {
+      Q_EMIT progress(1.0, tr("keeping each label's largest region"));
+      for (const auto& c : postprocess::keepLargestComponents(*labels)) r.removedVoxels += c.removed;
+    }
+#endif
     r.labels = labels;
     if (job.truth && job.truth->geometry().sameGrid(labels->geometry())) {
       Q_EMIT progress(1.0, tr("computing Dice and HD95"));

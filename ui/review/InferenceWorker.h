@@ -23,7 +23,8 @@ namespace splitseg::ui {
 
 struct InferenceJob {
   std::shared_ptr<model::StagedNetwork> network;
-  // The document's run (a copy): placement, per-stage precision, preprocessing, window, overlap.
+  // The document's run (a copy): placement, per-stage precision, preprocessing, window, overlap,
+  // mirroring, largest-region post-processing.
   run::RunSpec run;
   std::shared_ptr<const Volume> image;
   std::shared_ptr<const Volume> truth;      // optional
@@ -39,6 +40,7 @@ struct InferenceResult {
   // Each device's measured tensor peak over the prediction, named as the memory planner names it
   // ("cpu", "r1:cpu"; dist::PeakMeter); over ranks, every rank's. Empty when it did not finish.
   std::map<std::string, std::int64_t> measured;
+  std::int64_t removedVoxels = 0;  // run.keepLargest: voxels outside their label's largest region
   QString error;
   bool cancelled = false;
 };

@@ -86,6 +86,25 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   windowRow->addWidget(fit_);
   form->addRow(tr("Window"), windowRow);
   form->addRow(tr("Overlap"), overlap_);
+  // nnU-Net's test-time mirroring: the mean over flipped copies, each flip doubling the passes.
+  mirror_ = new QComboBox(this);
+  mirror_->setObjectName("reviewMirror");
+  mirror_->addItem(tr("off"), "");
+  mirror_->addItem(tr("x, y, z (8 passes)"), "xyz");
+  mirror_->addItem(tr("x, y (4 passes)"), "xy");
+  mirror_->setToolTip(tr("Average the prediction over mirrored copies of each window (nnU-Net's test-time "
+                         "augmentation): smoother labels, one pass per combination of flips"));
+  form->addRow(tr("Mirroring"), mirror_);
+  keepLargest_ = new QCheckBox(tr("keep each label's largest region"), this);
+  keepLargest_->setObjectName("reviewKeepLargest");
+#ifdef SPLITSEG_HAVE_POSTPROCESS
+  keepLargest_->setToolTip(tr("After the prediction, voxels of a label outside its largest 26-connected region "
+                              "become background (nnU-Net's post-processing)"));
+#else
+  keepLargest_->setEnabled(false);
+  keepLargest_->setToolTip(tr("Needs a build with ITK"));
+#endif
+  form->addRow(tr("Post-processing"), keepLargest_);
   memory_ = new QLabel(this);
   memory_->setWordWrap(true);
   memory_->setObjectName("reviewMemory");
@@ -94,6 +113,7 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   connect(window_, qOverload<int>(&QSpinBox::valueChanged), this, &ReviewPanel::updateMemoryPlan);
   connect(overlap_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, &ReviewPanel::updateMemoryPlan);
   connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ReviewPanel::updateMemoryPlan);
+  connect(mirror_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ReviewPanel::updateMemoryPlan);
   auto* buttons = new QHBoxLayout;
   run_ = new QPushButton(tr("Run inference"), this);
   run_->setShortcut(QKeySequence(tr("Ctrl+I")));
@@ -167,6 +187,8 @@ run::RunSpec ReviewPanel::reviewRun() const {
     run.window = {0, 0, 0};
   }
   run.overlap = overlap_->value();
+  run.mirror = run::mirrorFromString(mirror_->currentData().toString().toStdString());
+  run.keepLargest = keepLargest_->isChecked();
   return run;
 }
 
@@ -361,8 +383,10 @@ void ReviewPanel::onFinished(const InferenceResult& r) {
     return;
   }
   progress_->setValue(100);
-  progress_->setFormat(runRanks_ > 1 ? tr("done in %1 s over %2 ranks").arg(r.seconds, 0, 'f', 1).arg(runRanks_)
-                                    : tr("done in %1 s").arg(r.seconds, 0, 'f', 1));
+  QString done = runRanks_ > 1 ? tr("done in %1 s over %2 ranks").arg(r.seconds, 0, 'f', 1).arg(runRanks_)
+                               : tr("done in %1 s").arg(r.seconds, 0, 'f', 1);
+  if (r.removedVoxels > 0) done += tr("; %n voxel(s) outside the largest regions removed", nullptr, static_cast<int>(std::min<std::int64_t>(r.removedVoxels, INT32_MAX)));
+  progress_->setFormat(done);
   pending_ = r.metrics;
   hasPending_ = !r.metrics.empty();
   measured_ = r.measured;

@@ -86,6 +86,8 @@ private:
   QComboBox* mode_;
   QSpinBox* window_;
   QDoubleSpinBox* overlap_;
+  QComboBox* mirror_;
+  QCheckBox* keepLargest_;  // run.keepLargest
   QPushButton *run_, *cancel_, *save_, *fit_;
   QProgressBar* progress_;
   QComboBox* display_;

@@ -168,6 +168,15 @@ RunSettingsDialog::RunSettingsDialog(Session* session, QWidget* parent) : QDialo
   dataForm->addRow(tr("Checkpoint"), checkpoint_);
   dataForm->addRow(tr("Window x, y, z"), triple(this, window_[0], window_[1], window_[2]));
   dataForm->addRow(tr("Window overlap"), overlap_);
+  for (int i = 0; i < 3; ++i) {
+    mirror_[i] = new QCheckBox(QString("xyz"[i]), this);
+    mirror_[i]->setObjectName(QString("mirror") + "xyz"[i]);
+    mirror_[i]->setToolTip(tr("Test-time mirroring: each axis ticked doubles the passes (nnU-Net: all three)"));
+  }
+  dataForm->addRow(tr("Mirror along"), triple(this, mirror_[0], mirror_[1], mirror_[2]));
+  keepLargest_ = new QCheckBox(tr("keep each label's largest region after inference"), this);
+  keepLargest_->setObjectName("keepLargest");
+  dataForm->addRow(tr("Post-processing"), keepLargest_);
 
   columns->addWidget(net, 0, 0);
   columns->addWidget(mem, 1, 0);
@@ -225,6 +234,8 @@ void RunSettingsDialog::load(const run::RunSpec& r) {
   checkpoint_->setText(QString::fromStdString(r.checkpoint));
   for (int i = 0; i < 3; ++i) window_[i]->setValue(static_cast<int>(r.window[i]));
   overlap_->setValue(r.overlap);
+  for (int i = 0; i < 3; ++i) mirror_[i]->setChecked(r.mirror[static_cast<std::size_t>(i)]);
+  keepLargest_->setChecked(r.keepLargest);
   for (auto* e : {options_, placement_, precision_, recompute_, checkpoint_}) e->setCursorPosition(0);  // show the start
   shown_.clear();
   for (auto* d : {lr_, overlap_, spacing_[0], spacing_[1], spacing_[2]}) shown_[d] = d->value();
@@ -293,6 +304,8 @@ bool RunSettingsDialog::apply() {
   r.checkpoint = checkpoint_->text().trimmed().toStdString();
   for (int i = 0; i < 3; ++i) r.window[i] = window_[i]->value();
   r.overlap = value(overlap_, r.overlap);
+  for (int i = 0; i < 3; ++i) r.mirror[static_cast<std::size_t>(i)] = mirror_[i]->isChecked();
+  r.keepLargest = keepLargest_->isChecked();
   // The data source is the Training panel's (it fills the open volume's path at Start): its
   // fields are checked there, not here.
   if (problems_.isEmpty())

@@ -62,6 +62,8 @@ private:
   QLineEdit* checkpoint_;
   QSpinBox* window_[3];
   QDoubleSpinBox* overlap_;
+  QCheckBox* mirror_[3];  // test-time mirroring along x, y, z
+  QCheckBox* keepLargest_;  // run.keepLargest
   QLabel* problemsLabel_;
   QHash<QDoubleSpinBox*, double> shown_;  // what load() displayed
 };

@@ -104,23 +104,23 @@ private Q_SLOTS:
     // Three ranks named by a placement: every CPU rank planned with rankThreads(3).
     const auto names = std::vector<std::string>{"enc0", "head"};
     const auto placement = placement::Placement::parse("enc0=r0:cpu,head=r2:cpu", names, "cpu");
-    // Rank 0 is the process that plans (the workstation, `launch`'s rank 0); planned as `launch`
-    // starts it (`plan`), every rank shares the cores.
+    // Rank 0 too (the workstation or `launch`'s rank 0 runs with rankThreads: RankRun.cpp).
     auto devices = engine::plannerDevices(placement);
     QStringList cpus;
     for (const auto& d : devices) {
       if (d.isCuda()) continue;
       cpus << QString::fromStdString(d.name);
-      QCOMPARE(d.cpuThreads, d.name == "r2:cpu" ? engine::rankThreads(3) : at::get_num_threads());
+      QCOMPARE(d.cpuThreads, engine::rankThreads(3));
     }
     QCOMPARE(cpus, (QStringList{"cpu", "r0:cpu", "r2:cpu"}));
     // A rank device the list already holds (the workstation's session declares its ranks) too.
     std::vector<placement::DeviceSpec> declared{{"r2:cpu", std::int64_t{1} << 30}};
     engine::addPlacedDevices(declared, placement);
     QCOMPARE(declared.front().cpuThreads, engine::rankThreads(3));
-    engine::planAsLaunched(devices, placement);
-    for (const auto& d : devices)
-      if (!d.isCuda()) QCOMPARE(d.cpuThreads, engine::rankThreads(3));
+    // Without ranks, this process's threads.
+    auto alone = engine::plannerDevices(placement::Placement::uniform(names, "cpu"));
+    for (const auto& d : alone)
+      if (!d.isCuda()) QCOMPARE(d.cpuThreads, at::get_num_threads());
     if (had) qputenv("OMP_NUM_THREADS", saved);
     else qunsetenv("OMP_NUM_THREADS");
   }

@@ -42,24 +42,31 @@ private Q_SLOTS:
     QTest::addColumn<QString>("precision");
     QTest::addColumn<bool>("channelsLast");  // InferOptions::cpuChannelsLast (the default: on)
     QTest::addColumn<int>("threads");  // intra-op threads (DeviceSpec::cpuThreads)
-    QTest::newRow("b8 d3 whole 32^3") << 8 << 3 << "none" << 1 << "32" << "0" << 1 << "fp32" << true << 2;
-    QTest::newRow("b8 d3 whole 30x28x26 padded") << 8 << 3 << "none" << 1 << "30x28x26" << "0" << 1 << "fp32" << true << 2;
-    QTest::newRow("b8 d3 48^3 in 32^3") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "fp32" << true << 2;
-    QTest::newRow("b8 d3 48^3 in 32^3 x2") << 8 << 3 << "none" << 1 << "48" << "32" << 2 << "fp32" << true << 2;
-    QTest::newRow("b8 d3 28x40x44 in 32^3 padded") << 8 << 3 << "none" << 1 << "28x40x44" << "32" << 1 << "fp32" << true << 2;
-    QTest::newRow("b8 d3 3 classes 48^3 in 32^3") << 8 << 3 << "none" << 3 << "48" << "32" << 1 << "fp32" << true << 2;
-    QTest::newRow("b8 d3 NCDHW 48^3 in 32^3") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "fp32" << false << 2;
-    QTest::newRow("b8 d3 NCDHW 48^3 in 32^3 x2") << 8 << 3 << "none" << 1 << "48" << "32" << 2 << "fp32" << false << 2;
-    QTest::newRow("b16 d5 instance 64^3 in 32^3") << 16 << 5 << "instance" << 1 << "64" << "32" << 1 << "fp32" << true << 2;
-    QTest::newRow("b16 d5 instance whole 48^3") << 16 << 5 << "instance" << 2 << "48" << "0" << 1 << "fp32" << true << 2;
+    QTest::addColumn<QString>("mirror");  // InferOptions::mirror: the axes ("xyz", "" for none)
+    QTest::newRow("b8 d3 whole 32^3") << 8 << 3 << "none" << 1 << "32" << "0" << 1 << "fp32" << true << 2 << "";
+    QTest::newRow("b8 d3 whole 30x28x26 padded") << 8 << 3 << "none" << 1 << "30x28x26" << "0" << 1 << "fp32" << true << 2 << "";
+    QTest::newRow("b8 d3 48^3 in 32^3") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "fp32" << true << 2 << "";
+    QTest::newRow("b8 d3 48^3 in 32^3 x2") << 8 << 3 << "none" << 1 << "48" << "32" << 2 << "fp32" << true << 2 << "";
+    QTest::newRow("b8 d3 28x40x44 in 32^3 padded") << 8 << 3 << "none" << 1 << "28x40x44" << "32" << 1 << "fp32" << true << 2 << "";
+    QTest::newRow("b8 d3 3 classes 48^3 in 32^3") << 8 << 3 << "none" << 3 << "48" << "32" << 1 << "fp32" << true << 2 << "";
+    QTest::newRow("b8 d3 NCDHW 48^3 in 32^3") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "fp32" << false << 2 << "";
+    QTest::newRow("b8 d3 NCDHW 48^3 in 32^3 x2") << 8 << 3 << "none" << 1 << "48" << "32" << 2 << "fp32" << false << 2 << "";
+    QTest::newRow("b16 d5 instance 64^3 in 32^3") << 16 << 5 << "instance" << 1 << "64" << "32" << 1 << "fp32" << true << 2 << "";
+    QTest::newRow("b16 d5 instance whole 48^3") << 16 << 5 << "instance" << 2 << "48" << "0" << 1 << "fp32" << true << 2 << "";
     // Base 4: layers with fewer than 8 channels leave oneDNN's channels-last kernels (CpuConvScratch.cpp).
-    QTest::newRow("b4 d3 whole 32^3") << 4 << 3 << "none" << 1 << "32" << "0" << 1 << "fp32" << true << 2;
-    QTest::newRow("b4 d5 48^3 in 32^3 x2") << 4 << 5 << "none" << 1 << "48" << "32" << 2 << "fp32" << true << 2;
-    QTest::newRow("b8 d3 bf16 48^3 in 32^3") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "bf16" << true << 2;
+    QTest::newRow("b4 d3 whole 32^3") << 4 << 3 << "none" << 1 << "32" << "0" << 1 << "fp32" << true << 2 << "";
+    QTest::newRow("b4 d5 48^3 in 32^3 x2") << 4 << 5 << "none" << 1 << "48" << "32" << 2 << "fp32" << true << 2 << "";
+    QTest::newRow("b8 d3 bf16 48^3 in 32^3") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "bf16" << true << 2 << "";
     // One thread (each of two ranks on two cores): the 1x1x1 head runs LibTorch's own kernel, not
     // oneDNN's blocked one (base 4's 4->1 head was +95% over on a rank planned with two threads).
-    QTest::newRow("b4 d3 whole 32^3, 1 thread") << 4 << 3 << "none" << 1 << "32" << "0" << 1 << "fp32" << true << 1;
-    QTest::newRow("b8 d3 48^3 in 32^3, 1 thread") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "fp32" << true << 1;
+    QTest::newRow("b4 d3 whole 32^3, 1 thread") << 4 << 3 << "none" << 1 << "32" << "0" << 1 << "fp32" << true << 1 << "";
+    QTest::newRow("b8 d3 48^3 in 32^3, 1 thread") << 8 << 3 << "none" << 1 << "48" << "32" << 1 << "fp32" << true << 1 << "";
+    // Test-time mirroring: the flipped input and the sum of the logits beside each pass.
+    QTest::newRow("b8 d3 whole 32^3 mirrored") << 8 << 3 << "none" << 1 << "32" << "0" << 1 << "fp32" << true << 2 << "xyz";
+    QTest::newRow("b8 d3 whole 30x28x26 padded mirrored x") << 8 << 3 << "none" << 1 << "30x28x26" << "0" << 1 << "fp32" << true << 2 << "x";
+    QTest::newRow("b8 d3 48^3 in 32^3 x2 mirrored") << 8 << 3 << "none" << 1 << "48" << "32" << 2 << "fp32" << true << 2 << "xyz";
+    QTest::newRow("b8 d3 3 classes 28x40x44 in 32^3 mirrored yz") << 8 << 3 << "none" << 3 << "28x40x44" << "32" << 1 << "fp32" << true << 2 << "yz";
+    QTest::newRow("b4 d3 whole 3 classes 24^3 mirrored") << 4 << 3 << "none" << 3 << "24" << "0" << 1 << "fp32" << true << 2 << "xyz";
   }
 
   void peakMatchesMeasurement() {
@@ -73,6 +80,7 @@ private Q_SLOTS:
     QFETCH(QString, precision);
     QFETCH(bool, channelsLast);
     QFETCH(int, threads);
+    QFETCH(QString, mirror);
     at::set_num_threads(threads);
     const auto restore = qScopeGuard([] { at::set_num_threads(2); });
     torch::manual_seed(0);
@@ -87,6 +95,7 @@ private Q_SLOTS:
     options.window = {w[2], w[1], w[0]};  // x, y, z
     options.batch = perPass;
     options.cpuChannelsLast = channelsLast;
+    options.mirror = {mirror.contains('x'), mirror.contains('y'), mirror.contains('z')};
     const auto image = torch::randn({1, v[0], v[1], v[2]});
     inferer.predict(image, options);  // warm-up: lazy initialisation outside the measurement
     // The counter sees only the frees of what it saw allocated: the weights' conversion inside
@@ -111,6 +120,7 @@ private Q_SLOTS:
     req.batch = perPass;
     req.precision = precisions;
     req.cpuChannelsLast = channelsLast;
+    req.mirror = !mirror.isEmpty();
     req.devices = {{"cpu", std::int64_t{64} << 30}};
     req.devices.front().cpuThreads = threads;
     const auto plan = planner.plan(req);

@@ -57,6 +57,8 @@ run::RunSpec fullRun() {
   r.checkpoint = "/models/run.ckpt";
   r.window = {128, 128, 96};
   r.overlap = 0.25;
+  r.mirror = {true, false, true};
+  r.keepLargest = true;
   return r;
 }
 
@@ -103,6 +105,8 @@ private Q_SLOTS:
     QCOMPARE(back.checkpoint, r.checkpoint);
     QCOMPARE(back.window, r.window);
     QCOMPARE(back.overlap, r.overlap);
+    QCOMPARE(back.mirror, r.mirror);
+    QCOMPARE(back.keepLargest, r.keepLargest);
     // A changed field changes the text.
     run::RunSpec other = back;
     other.stepsPerEpoch += 1;
@@ -151,6 +155,8 @@ private Q_SLOTS:
     QCOMPARE(j["splitseg_run"].get<int>(), run::kRunSpecVersion);
     // Two runs built field by field in different orders give the same text.
     run::RunSpec a = fullRun(), b;
+    b.keepLargest = a.keepLargest;
+    b.mirror = a.mirror;
     b.overlap = a.overlap;
     b.window = a.window;
     b.checkpoint = a.checkpoint;
@@ -223,6 +229,11 @@ private Q_SLOTS:
     QTest::newRow("shard unknown key") << R"({"splitseg_run":1,"shard":{"axes":"depth"}})" << "shard.axes";
     QTest::newRow("lr schedule unknown") << R"({"splitseg_run":1,"lr_schedule":"step"})" << "lr_schedule";
     QTest::newRow("lr schedule not text") << R"({"splitseg_run":1,"lr_schedule":0.9})" << "lr_schedule";
+    QTest::newRow("mirror axis unknown") << R"({"splitseg_run":1,"inference":{"mirror":"xw"}})" << "inference.mirror";
+    QTest::newRow("mirror axis twice") << R"({"splitseg_run":1,"inference":{"mirror":"xx"}})" << "inference.mirror";
+    QTest::newRow("mirror not text") << R"({"splitseg_run":1,"inference":{"mirror":true}})" << "inference.mirror";
+    QTest::newRow("keep largest not a flag") << R"({"splitseg_run":1,"inference":{"keep_largest":"yes"}})"
+                                                  << "inference.keep_largest";
     QTest::newRow("cpu layout unknown") << R"({"splitseg_run":1,"cpu_layout":"nhwc"})" << "cpu_layout";
     QTest::newRow("cpu layout not text") << R"({"splitseg_run":1,"cpu_layout":true})" << "cpu_layout";
     QTest::newRow("shard slabs not sizes") << R"({"splitseg_run":1,"shard":{"slabs":{"cpu+cuda:0":[8,"a"]}}})"
@@ -441,6 +452,56 @@ private Q_SLOTS:
       const std::string expected = s == "enc1" ? "cuda:1" : s == "dec1" ? "cpu" : "cuda:0";
       QCOMPARE(req.placement.deviceOf(s), expected);
     }
+  }
+
+  // The inference request carries the run's window (as D, H, W), overlap and mirroring.
+  void inferencePlanRequest_data() {
+    QTest::addColumn<QString>("mirror");
+    QTest::addColumn<bool>("planned");
+    QTest::newRow("none") << "none" << false;
+    QTest::newRow("z") << "z" << true;
+    QTest::newRow("all") << "xyz" << true;
+  }
+  void inferencePlanRequest() {
+    QFETCH(QString, mirror);
+    QFETCH(bool, planned);
+    run::RunSpec r;
+    r.window = {64, 48, 32};
+    r.overlap = 0.25;
+    r.mirror = run::mirrorFromString(mirror.toStdString());
+    const std::vector<placement::DeviceSpec> cpu{{"cpu", std::int64_t{1} << 30}};
+    const auto req = r.inferencePlanRequest(kStages, cpu, {40, 50, 70}, 2);
+    QVERIFY(req.inference);
+    QVERIFY((req.size == std::array<std::int64_t, 3>{32, 48, 64}));
+    QVERIFY((req.volume == std::array<std::int64_t, 3>{40, 50, 70}));
+    QCOMPARE(req.overlap, 0.25);
+    QCOMPARE(req.batch, 2);
+    QCOMPARE(req.mirror, planned);
+  }
+
+  void mirrorAxesAsText_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("canonical");  // "!": refused
+    QTest::newRow("all") << "xyz" << "xyz";
+    QTest::newRow("any order") << "zyx" << "xyz";
+    QTest::newRow("one") << "y" << "y";
+    QTest::newRow("two") << "zx" << "xz";
+    QTest::newRow("empty") << "" << "";
+    QTest::newRow("none") << "none" << "";
+    QTest::newRow("twice") << "xzx" << "!";
+    QTest::newRow("upper case") << "X" << "!";
+    QTest::newRow("comma") << "x,y" << "!";
+  }
+  void mirrorAxesAsText() {
+    QFETCH(QString, text);
+    QFETCH(QString, canonical);
+    if (canonical == "!") {
+      QVERIFY_THROWS_EXCEPTION(InvalidArgument, run::mirrorFromString(text.toStdString()));
+      return;
+    }
+    const auto axes = run::mirrorFromString(text.toStdString());
+    QCOMPARE(QString::fromStdString(run::mirrorToString(axes)), canonical);
+    QCOMPARE(axes[1], canonical.contains('y'));
   }
 
   void planRequestRefusesWhatItCannotPlan() {
