@@ -1,6 +1,7 @@
 #include "app/cli/CliSupport.h"
 #include "app/cli/DistTraining.h"
 #include "app/cli/Commands.h"
+#include "app/cli/InferSupport.h"
 #include "app/cli/RunOptions.h"
 #include "core/plugin/PluginRegistry.h"
 #include "core/base/Error.h"
@@ -21,38 +22,12 @@
 
 #include <torch/serialize.h>
 
-#ifdef SPLITSEG_WITH_ITK
-#include "core/io/VolumeReader.h"
-#include "core/io/VolumeWriter.h"
-#include "core/postprocess/LargestComponent.h"
-#include "core/volume/Preprocessing.h"
-#endif
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 
 namespace splitseg::cli {
-
-namespace {
-struct InferArgs {
-  RunOptions run;
-  std::string out;
-  std::string checkpoint;
-  std::string window;
-  double overlap = 0.5;
-  CLI::Option* overlapGiven = nullptr;
-  std::string mirror;  // empty: the run's
-  bool keepLargest = false;
-  int batch = 1;
-  CLI::Option* batchGiven = nullptr;
-  int microBatches = 1;
-  CLI::Option* microGiven = nullptr;
-  std::string progress = "bar";
-  std::uint64_t seed = 1;
-  std::string probabilities;
-};
 
 // The run's window, overlap and windows per pass (an inference run's batch).
 engine::InferOptions inferOptions(const run::RunSpec& spec) {
@@ -100,6 +75,14 @@ void setLargestWindow(run::RunSpec& spec, model::StagedNetwork& net, const std::
             << (lv.edge >= placement::wholeVolumeEdge(planner, request) ? " (the whole volume in one pass)" : "") << "\n";
 }
 
+// After the summary: the command fails when a case did not finish (each has its line above).
+void failIfCasesFailed(int failed) {
+  if (failed > 0)
+    throw IoError("--dataset", std::to_string(failed) + " case(s) could not be predicted (their lines above and summary.json say why)");
+}
+
+namespace {
+
 // Runs the inferer with the run's window and overlap; returns seconds taken. `measured` gets each
 // device's tensor peak over the prediction (dist::PeakMeter: CUDA's allocator peak; on the CPU
 // every LibTorch allocation plus the CPU parameters of `mine`, the stages this process runs) and
@@ -123,47 +106,6 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
   return seconds;
 }
 
-#ifdef SPLITSEG_WITH_ITK
-// A real volume: preprocess exactly as the checkpoint's training did, predict, and write the
-// labels back in the source geometry (so it overlays in Slicer / ITK-SNAP).
-// Returns the line to print, with the planner's memory figures beside the measured ones (as
-// timedPredict measures them: the preprocessing's own copies are no LibTorch allocations).
-nlohmann::json inferVolume(const InferArgs& a, run::RunSpec spec, engine::Inferer& inferer, model::StagedNetwork& net,
-                           const std::string& placement, const dist::LocalStages& local) {
-  if (a.out.empty()) throw InvalidArgument("give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
-  const Volume source = io::readVolume(spec.data.image);
-  const auto grid = spec.preprocessing.networkGrid(source.geometry()).size;  // x, y, z
-  if (a.window == "largest") setLargestWindow(spec, net, {grid[2], grid[1], grid[0]});
-  const engine::InferOptions o = inferOptions(spec);
-  const nlohmann::json planned = plannedPeaks(spec, net, {grid[2], grid[1], grid[0]});
-  CliProgress progress(a.progress);
-  const auto t0 = std::chrono::steady_clock::now();
-  dist::DevicePeaks peaks;
-  Volume labels;
-  {
-    dist::PeakMeter meter(local.namedRank, local.modules);
-    meter.holdOnCpu(engine::predictLabelsImageBytes(source, spec.preprocessing));
-    labels = engine::predictLabels(inferer, source, spec.preprocessing, o, &progress);
-    peaks = meter.peaks();
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::json kept = nlohmann::json::array();
-  if (spec.keepLargest)
-    for (const auto& c : postprocess::keepLargestComponents(labels)) {
-      kept.push_back({{"label", c.label}, {"components", c.components}, {"kept", c.kept}, {"removed", c.removed}});
-      if (c.removed > 0)
-        std::cerr << "note: --keep-largest: label " << c.label << ": " << c.removed << " voxel(s) in " << c.components - 1
-                  << " smaller region(s) set to background, " << c.kept << " kept\n";
-    }
-  io::writeSegmentation(labels, source.geometry(), a.out);
-  nlohmann::json out{{"seconds", seconds},   {"out", a.out},
-                     {"placement", placement}, {"window", spec.window},
-                     {"mirror", run::mirrorToString(spec.mirror)}};
-  if (spec.keepLargest) out["keep_largest"] = kept;
-  out["memory"] = {{"planned", planned}, {"measured", peaks}};
-  return out;
-}
-#endif
 
 void runInfer(const InferArgs& a) {
   // Started as a rank other than 0 (torchrun): rank 0 sends the run and the windows.
@@ -198,8 +140,18 @@ void runInfer(const InferArgs& a) {
   }
   const std::string checkpoint = a.checkpoint.empty() ? spec.checkpoint : a.checkpoint;
   const bool synthetic = a.run.given("--synthetic");
-  if (!synthetic && spec.data.image.empty())
-    throw InvalidArgument("give an input: --image FILE or --synthetic SIZE");
+  // --dataset, or --cases with the dataset the checkpoint trained on: every chosen case.
+  const bool datasetMode = a.run.given("--dataset") || !a.cases.empty();
+  if (datasetMode) {
+    if (synthetic || a.run.given("--image") || a.run.given("--label"))
+      throw InvalidArgument("--dataset predicts the dataset's own cases: leave out --image, --label and --synthetic");
+    if (spec.data.dataset.empty())
+      throw InvalidArgument("--cases needs a dataset: --dataset DIR, or a checkpoint trained on one");
+  } else if (!synthetic && spec.data.image.empty()) {
+    throw InvalidArgument("give an input: --image FILE, --dataset DIR or --synthetic SIZE");
+  }
+  if (synthetic && a.run.given("--label"))
+    throw InvalidArgument("--label scores an --image prediction; --synthetic phantoms are scored against their own labels");
   if (!checkpoint.empty()) {
     if (!net) net = engine::loadNetwork(checkpoint, &info);  // the session's checkpoint
     spec.architecture = info.run.architecture;
@@ -225,12 +177,22 @@ void runInfer(const InferArgs& a) {
     std::cout << spec.toJson().dump(2) << "\n";
     return;
   }
+  if (!synthetic && a.out.empty())
+    throw InvalidArgument(datasetMode ? "give --out DIR: the folder for <case>.nii.gz and summary.json"
+                                      : "give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
   const auto placement = spec.resolvePlacement(net->stageNames(), engine::runnableDeviceNames().front());
   nlohmann::json out;  // printed once the ranks (if any) have reported their memory peaks
+  int failedCases = 0;  // --dataset: cases that could not be predicted (reported, the rest went on)
   auto use = [&](engine::Inferer& inferer) {
     if (!synthetic) {
 #ifdef SPLITSEG_WITH_ITK
-      out = inferVolume(a, spec, inferer, *net, placement.describe(), dist::localStages(*net, placement, env.distributed()));
+      const auto local = dist::localStages(*net, placement, env.distributed());
+      if (datasetMode) {
+        out = inferDataset(a, spec, inferer, *net, placement.describe(), local, failedCases);
+        return;
+      }
+      out = inferVolume(a, spec, inferer, *net, placement.describe(), local, spec.data.image,
+                        a.run.given("--label") ? spec.data.label : std::string(), a.out);
       return;
 #else
       throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
@@ -263,6 +225,7 @@ void runInfer(const InferArgs& a) {
     if (out.contains("memory"))
       for (const auto& [device, bytes] : peaks) out["memory"]["measured"][device] = bytes;
     if (!out.is_null()) std::cout << out.dump() << "\n";
+    failIfCasesFailed(failedCases);
     return;
   }
   engine::SplitExecutor executor(net, placement, spec.precision);
@@ -273,6 +236,7 @@ void runInfer(const InferArgs& a) {
   engine::Inferer inferer(executor);
   use(inferer);
   if (!out.is_null()) std::cout << out.dump() << "\n";
+  failIfCasesFailed(failedCases);
 }
 } // namespace
 
@@ -302,6 +266,10 @@ void addInferCommands(CLI::App& app) {
                       ->check(CLI::Range(1, 4096));
   cmd->add_option("--progress", a->progress, "jsonl|bar|none")->capture_default_str();
   cmd->add_option("--seed", a->seed, "phantom seed")->capture_default_str();
+  cmd->add_option("--cases", a->cases,
+                  "--dataset: which cases to predict and score: all (default), or validation / training, the split "
+                  "training made (with --checkpoint and no --dataset, the dataset it trained on)")
+      ->check(CLI::IsMember({"all", "validation", "training"}));
   cmd->add_option("--probabilities", a->probabilities,
                   "with --synthetic: also save the predicted probabilities (C, D, H, W) as a LibTorch tensor file");
   cmd->callback([a] { runInfer(*a); });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace splitseg::metrics {
 
@@ -151,6 +152,32 @@ Volume SegmentationMetrics::errorMap(const Volume& p, const Volume& t) {
     if (a > 0 && a == b) out.voxels()[i] = 1;
     else if (a > 0) out.voxels()[i] = 2;
     else if (b > 0) out.voxels()[i] = 3;
+  }
+  return out;
+}
+
+std::vector<LabelSummary> summarize(const std::vector<std::vector<LabelMetrics>>& perCase) {
+  std::map<int, LabelSummary> by;
+  std::map<int, int> finite;
+  for (const auto& c : perCase)
+    for (const auto& m : c) {
+      if (m.predicted == 0 && m.truth == 0) continue;
+      auto& s = by[m.label];
+      s.label = m.label;
+      ++s.cases;
+      s.meanDice += m.dice;
+      if (std::isfinite(m.hd95)) {
+        s.meanHd95 += m.hd95;
+        ++finite[m.label];
+      } else {
+        ++s.infiniteHd95;
+      }
+    }
+  std::vector<LabelSummary> out;
+  for (auto& [label, s] : by) {
+    s.meanDice /= s.cases;
+    s.meanHd95 = finite[label] > 0 ? s.meanHd95 / finite[label] : std::numeric_limits<double>::infinity();
+    out.push_back(s);
   }
   return out;
 }

@@ -24,6 +24,20 @@ struct LabelMetrics {
   std::int64_t falseNegative = 0;
 };
 
+// One label over several cases (a dataset's predictions), as nnU-Net's evaluation summarises
+// them: a case where the label is in neither map does not count (nnU-Net's NaN), Dice is the mean
+// over the cases that count; HD95 the mean over those where it is finite (`infiniteHd95`: cases
+// with the label on one side only).
+struct LabelSummary {
+  int label = 0;
+  int cases = 0;
+  double meanDice = 0;
+  double meanHd95 = 0;
+  int infiniteHd95 = 0;
+};
+// Labels ascending; `perCase` holds compute()'s result for each case.
+std::vector<LabelSummary> summarize(const std::vector<std::vector<LabelMetrics>>& perCase);
+
 class SegmentationMetrics {
 public:
   // Labels 1..max over both maps. Both volumes must share a grid.

@@ -1,14 +1,18 @@
 // End to end through files: train on an image/label pair, predict a volume with an oblique,
 // anisotropic geometry, and get a segmentation on exactly the source grid.
 #include "core/data/Phantom.h"
+#include "core/dataset/Dataset.h"
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
+#include "core/metrics/SegmentationMetrics.h"
 #include "core/postprocess/LargestComponent.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <cmath>
 #include <QJsonObject>
+#include <QCryptographicHash>
+#include <QDir>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -148,6 +152,151 @@ private Q_SLOTS:
     const auto explicitSeg = io::readVolume(explicitOut.toStdString());
     QVERIFY(explicitSeg.geometry().sameGrid(seg.geometry()));
     QVERIFY(explicitSeg.voxels() == seg.voxels());
+  }
+
+  // infer --image --label, and infer --dataset over a dataset's cases (all, or the validation cases
+  // the training split held out, the dataset taken from the checkpoint): each prediction written
+  // and scored, the scores those of the files on disk, summary.json with the mean per label; a
+  // case that cannot be read is reported and the others go on; nothing of the dataset's is
+  // overwritten.
+  void scoresPredictionsOfADataset() {
+    QTemporaryDir dir;
+    const QString root = dir.path() + "/Toy";
+    QVERIFY(QDir().mkpath(root + "/imagesTr") && QDir().mkpath(root + "/labelsTr"));
+    QStringList ids, training;
+    for (int i = 0; i < 4; ++i) {
+      data::PhantomOptions po;
+      po.size = {24, 20, 16};
+      po.spacing = {1.0, 1.0, 1.5};
+      po.seed = static_cast<std::uint64_t>(20 + i);
+      const auto p = data::makePhantom(po);
+      const QString id = QString("case_%1").arg(i);
+      ids << id;
+      io::writeVolume(p.image, (root + "/imagesTr/" + id + ".nii.gz").toStdString());
+      io::writeVolume(p.label, (root + "/labelsTr/" + id + ".nii.gz").toStdString());
+      training << QString(R"({"image":"./imagesTr/%1.nii.gz","label":"./labelsTr/%1.nii.gz"})").arg(id);
+    }
+    {
+      QFile f(root + "/dataset.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QString(R"({"name":"Toy","modality":{"0":"CT"},"labels":{"0":"background","1":"blob"},"numTraining":4,"training":[%1]})")
+                  .arg(training.join(',')).toUtf8());
+    }
+    const QString ckpt = dir.path() + "/toy.pt";
+    QString err;
+    QCOMPARE(cli({"train", "--dataset", root, "--intensity", "none", "--patch", "16", "--base", "4", "--depth", "3",
+                  "--steps", "4", "--save", ckpt, "--progress", "none"}, &err), 0);
+    const auto lines = [](const QByteArray& out) {
+      QList<QJsonObject> v;
+      for (const auto& l : out.split('\n'))
+        if (!l.trimmed().isEmpty()) v << QJsonDocument::fromJson(l).object();
+      return v;
+    };
+    // The Dice of label 1 of a written prediction against its ground truth, from the files.
+    const auto diceOf = [](const QString& pred, const QString& truth) {
+      const auto m = metrics::SegmentationMetrics::compute(io::readVolume(pred.toStdString()), io::readVolume(truth.toStdString()));
+      return m.empty() ? -1.0 : m.front().dice;
+    };
+
+    // One image with its ground truth.
+    {
+      const QString out = dir.path() + "/one.nii.gz";
+      QByteArray o;
+      QCOMPARE(cli({"infer", "--image", root + "/imagesTr/case_1.nii.gz", "--label", root + "/labelsTr/case_1.nii.gz",
+                    "--checkpoint", ckpt, "--window", "16", "--out", out, "--progress", "none"}, &err, &o), 0);
+      const auto line = QJsonDocument::fromJson(o).object();
+      const auto m = line["metrics"].toArray();
+      QVERIFY2(m.size() == 1 && m[0].toObject()["label"].toInt() == 1, o.constData());
+      QCOMPARE(m[0].toObject()["dice"].toDouble(), diceOf(out, root + "/labelsTr/case_1.nii.gz"));
+      QCOMPARE(line["mean_dice"].toDouble(), m[0].toObject()["dice"].toDouble());
+      // A ground truth of another grid is refused before anything is predicted or written.
+      const QString other = dir.path() + "/other.nii.gz", refused = dir.path() + "/refused.nii.gz";
+      data::PhantomOptions po;
+      po.size = {16, 16, 16};
+      io::writeVolume(data::makePhantom(po).label, other.toStdString());
+      QVERIFY(cli({"infer", "--image", root + "/imagesTr/case_1.nii.gz", "--label", other, "--checkpoint", ckpt,
+                   "--out", refused, "--progress", "none"}, &err) != 0);
+      QVERIFY2(err.contains("not on the grid") && err.trimmed().count('\n') == 0, qPrintable(err));
+      QVERIFY(!QFile::exists(refused));
+    }
+
+    // The validation cases of the checkpoint's own dataset: the split training made.
+    const auto split = dataset::splitCases(4, 0.2, 0);
+    QCOMPARE(static_cast<int>(split.validation.size()), 1);
+    const QString heldOut = ids[static_cast<int>(split.validation.front())];
+    {
+      const QString out = dir.path() + "/validation";
+      QByteArray o;
+      QCOMPARE(cli({"infer", "--checkpoint", ckpt, "--cases", "validation", "--window", "16", "--out", out,
+                    "--progress", "none"}, &err, &o), 0);
+      const auto v = lines(o);
+      QCOMPARE(v.size(), 2);  // the case, then the summary
+      QCOMPARE(v[0]["case"].toString(), heldOut);
+      QCOMPARE(v[1]["predicted"].toInt(), 1);
+      QCOMPARE(QDir(out).entryList(QDir::Files), (QStringList{heldOut + ".nii.gz", "summary.json"}));
+      QCOMPARE(v[0]["metrics"].toArray()[0].toObject()["dice"].toDouble(),
+               diceOf(out + "/" + heldOut + ".nii.gz", root + "/labelsTr/" + heldOut + ".nii.gz"));
+    }
+
+    // Every case: the summary's mean is the mean of the cases' Dice, also in summary.json.
+    {
+      const QString out = dir.path() + "/all";
+      QByteArray o;
+      QCOMPARE(cli({"infer", "--dataset", root, "--checkpoint", ckpt, "--window", "16", "--out", out, "--progress", "none"},
+                   &err, &o), 0);
+      const auto v = lines(o);
+      QCOMPARE(v.size(), 5);
+      double sum = 0;
+      for (int i = 0; i < 4; ++i) {
+        QCOMPARE(v[i]["case"].toString(), ids[i]);
+        const double d = diceOf(out + "/" + ids[i] + ".nii.gz", root + "/labelsTr/" + ids[i] + ".nii.gz");
+        QCOMPARE(v[i]["metrics"].toArray()[0].toObject()["dice"].toDouble(), d);
+        sum += d;
+      }
+      const auto label = v[4]["labels"].toArray()[0].toObject();
+      QCOMPARE(label["cases"].toInt(), 4);
+      QVERIFY(std::abs(label["mean_dice"].toDouble() - sum / 4) < 1e-12);
+      QVERIFY(std::abs(v[4]["mean_dice"].toDouble() - sum / 4) < 1e-12);
+      QFile f(out + "/summary.json");
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      const auto summary = QJsonDocument::fromJson(f.readAll()).object();
+      QCOMPARE(summary["metric_per_case"].toArray().size(), 4);
+      QCOMPARE(summary["labels"].toArray()[0].toObject()["mean_dice"].toDouble(), label["mean_dice"].toDouble());
+    }
+
+    // --out naming the dataset's own label folder: refused before anything is written.
+    const auto hashOf = [](const QString& path) {
+      QFile f(path);
+      return f.open(QIODevice::ReadOnly) ? QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256) : QByteArray();
+    };
+    const QByteArray labelHash = hashOf(root + "/labelsTr/case_0.nii.gz");
+    QVERIFY(cli({"infer", "--dataset", root, "--checkpoint", ckpt, "--out", root + "/labelsTr", "--progress", "none"}, &err) != 0);
+    QVERIFY2(err.contains("would overwrite") && err.trimmed().count('\n') == 0, qPrintable(err));
+    QCOMPARE(hashOf(root + "/labelsTr/case_0.nii.gz"), labelHash);
+    // --dataset with --image: one line.
+    QVERIFY(cli({"infer", "--dataset", root, "--image", root + "/imagesTr/case_0.nii.gz", "--checkpoint", ckpt, "--out",
+                 dir.path() + "/x", "--progress", "none"}, &err) != 0);
+    QVERIFY2(err.contains("leave out --image"), qPrintable(err));
+
+    // A case that cannot be read: reported, the other three predicted and summarised, exit non-zero.
+    {
+      QFile f(root + "/imagesTr/case_2.nii.gz");
+      QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write("not an image");
+    }
+    const QString out = dir.path() + "/broken";
+    QByteArray o;
+    QVERIFY(cli({"infer", "--dataset", root, "--checkpoint", ckpt, "--window", "16", "--out", out, "--progress", "none"},
+                &err, &o) != 0);
+    const auto v = lines(o);
+    QCOMPARE(v.size(), 5);
+    QCOMPARE(v[2]["case"].toString(), QString("case_2"));
+    QVERIFY2(v[2]["error"].toString().contains("case_2.nii.gz"), qPrintable(v[2]["error"].toString()));
+    QCOMPARE(v[4]["predicted"].toInt(), 3);
+    QCOMPARE(v[4]["failed"].toArray().size(), 1);
+    QCOMPARE(v[4]["labels"].toArray()[0].toObject()["cases"].toInt(), 3);
+    QVERIFY(QFile::exists(out + "/case_3.nii.gz") && !QFile::exists(out + "/case_2.nii.gz"));
+    QVERIFY2(err.contains("1 case(s) could not be predicted"), qPrintable(err));
   }
 
   void badImageFailsCleanly() {

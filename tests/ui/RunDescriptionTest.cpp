@@ -18,6 +18,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProcess>
@@ -102,6 +103,52 @@ private Q_SLOTS:
     const auto req = StageMemoryModel::request(*w.session());
     QCOMPARE(req.size, (std::array<std::int64_t, 3>{96, 96, 96}));
     QCOMPARE(req.batch, 3);
+  }
+
+  // Review's window, overlap, mirroring and post-processing are the run's: edits there land in the
+  // run, and a run set elsewhere (All settings, a session, the CLI's JSON) shows there, including
+  // what the controls cannot make (a non-cubic window, mirroring along z only), untouched.
+  void reviewEditsTheSameRun() {
+    MainWindow w;
+    w.resize(900, 600);
+    w.session()->createUNet(4, 3);
+    auto* review = w.reviewPanel();
+    auto* overlap = review->findChild<QDoubleSpinBox*>("reviewOverlap");
+    auto* mirror = review->findChild<QComboBox*>("reviewMirror");
+    auto* keep = review->findChild<QCheckBox*>("reviewKeepLargest");
+    QVERIFY(overlap && mirror && keep);
+    const auto window = [&] { return w.session()->run().window; };
+    QCOMPARE(window(), (std::array<std::int64_t, 3>{96, 96, 96}));  // the workstation's starting run
+    QCOMPARE(review->windowBox()->value(), 96);
+    review->windowBox()->setValue(48);
+    QCOMPARE(window(), (std::array<std::int64_t, 3>{48, 48, 48}));
+    review->modeBox()->setCurrentIndex(review->modeBox()->findData("whole"));
+    QCOMPARE(window(), (std::array<std::int64_t, 3>{0, 0, 0}));
+    QVERIFY(!review->windowBox()->isEnabled());
+    overlap->setValue(0.25);
+    QCOMPARE(w.session()->run().overlap, 0.25);
+    mirror->setCurrentIndex(mirror->findData("xyz"));
+    QCOMPARE(w.session()->run().mirror, (std::array<bool, 3>{true, true, true}));
+    keep->setChecked(true);
+    QVERIFY(w.session()->run().keepLargest);
+
+    run::RunSpec r = w.session()->run();
+    r.window = {64, 64, 32};
+    r.overlap = 0.375;
+    r.mirror = {false, false, true};
+    r.keepLargest = false;
+    w.session()->setRun(r);
+    QCOMPARE(review->modeBox()->currentData().toString(), QString("window"));
+    QVERIFY(review->windowBox()->isEnabled());
+    QCOMPARE(review->windowBox()->value(), 64);
+    QVERIFY2(review->windowBox()->toolTip().contains("64×64×32"), qPrintable(review->windowBox()->toolTip()));
+    QCOMPARE(overlap->value(), 0.375);
+    QCOMPARE(mirror->currentData().toString(), QString("z"));
+    QVERIFY(!keep->isChecked());
+    QVERIFY(w.session()->run() == r);  // shown, not rewritten
+    review->windowBox()->setValue(80);
+    QCOMPARE(window(), (std::array<std::int64_t, 3>{80, 80, 80}));
+    QCOMPARE(w.session()->run().mirror, (std::array<bool, 3>{false, false, true}));
   }
 
   // "All settings…": the whole run in one form. Opening and applying it unchanged leaves the run

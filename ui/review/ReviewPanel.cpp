@@ -22,6 +22,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScopeGuard>
+#include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -70,13 +71,9 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   overlap_ = new QDoubleSpinBox(this);
   overlap_->setRange(0, 0.9);
   overlap_->setSingleStep(0.125);
+  overlap_->setDecimals(3);  // as All settings: 0.375 is a common overlap
   overlap_->setValue(0.5);
-  connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
-    const bool w = mode_->currentData().toString() == "window";
-    window_->setEnabled(w);
-    fit_->setEnabled(w);
-    overlap_->setEnabled(w);
-  });
+  overlap_->setObjectName("reviewOverlap");
   form->addRow(tr("Inference"), mode_);
   fit_ = new QPushButton(tr("Largest that fits"), this);
   fit_->setToolTip(tr("The largest cubic window whose pass fits every device, from the memory planner"));
@@ -110,10 +107,24 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   memory_->setObjectName("reviewMemory");
   form->addRow(tr("Memory"), memory_);
   layout->addLayout(form);
-  connect(window_, qOverload<int>(&QSpinBox::valueChanged), this, &ReviewPanel::updateMemoryPlan);
-  connect(overlap_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, &ReviewPanel::updateMemoryPlan);
-  connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ReviewPanel::updateMemoryPlan);
-  connect(mirror_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ReviewPanel::updateMemoryPlan);
+  // Every edit goes into the session's run at once (what All settings shows, sessions store and
+  // Run inference runs); the memory row follows the run (runChanged).
+  const auto cube = [this](run::RunSpec& r) {
+    const std::int64_t w = mode_->currentData().toString() == "window" ? window_->value() : 0;
+    r.window = {w, w, w};
+  };
+  connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this, cube] {
+    updateEnabled();
+    editRun(cube);
+  });
+  connect(window_, qOverload<int>(&QSpinBox::valueChanged), this, [this, cube] { editRun(cube); });
+  connect(overlap_, qOverload<double>(&QDoubleSpinBox::valueChanged), this,
+          [this](double v) { editRun([v](run::RunSpec& r) { r.overlap = v; }); });
+  connect(mirror_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
+    const auto axes = run::mirrorFromString(mirror_->currentData().toString().toStdString());
+    editRun([axes](run::RunSpec& r) { r.mirror = axes; });
+  });
+  connect(keepLargest_, &QCheckBox::toggled, this, [this](bool on) { editRun([on](run::RunSpec& r) { r.keepLargest = on; }); });
   auto* buttons = new QHBoxLayout;
   run_ = new QPushButton(tr("Run inference"), this);
   run_->setShortcut(QKeySequence(tr("Ctrl+I")));
@@ -171,24 +182,55 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   connect(session_, &Session::predictionChanged, this, &ReviewPanel::evaluate);
   connect(session_, &Session::groundTruthChanged, this, &ReviewPanel::evaluate);
   connect(session_, &Session::busyChanged, this, [this](bool busy) { run_->setEnabled(!busy && !running_); });
+  connect(session_, &Session::runChanged, this, &ReviewPanel::syncFromSession);
   for (auto changed : {&Session::imageChanged, &Session::networkChanged, &Session::placementChanged,
                        &Session::devicesChanged, &Session::runChanged})
     connect(session_, changed, this, &ReviewPanel::updateMemoryPlan);
+  syncFromSession();
   updateMemoryPlan();
+}
+
+void ReviewPanel::updateEnabled() {
+  const bool w = mode_->currentData().toString() == "window";
+  window_->setEnabled(w);
+  fit_->setEnabled(w);
+  overlap_->setEnabled(w);
+}
+
+void ReviewPanel::editRun(const std::function<void(run::RunSpec&)>& apply) {
+  run::RunSpec r = session_->run();
+  apply(r);
+  session_->setRun(r);
+}
+
+void ReviewPanel::syncFromSession() {
+  const run::RunSpec& r = session_->run();
+  const QSignalBlocker b0(mode_), b1(window_), b2(overlap_), b3(mirror_), b4(keepLargest_);
+  const auto& w = r.window;
+  const bool whole = w[0] <= 0 && w[1] <= 0 && w[2] <= 0;
+  mode_->setCurrentIndex(mode_->findData(whole ? "whole" : "window"));
+  // The box edits cubes; a run's other window (from All settings or the CLI) is shown by its
+  // largest side and stays as it is until the box is edited.
+  if (!whole) window_->setValue(static_cast<int>(std::max({w[0], w[1], w[2]})));
+  const bool cubic = w[0] == w[1] && w[1] == w[2];
+  window_->setToolTip(cubic ? QString() : tr("The run's window is %1×%2×%3 (x, y, z); editing this makes it a cube")
+                                              .arg(w[0]).arg(w[1]).arg(w[2]));
+  overlap_->setValue(r.overlap);
+  const QString axes = QString::fromStdString(run::mirrorToString(r.mirror));
+  int i = mirror_->findData(axes);
+  if (i < 0) {  // axes the box does not offer (All settings, the CLI): shown as they are
+    const int passes = 1 << static_cast<int>(std::count(r.mirror.begin(), r.mirror.end(), true));
+    mirror_->addItem(tr("%1 (%2 passes)").arg(axes.split("", Qt::SkipEmptyParts).join(", ")).arg(passes), axes);
+    i = mirror_->count() - 1;
+  }
+  mirror_->setCurrentIndex(i);
+  keepLargest_->setChecked(r.keepLargest);
+  updateEnabled();
 }
 
 run::RunSpec ReviewPanel::reviewRun() const {
   run::RunSpec run = session_->run();
   run.setPlacement(session_->placement());
-  if (mode_->currentData().toString() == "window") {
-    const std::int64_t w = window_->value();
-    run.window = {w, w, w};
-  } else {
-    run.window = {0, 0, 0};
-  }
-  run.overlap = overlap_->value();
-  run.mirror = run::mirrorFromString(mirror_->currentData().toString().toStdString());
-  run.keepLargest = keepLargest_->isChecked();
   return run;
 }
 
@@ -334,9 +376,8 @@ void ReviewPanel::runInference() {
       }
   InferenceJob job;
   job.network = session_->network();
-  // The review's window settings are part of the document's run; the job gets a copy.
-  session_->setRun(reviewRun());
-  job.run = session_->run();
+  // The controls edit the document's run; the job gets a copy.
+  job.run = reviewRun();
   runKey_ = memoryKey();
   // A placement over ranks infers over them, this process being rank 0, as training does.
   session_->clearRankProblems();

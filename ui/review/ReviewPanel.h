@@ -8,6 +8,7 @@
 
 #include <QWidget>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,8 +70,13 @@ Q_SIGNALS:
 
 private:
   void runInference();
-  // The run with the window settings shown (what Run inference starts).
+  // The session's run with its placement: the window, overlap, mirroring and post-processing the
+  // controls show are the run's own (they edit it at once and follow it, as the other panels do).
   run::RunSpec reviewRun() const;
+  void syncFromSession();
+  void updateEnabled();  // window, overlap and the fit button only for a sliding window
+  // The run with `apply` done to it, into the session (the controls' edits).
+  void editRun(const std::function<void(run::RunSpec&)>& apply);
   void updateMemoryPlan();
   void fitWindow();
   void onFinished(const InferenceResult& r);

@@ -19,6 +19,8 @@ Session::Session(QObject* parent) : QObject(parent), undo_(new QUndoStack(this))
   run_.batch = 2;
   run_.steps = 200;
   run_.validateEvery = 10;
+  // Review's starting window: a 96³ sliding window (the CLI's default is the whole volume).
+  run_.window = {96, 96, 96};
 }
 
 Session::~Session() = default;
