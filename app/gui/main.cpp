@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription("SplitSeg workstation: 3D segmentation with a U-Net split across devices");
   parser.addHelpOption();
   parser.addVersionOption();
-  parser.addPositionalArgument("image", "Volume to open (NIfTI, NRRD, MetaImage or a DICOM folder)", "[image]");
+  parser.addPositionalArgument("image", "Volume to open (NIfTI, NRRD, MetaImage or a DICOM folder), or a .splitseg session",
+                               "[image|session]");
   QCommandLineOption labelOpt({"l", "label"}, "Ground-truth label of the image", "path");
   QCommandLineOption phantomOpt("phantom", "Open a synthetic phantom instead of the demo CT");
   QCommandLineOption datasetOpt("dataset", "Open a dataset folder (MSD or nnU-Net raw)", "folder");
@@ -85,6 +86,14 @@ int main(int argc, char** argv) {
     settle();
   } else if (parser.isSet(datasetOpt)) {
     if (!window.openDataset(parser.value(datasetOpt), MainWindow::Loading::Background)) giveUp();
+  } else if (!args.isEmpty() && args.front().endsWith(".splitseg")) {
+    // A session: its network and run at once, its volumes read in the background like a file's.
+    const QStringList problems = window.openSessionFile(args.front(), MainWindow::Loading::Background);
+    if (!window.isLoading()) {  // it could not be read, or names no volume that can be opened
+      fallback = (problems.isEmpty() ? QObject::tr("The session names no image") : problems.front()) +
+                 QObject::tr(" — showing a synthetic phantom");
+      giveUp();
+    }
   } else if (!args.isEmpty()) {
     candidates.push_back({args.front(), parser.value(labelOpt)});
     tryNext();

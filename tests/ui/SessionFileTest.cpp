@@ -16,6 +16,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <torch/script.h>
 
@@ -109,6 +110,57 @@ private Q_SLOTS:
     QCOMPARE(run.batch, 2);
     QCOMPARE(run.precision.toString(), std::string("bf16"));
     QCOMPARE(run.recompute, (std::set<std::string>{"enc0", "dec0"}));
+  }
+
+  // File > Open session reads the volumes in the background: the network and run are the
+  // session's as soon as it returns, the image and label arrive without the window waiting for
+  // them; an image that cannot be read any more is reported in the status bar and the rest of the
+  // session stays open.
+  void opensInTheBackground() {
+    const QString path = dir_.path() + "/background.splitseg";
+    const QString copy = dir_.path() + "/background-image.nii.gz";
+    QVERIFY(QFile::copy(image_, copy));
+    {
+      MainWindow a;
+      QVERIFY(a.openVolume(copy, label_));
+      a.session()->createUNet(4, 4);
+      auto run = a.session()->run();
+      run.patch = {32, 32, 16};
+      a.session()->setRun(run);
+      QVERIFY(a.saveSessionFile(path));
+    }
+    {
+      MainWindow b;
+      QSignalSpy done(&b, &MainWindow::volumeLoadFinished);
+      const QStringList warnings = b.openSessionFile(path, MainWindow::Loading::Background);
+      QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
+      QVERIFY(b.isLoading());
+      QVERIFY(!b.session()->image());  // still being read
+      QCOMPARE(b.session()->network()->stageSpecs().size(), std::size_t(8));
+      QCOMPARE(b.session()->run().patch, (std::array<std::int64_t, 3>{32, 32, 16}));
+      QVERIFY(done.wait(60000));
+      QCOMPARE(done.front().at(1).toBool(), true);
+      QCOMPARE(b.session()->imageSource(), copy);
+      QVERIFY(b.session()->groundTruth());
+      QCOMPARE(b.session()->groundTruthSource(), label_);
+      QVERIFY(!b.isLoading());
+    }
+    // The image replaced by something that is no volume: the session opens, the read fails later.
+    {
+      QFile f(copy);
+      QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write("not a volume");
+    }
+    MainWindow c;
+    QSignalSpy done(&c, &MainWindow::volumeLoadFinished);
+    QVERIFY(c.openSessionFile(path, MainWindow::Loading::Background).isEmpty());
+    QCOMPARE(c.session()->network()->stageSpecs().size(), std::size_t(8));
+    QVERIFY(done.wait(60000));
+    QCOMPARE(done.front().at(1).toBool(), false);
+    QVERIFY(!c.session()->image());
+    QVERIFY2(c.statusText().startsWith("Could not open") && c.statusText().contains("background-image.nii.gz"),
+             qPrintable(c.statusText()));
+    QCOMPARE(c.session()->run().patch, (std::array<std::int64_t, 3>{32, 32, 16}));
   }
 
   // Hosts come back with the placement on their ranks: a local rank and a remote worker.

@@ -155,7 +155,7 @@ void MainWindow::buildMenus() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), QSettings().value("lastDir").toString(),
                                                       tr("SplitSeg sessions (*.splitseg);;All files (*)"));
     if (path.isEmpty()) return;
-    const QStringList warnings = openSessionFile(path);
+    const QStringList warnings = openSessionFile(path, Loading::Background);
     if (!warnings.isEmpty()) QMessageBox::warning(this, tr("Session opened with problems"), warnings.join("\n"));
   });
   file->addAction(tr("Save session &as…"), QKeySequence(tr("Ctrl+Alt+S")), this, [this] {
@@ -255,7 +255,7 @@ bool MainWindow::exportModel(const QString& path) {
   return result.ok;
 }
 
-QStringList MainWindow::openSessionFile(const QString& path) {
+QStringList MainWindow::openSessionFile(const QString& path, Loading mode) {
   // A session replaces the network and the run: not while a training or inference run uses them.
   if (session_->busy()) {
     const QString why = tr("Cannot open a session while a run is busy: stop it or wait for it to finish");
@@ -269,7 +269,7 @@ QStringList MainWindow::openSessionFile(const QString& path) {
     showStatus(tr("Could not open session: %1").arg(e.what()), true);
     return {tr("could not open session: %1").arg(e.what())};
   }
-  const QStringList warnings = applySession(*this, loaded);
+  const QStringList warnings = applySession(*this, loaded, mode);
   showStatus(warnings.isEmpty() ? tr("Session %1 opened").arg(QFileInfo(path).fileName())
                                 : tr("Session %1 opened with %2 problem(s): %3")
                                       .arg(QFileInfo(path).fileName()).arg(warnings.size()).arg(warnings.front()),

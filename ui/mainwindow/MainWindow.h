@@ -55,9 +55,12 @@ public:
   bool isLoading() const;
   AsyncVolumeLoader* volumeLoader() const { return loader_; }
   // File > Save/Open Session (.splitseg). Open returns the warnings (missing files, ...);
-  // both report failures in the status bar and return false / an error line.
+  // both report failures in the status bar and return false / an error line. Opening in the
+  // background (the File menu) applies the network, placement and run at once and reads the
+  // image and label on the loader's worker, as File > Open does: a volume that cannot be read
+  // is then reported in the status bar, not in the returned warnings.
   bool saveSessionFile(const QString& path);
-  QStringList openSessionFile(const QString& path);
+  QStringList openSessionFile(const QString& path, Loading mode = Loading::Blocking);
   // File > Export model: TorchScript + preprocessing JSON; the outcome goes to the status bar.
   bool exportModel(const QString& path);
 

@@ -32,18 +32,19 @@ session::Session captureSession(const MainWindow& window) {
   return out;
 }
 
-QStringList applySession(MainWindow& window, const session::LoadResult& loaded) {
+QStringList applySession(MainWindow& window, const session::LoadResult& loaded, MainWindow::Loading mode) {
   QStringList warnings;
   for (const auto& w : loaded.warnings) warnings << QString::fromStdString(w);
   const session::Session& in = loaded.session;
   Session& s = *window.session();
 
-  if (!in.run.data.dataset.empty() && !in.datasetMissing) window.openDataset(QString::fromStdString(in.run.data.dataset));
+  if (!in.run.data.dataset.empty() && !in.datasetMissing) window.openDataset(QString::fromStdString(in.run.data.dataset), mode);
   const auto* image = in.firstVolume("image");
   if (image && !image->missing) {
     const auto* label = in.firstVolume("label");
     const QString labelPath = label && !label->missing ? QString::fromStdString(label->path) : QString();
-    if (!window.openVolume(QString::fromStdString(image->path), labelPath))
+    // In the background the read supersedes the dataset's first case, started just above.
+    if (!window.openVolume(QString::fromStdString(image->path), labelPath, mode))
       warnings << QObject::tr("could not open %1").arg(QString::fromStdString(image->path));
   }
 
