@@ -12,6 +12,7 @@
 #include "ui/session/Session.h"
 #include "ui/training/TrainingPanel.h"
 
+#include <QComboBox>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -109,6 +110,14 @@ private Q_SLOTS:
     ViewState state;
     DataPanel panel(&session, &state);
     showAndCheck(&panel);
+    // The window/level box names the preset in use, else says what the window is.
+    auto* box = panel.windowPresetBox();
+    const auto preset = box->itemData(1).toPointF();
+    state.setWindowLevel(preset.x(), preset.y());
+    QCOMPARE(box->currentIndex(), 1);
+    state.setWindowLevel(505, 73);
+    QCOMPARE(box->currentIndex(), -1);
+    QCOMPARE(box->placeholderText(), QString("Custom (505/73)"));
   }
 
   void mainWindow() {

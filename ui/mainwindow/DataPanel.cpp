@@ -62,11 +62,14 @@ DataPanel::DataPanel(Session* session, ViewState* viewState, QWidget* parent)
     viewState_->setWindowLevel(wl.x(), wl.y());
   });
   form->addRow(tr("Window/level"), windowPreset_);
-  // Shows the preset in use, or none after a drag or for a non-CT window.
+  // Shows the preset in use, or the window itself after a drag or for a non-CT image (an empty
+  // box looked like a fault).
   connect(viewState_, &ViewState::windowLevelChanged, this, [this] {
     int match = -1;
     for (int i = 0; i < windowPreset_->count(); ++i)
       if (windowPreset_->itemData(i).toPointF() == QPointF(viewState_->window(), viewState_->level())) match = i;
+    // As the slices' corner shows it.
+    windowPreset_->setPlaceholderText(tr("Custom (%1/%2)").arg(viewState_->window(), 0, 'f', 0).arg(viewState_->level(), 0, 'f', 0));
     windowPreset_->setCurrentIndex(match);
   });
   volumePreset_ = new QComboBox(display);
