@@ -148,6 +148,14 @@ private Q_SLOTS:
     QVERIFY(w.session()->run() == r);  // shown, not rewritten
     review->windowBox()->setValue(80);
     QCOMPARE(window(), (std::array<std::int64_t, 3>{80, 80, 80}));
+    QVERIFY(review->windowBox()->toolTip().isEmpty());
+    // Past the box's range: shown at its maximum, said in the tooltip, the run untouched.
+    r = w.session()->run();
+    r.window = {640, 640, 640};
+    w.session()->setRun(r);
+    QCOMPARE(review->windowBox()->value(), review->windowBox()->maximum());
+    QVERIFY2(review->windowBox()->toolTip().contains("640×640×640"), qPrintable(review->windowBox()->toolTip()));
+    QCOMPARE(window(), (std::array<std::int64_t, 3>{640, 640, 640}));
     QCOMPARE(w.session()->run().mirror, (std::array<bool, 3>{false, false, true}));
   }
 

@@ -211,9 +211,10 @@ void ReviewPanel::syncFromSession() {
   mode_->setCurrentIndex(mode_->findData(whole ? "whole" : "window"));
   // The box edits cubes; a run's other window (from All settings or the CLI) is shown by its
   // largest side and stays as it is until the box is edited.
-  if (!whole) window_->setValue(static_cast<int>(std::max({w[0], w[1], w[2]})));
-  const bool cubic = w[0] == w[1] && w[1] == w[2];
-  window_->setToolTip(cubic ? QString() : tr("The run's window is %1×%2×%3 (x, y, z); editing this makes it a cube")
+  if (!whole) window_->setValue(static_cast<int>(std::min<std::int64_t>(std::max({w[0], w[1], w[2]}), window_->maximum())));
+  // Said when the box cannot show the run's window as it is (not a cube, or past the box's range).
+  const bool shown = whole || (w[0] == w[1] && w[1] == w[2] && w[0] == window_->value());
+  window_->setToolTip(shown ? QString() : tr("The run's window is %1×%2×%3 (x, y, z); editing this makes it a cube")
                                               .arg(w[0]).arg(w[1]).arg(w[2]));
   overlap_->setValue(r.overlap);
   const QString axes = QString::fromStdString(run::mirrorToString(r.mirror));
