@@ -49,10 +49,6 @@ InferOptions inferOptionsOf(const run::RunSpec& run) {
   return o;
 }
 
-int mirrorPasses(const std::array<bool, 3>& mirror) {
-  return 1 << ((mirror[0] ? 1 : 0) + (mirror[1] ? 1 : 0) + (mirror[2] ? 1 : 0));
-}
-
 torch::Tensor Inferer::runMirrored(const torch::Tensor& batch, const std::array<bool, 3>& mirror,
                                    CancelToken* cancel) {
   // As nnU-Net v2 (predict_sliding_window_return_logits): the mean of the logits over every
@@ -100,7 +96,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   const torch::Tensor image = imageIn.to(torch::kFloat).contiguous();
   const std::array<std::int64_t, 3> size{image.size(1), image.size(2), image.size(3)};  // D, H, W
 
-  const int passes = mirrorPasses(o.mirror);
+  const int passes = run::mirrorPasses(o.mirror);
   const std::string mirrored = passes > 1 ? ", " + std::to_string(passes) + " mirrored passes each" : "";
   torch::Tensor logits;
   const bool whole = o.window[0] <= 0 || o.window[1] <= 0 || o.window[2] <= 0;

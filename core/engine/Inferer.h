@@ -27,9 +27,6 @@ struct InferOptions {
 // windows per pass stay 1 for the caller to set.
 InferOptions inferOptionsOf(const run::RunSpec& run);
 
-// Forward passes per window (or per whole volume) under `mirror`: 2^(axes mirrored).
-int mirrorPasses(const std::array<bool, 3>& mirror);
-
 struct Prediction {
   torch::Tensor probabilities;  // (C, D, H, W) float32 on CPU; C == 1 for binary
   torch::Tensor labels;         // (D, H, W) int64 on CPU

@@ -160,6 +160,10 @@ std::array<bool, 3> mirrorFromString(const std::string& s) {
   return axes;
 }
 
+int mirrorPasses(const std::array<bool, 3>& mirror) {
+  return 1 << ((mirror[0] ? 1 : 0) + (mirror[1] ? 1 : 0) + (mirror[2] ? 1 : 0));
+}
+
 bool DataSpec::operator==(const DataSpec& o) const {
   return kind == o.kind && image == o.image && label == o.label && dataset == o.dataset &&
          validationFraction == o.validationFraction;

@@ -47,6 +47,8 @@ LrSchedule lrScheduleFromString(const std::string& s);  // throws InvalidArgumen
 // in any order, each once, and "none". Throws InvalidArgument for anything else.
 std::string mirrorToString(const std::array<bool, 3>& axes);
 std::array<bool, 3> mirrorFromString(const std::string& s);
+// Forward passes per window (or per whole volume) under `mirror`: 2^(axes mirrored).
+int mirrorPasses(const std::array<bool, 3>& mirror);
 
 // One field that does not make sense, named as in the JSON ("schedule.steps").
 struct Problem {

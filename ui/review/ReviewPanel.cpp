@@ -220,8 +220,7 @@ void ReviewPanel::syncFromSession() {
   const QString axes = QString::fromStdString(run::mirrorToString(r.mirror));
   int i = mirror_->findData(axes);
   if (i < 0) {  // axes the box does not offer (All settings, the CLI): shown as they are
-    const int passes = 1 << static_cast<int>(std::count(r.mirror.begin(), r.mirror.end(), true));
-    mirror_->addItem(tr("%1 (%2 passes)").arg(axes.split("", Qt::SkipEmptyParts).join(", ")).arg(passes), axes);
+    mirror_->addItem(tr("%1 (%2 passes)").arg(axes.split("", Qt::SkipEmptyParts).join(", ")).arg(run::mirrorPasses(r.mirror)), axes);
     i = mirror_->count() - 1;
   }
   mirror_->setCurrentIndex(i);
@@ -229,15 +228,9 @@ void ReviewPanel::syncFromSession() {
   updateEnabled();
 }
 
-run::RunSpec ReviewPanel::reviewRun() const {
-  run::RunSpec run = session_->run();
-  run.setPlacement(session_->placement());
-  return run;
-}
-
 std::string ReviewPanel::memoryKey() const {
   std::ostringstream key;
-  key << session_->image().get() << ' ' << reviewRun().toJson().dump();
+  key << session_->image().get() << ' ' << session_->run().toJson().dump();
   return key.str();
 }
 
@@ -248,7 +241,7 @@ std::string ReviewPanel::fitKey() const {
 }
 
 placement::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>* grid) const {
-  const run::RunSpec run = reviewRun();
+  const run::RunSpec& run = session_->run();
   // The grid the network sees (the run's spacing), as the review resamples the image to it.
   const auto size = run.preprocessing.networkGrid(session_->image()->geometry()).size;  // x, y, z
   if (grid) *grid = size;
@@ -378,7 +371,7 @@ void ReviewPanel::runInference() {
   InferenceJob job;
   job.network = session_->network();
   // The controls edit the document's run; the job gets a copy.
-  job.run = reviewRun();
+  job.run = session_->run();
   runKey_ = memoryKey();
   // A placement over ranks infers over them, this process being rank 0, as training does.
   session_->clearRankProblems();

@@ -70,9 +70,8 @@ Q_SIGNALS:
 
 private:
   void runInference();
-  // The session's run with its placement: the window, overlap, mirroring and post-processing the
-  // controls show are the run's own (they edit it at once and follow it, as the other panels do).
-  run::RunSpec reviewRun() const;
+  // The window, overlap, mirroring and post-processing the controls show are the session's run's
+  // own (they edit it at once and follow it, as the other panels do); Run inference runs it.
   void syncFromSession();
   void updateEnabled();  // window, overlap and the fit button only for a sliding window
   // The run with `apply` done to it, into the session (the controls' edits).

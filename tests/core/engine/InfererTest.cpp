@@ -195,7 +195,7 @@ private Q_SLOTS:
     const auto image = torch::randn({1, 20, 16, 12});  // D, H, W multiples of the divisor (4)
     engine::InferOptions o;
     o.mirror = {axes.contains('x'), axes.contains('y'), axes.contains('z')};
-    QCOMPARE(engine::mirrorPasses(o.mirror), 1 << axes.size());
+    QCOMPARE(run::mirrorPasses(o.mirror), 1 << axes.size());
     const auto mirrored = inferer.predict(image, o);
 
     torch::NoGradGuard g;
