@@ -49,11 +49,10 @@ void failIfCasesFailed(int failed);
 
 #ifdef SPLITSEG_WITH_ITK
 // One image predicted into `outPath` (in the image's geometry); with `labelPath`, Dice and HD95
-// per label of what was written (into `scores` too). Returns the JSON line.
+// per label of what was written. Returns the JSON line.
 nlohmann::json inferVolume(const InferArgs& a, run::RunSpec spec, engine::Inferer& inferer, model::StagedNetwork& net,
                            const std::string& placement, const dist::LocalStages& local, const std::string& imagePath,
-                           const std::string& labelPath, const std::string& outPath,
-                           std::vector<metrics::LabelMetrics>* scores = nullptr);
+                           const std::string& labelPath, const std::string& outPath);
 // The dataset's chosen cases (a.cases) predicted into the folder a.out and scored; summary.json
 // beside them. Returns the summary line; `failed`: the cases that could not be predicted.
 nlohmann::json inferDataset(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,

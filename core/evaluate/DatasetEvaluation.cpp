@@ -1,0 +1,182 @@
+#include "core/evaluate/DatasetEvaluation.h"
+
+#include "core/base/Error.h"
+#include "core/dataset/DatasetSource.h"
+#include "core/io/AtomicWrite.h"
+#include "core/io/VolumeReader.h"
+#include "core/io/VolumeWriter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+
+namespace splitseg::evaluate {
+
+namespace fs = std::filesystem;
+
+CaseSet caseSetFromString(const std::string& text) {
+  if (text == "all") return CaseSet::All;
+  if (text == "validation") return CaseSet::Validation;
+  if (text == "training") return CaseSet::Training;
+  throw InvalidArgument("cases '" + text + "': expected all, validation or training");
+}
+
+const char* toString(CaseSet cases) {
+  switch (cases) {
+    case CaseSet::Validation: return "validation";
+    case CaseSet::Training: return "training";
+    case CaseSet::All: break;
+  }
+  return "all";
+}
+
+EvaluationPlan planEvaluation(const dataset::Dataset& ds, CaseSet cases, double validationFraction, const std::string& outDir) {
+  if (ds.channelCount() != 1)
+    throw InvalidArgument(ds.name + " has " + std::to_string(ds.channelCount()) + " input channels; only one-channel images are predicted");
+  std::vector<std::size_t> idx;
+  if (cases == CaseSet::All) {
+    for (std::size_t i = 0; i < ds.cases.size(); ++i) idx.push_back(i);
+  } else {
+    const auto split = dataset::splitCases(ds.cases.size(), validationFraction, dataset::DatasetSourceOptions{}.splitSeed);
+    idx = cases == CaseSet::Validation ? split.validation : split.train;
+  }
+  std::sort(idx.begin(), idx.end());
+  if (idx.empty()) throw InvalidArgument(std::string("the ") + toString(cases) + " cases of " + ds.name + ": the split leaves none there");
+  if (outDir.empty()) throw InvalidArgument("no folder given for the predictions");
+  if (fs::exists(outDir) && !fs::is_directory(outDir)) throw InvalidArgument(outDir + " is a file; give a folder for the predictions");
+  // Nothing the dataset holds may be overwritten: its images and labels by canonical path.
+  std::set<std::string> inputs, ids;
+  for (const auto& c : ds.cases) {
+    for (const auto& im : c.images) inputs.insert(fs::weakly_canonical(im).string());
+    if (!c.label.empty()) inputs.insert(fs::weakly_canonical(c.label).string());
+  }
+  EvaluationPlan plan;
+  plan.dataset = ds.name;
+  plan.root = ds.root;
+  plan.cases = cases;
+  plan.outDir = outDir;
+  for (const auto i : idx) {
+    const auto& c = ds.cases[i];
+    if (c.id.empty() || c.id == "." || c.id == ".." || c.id.find_first_of("/\\") != std::string::npos)
+      throw FormatError(ds.root, "case id '" + c.id + "' cannot name a prediction file");
+    if (!ids.insert(c.id).second)
+      throw FormatError(ds.root, "two cases are named '" + c.id + "': their predictions would overwrite each other");
+    const fs::path p = fs::path(outDir) / (c.id + ".nii.gz");
+    if (inputs.count(fs::weakly_canonical(p).string()))
+      throw InvalidArgument(outDir + " would overwrite the dataset's own " + p.string() + "; choose another folder");
+    plan.files.push_back({c.id, c.images.front(), c.label, p.string()});
+  }
+  return plan;
+}
+
+CaseResult predictCase(const CaseFiles& files, const Predict& predict, bool keepLargest) {
+  CaseResult r;
+  r.files = files;
+  const Volume source = io::readVolume(files.image);
+  std::optional<Volume> truth;
+  if (!files.label.empty()) {
+    truth = io::readVolume(files.label);
+    if (!truth->geometry().sameGrid(source.geometry()))
+      throw InvalidArgument("label " + files.label + " is not on the grid of " + files.image + " (size, spacing, origin or direction differ)");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Volume labels = predict(source);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (keepLargest) r.kept = postprocess::keepLargestComponents(labels);
+  io::writeSegmentation(labels, source.geometry(), files.prediction);
+  if (truth) {
+    // As written: on the source's grid, what a viewer shows against the ground truth.
+    labels.geometry() = source.geometry();
+    r.metrics = metrics::SegmentationMetrics::compute(labels, *truth);
+    double sum = 0;
+    for (const auto& m : r.metrics) sum += m.dice;
+    r.meanDice = r.metrics.empty() ? 1.0 : sum / static_cast<double>(r.metrics.size());
+  }
+  return r;
+}
+
+nlohmann::json distanceJson(double mm) { return std::isfinite(mm) ? nlohmann::json(mm) : nlohmann::json("inf"); }
+
+nlohmann::json metricsJson(const std::vector<metrics::LabelMetrics>& ms) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& m : ms)
+    j.push_back({{"label", m.label},
+                 {"dice", m.dice},
+                 {"hd95_mm", distanceJson(m.hd95)},
+                 {"predicted", m.predicted},
+                 {"truth", m.truth},
+                 {"false_positive", m.falsePositive},
+                 {"false_negative", m.falseNegative}});
+  return j;
+}
+
+nlohmann::json keptJson(const std::vector<postprocess::LabelComponents>& kept) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& c : kept) j.push_back({{"label", c.label}, {"components", c.components}, {"kept", c.kept}, {"removed", c.removed}});
+  return j;
+}
+
+EvaluationSummary evaluateDataset(const EvaluationPlan& plan, const Predict& predict, bool keepLargest,
+                                  const nlohmann::json& runFields, EvaluationObserver* observer) {
+  fs::create_directories(plan.outDir);
+  EvaluationSummary s;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<metrics::LabelMetrics>> scored;
+  nlohmann::json perCase = nlohmann::json::array(), failures = nlohmann::json::array();
+  for (std::size_t k = 0; k < plan.files.size(); ++k) {
+    const auto& f = plan.files[k];
+    if (observer) observer->caseStarted(k, f);
+    CaseResult r;
+    try {
+      r = predictCase(f, predict, keepLargest);
+    } catch (const IoError& e) {  // unreadable or corrupt input (FormatError too), or an unwritable output
+      r.error = e.what();
+    } catch (const InvalidArgument& e) {  // a label of another grid
+      r.error = e.what();
+    } catch (const OutOfMemoryError& e) {  // this case's volume is too large for the devices
+      r.error = e.what();
+    }
+    r.files = f;
+    if (r.ok()) {
+      scored.push_back(r.metrics);
+      perCase.push_back({{"case", f.id}, {"image", f.image}, {"label", f.label}, {"prediction", f.prediction},
+                         {"seconds", r.seconds}, {"metrics", metricsJson(r.metrics)}, {"mean_dice", r.meanDice}});
+    } else {
+      ++s.failed;
+      failures.push_back({{"case", f.id}, {"error", r.error}});
+    }
+    s.cases.push_back(r);
+    if (observer) observer->caseFinished(k, s.cases.back());
+  }
+  s.labels = metrics::summarize(scored);
+  nlohmann::json labels = nlohmann::json::array();
+  double foreground = 0;
+  for (const auto& l : s.labels) {
+    labels.push_back({{"label", l.label}, {"cases", l.cases}, {"mean_dice", l.meanDice},
+                      {"mean_hd95_mm", distanceJson(l.meanHd95)}, {"infinite_hd95", l.infiniteHd95}});
+    foreground += l.meanDice;
+  }
+  if (!s.labels.empty()) s.meanDice = foreground / static_cast<double>(s.labels.size());
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.line = {{"dataset", plan.dataset}, {"cases", toString(plan.cases)}, {"predicted", scored.size()},
+            {"failed", failures},      {"labels", labels},              {"seconds", s.seconds},
+            {"out", plan.outDir}};
+  if (runFields.is_object()) s.line.update(runFields);  // null: none
+  if (!s.labels.empty()) s.line["mean_dice"] = s.meanDice;
+  nlohmann::json file = s.line;
+  file["metric_per_case"] = perCase;
+  s.summaryPath = (fs::path(plan.outDir) / "summary.json").string();
+  io::atomicWrite(s.summaryPath, [&](const std::string& temp) {
+    std::ofstream out(temp);
+    out << file.dump(2) << "\n";
+    if (!out.flush()) throw IoError(s.summaryPath, "could not be written");
+  });
+  s.line["summary"] = s.summaryPath;
+  return s;
+}
+
+} // namespace splitseg::evaluate

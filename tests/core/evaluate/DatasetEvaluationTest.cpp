@@ -1,0 +1,263 @@
+// A dataset's cases predicted through a callback, written and scored (core/evaluate): what the
+// files on disk hold is scored again here, independently, and compared with the report; failures,
+// cancellation and refusals leave the dataset and the other cases alone.
+#include "core/base/Error.h"
+#include "core/data/Phantom.h"
+#include "core/dataset/Dataset.h"
+#include "core/evaluate/DatasetEvaluation.h"
+#include "core/io/VolumeReader.h"
+#include "core/io/VolumeWriter.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using namespace splitseg;
+
+namespace {
+void writeText(const fs::path& p, const std::string& t) {
+  std::ofstream f(p);
+  f << t;
+}
+
+// MSD layout, `n` phantoms of two labels.
+fs::path makeDataset(const fs::path& root, int n) {
+  fs::create_directories(root / "imagesTr");
+  fs::create_directories(root / "labelsTr");
+  std::string training;
+  for (int i = 0; i < n; ++i) {
+    data::PhantomOptions o;
+    o.size = {18, 16, 14};
+    o.spacing = {1.0, 1.5, 2.0};
+    o.seed = static_cast<std::uint64_t>(7 + i);
+    o.foregroundClasses = 2;
+    const auto p = data::makePhantom(o);
+    const std::string id = "case_" + std::to_string(i);
+    io::writeVolume(p.image, (root / "imagesTr" / (id + ".nii.gz")).string());
+    io::writeVolume(p.label, (root / "labelsTr" / (id + ".nii.gz")).string(), {"uint8"});
+    training += std::string(i ? "," : "") + R"({"image":"./imagesTr/)" + id + R"(.nii.gz","label":"./labelsTr/)" + id + R"(.nii.gz"})";
+  }
+  writeText(root / "dataset.json", R"({"name":"Toy","modality":{"0":"CT"},"labels":{"0":"background","1":"a","2":"b"},"numTraining":)" +
+                                       std::to_string(n) + R"(,"training":[)" + training + "]}");
+  return root;
+}
+
+// Predicts each case from its own ground truth, altered as `mode` says; the observer tells it the case.
+struct FromTruth final : evaluate::EvaluationObserver {
+  QString mode;
+  std::string label;
+  int cancelAt = -1;
+  void caseStarted(std::size_t k, const evaluate::CaseFiles& f) override {
+    if (static_cast<int>(k) == cancelAt) throw Cancelled();
+    label = f.label;
+  }
+  Volume operator()(const Volume& source) const {
+    Volume v = io::readVolume(label);
+    const auto s = v.size();
+    if (mode == "empty") v = Volume(v.geometry(), 0.0f);
+    if (mode == "shifted") {  // one voxel along x: the labels' borders disagree
+      Volume w(v.geometry(), 0.0f);
+      for (std::int64_t z = 0; z < s[2]; ++z)
+        for (std::int64_t y = 0; y < s[1]; ++y)
+          for (std::int64_t x = 1; x < s[0]; ++x) w.at(x, y, z) = v.at(x - 1, y, z);
+      v = w;
+    }
+    if (mode == "stray") v.at(0, 0, 0) = 2.0f;  // a lone voxel far from label 2's region
+    v.geometry() = source.geometry();
+    return v;
+  }
+};
+
+// Dice of label l between two volumes of one grid, counted here.
+double diceOf(const Volume& p, const Volume& t, int l) {
+  std::int64_t both = 0, np = 0, nt = 0;
+  const auto s = p.size();
+  for (std::int64_t z = 0; z < s[2]; ++z)
+    for (std::int64_t y = 0; y < s[1]; ++y)
+      for (std::int64_t x = 0; x < s[0]; ++x) {
+        const bool a = std::lround(p.at(x, y, z)) == l, b = std::lround(t.at(x, y, z)) == l;
+        both += a && b;
+        np += a;
+        nt += b;
+      }
+  return np + nt == 0 ? 1.0 : 2.0 * static_cast<double>(both) / static_cast<double>(np + nt);
+}
+
+nlohmann::json readJson(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+} // namespace
+
+class DatasetEvaluationTest : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void scoresWhatItWrote_data() {
+    QTest::addColumn<QString>("mode");
+    QTest::addColumn<QString>("cases");
+    QTest::addColumn<int>("expectedCases");
+    QTest::newRow("exact, all cases") << "exact" << "all" << 4;
+    QTest::newRow("shifted, validation split") << "shifted" << "validation" << 1;
+    QTest::newRow("shifted, training split") << "shifted" << "training" << 3;
+    QTest::newRow("empty prediction") << "empty" << "all" << 4;
+  }
+  void scoresWhatItWrote() {
+    QFETCH(QString, mode);
+    QFETCH(QString, cases);
+    QFETCH(int, expectedCases);
+    QTemporaryDir tmp;
+    const auto root = makeDataset(fs::path(tmp.path().toStdString()) / "ds", 4);
+    const auto ds = dataset::openDataset(root.string());
+    const std::string out = tmp.path().toStdString() + "/pred";
+    const auto plan = evaluate::planEvaluation(ds, evaluate::caseSetFromString(cases.toStdString()), 0.2, out);
+    QCOMPARE(static_cast<int>(plan.files.size()), expectedCases);
+    // The validation side is what training holds out: splitCases(4, 0.2, 0).
+    const auto split = dataset::splitCases(4, 0.2, 0);
+    if (cases == "validation") QCOMPARE(plan.files[0].id, ds.cases[split.validation[0]].id);
+    FromTruth p;
+    p.mode = mode;
+    const auto s = evaluate::evaluateDataset(plan, [&p](const Volume& v) { return p(v); }, false, {{"window", "96"}}, &p);
+    QCOMPARE(s.failed, 0);
+    QCOMPARE(static_cast<int>(s.cases.size()), expectedCases);
+    double sumOfMeans[3] = {0, 0, 0};
+    int counted[3] = {0, 0, 0};
+    for (const auto& c : s.cases) {
+      // The file written is on the image's grid and scores, counted here, as reported.
+      const Volume written = io::readVolume(c.files.prediction), truth = io::readVolume(c.files.label),
+                   image = io::readVolume(c.files.image);
+      QVERIFY(written.geometry().sameGrid(image.geometry()));
+      QCOMPARE(static_cast<int>(c.metrics.size()), 2);
+      for (const auto& m : c.metrics) {
+        const double d = diceOf(written, truth, m.label);
+        QVERIFY2(std::abs(d - m.dice) < 1e-12, qPrintable(QString("%1 label %2: %3 vs %4").arg(QString::fromStdString(c.files.id)).arg(m.label).arg(d).arg(m.dice)));
+        if (mode == "exact") QCOMPARE(m.hd95, 0.0);
+        if (mode == "empty") QVERIFY(std::isinf(m.hd95) && m.dice == 0.0);
+        if (mode == "shifted") QVERIFY(m.dice > 0.3 && m.dice < 1.0 && m.hd95 > 0.0 && std::isfinite(m.hd95));
+        sumOfMeans[m.label] += m.dice;
+        ++counted[m.label];
+      }
+    }
+    // summary.json: the per-label means over the cases, the run's fields, every case.
+    const auto j = readJson(s.summaryPath);
+    QCOMPARE(j["window"].get<std::string>(), std::string("96"));
+    QCOMPARE(j["cases"].get<std::string>(), cases.toStdString());
+    QCOMPARE(j["metric_per_case"].size(), static_cast<std::size_t>(expectedCases));
+    QCOMPARE(j["labels"].size(), std::size_t(2));
+    double overall = 0;
+    for (const auto& l : j["labels"]) {
+      const int label = l["label"].get<int>();
+      QCOMPARE(l["cases"].get<int>(), counted[label]);
+      QVERIFY(std::abs(l["mean_dice"].get<double>() - sumOfMeans[label] / counted[label]) < 1e-12);
+      if (mode == "empty") QCOMPARE(l["infinite_hd95"].get<int>(), expectedCases);
+      overall += l["mean_dice"].get<double>();
+    }
+    QVERIFY(std::abs(j["mean_dice"].get<double>() - overall / 2) < 1e-12);
+    QCOMPARE(s.line["summary"].get<std::string>(), s.summaryPath);
+  }
+
+  void keepsTheLargestRegionBeforeWriting() {
+    QTemporaryDir tmp;
+    const auto root = makeDataset(fs::path(tmp.path().toStdString()) / "ds", 2);
+    const auto plan = evaluate::planEvaluation(dataset::openDataset(root.string()), evaluate::CaseSet::All, 0.2, tmp.path().toStdString() + "/p");
+    FromTruth p;
+    p.mode = "stray";
+    const auto s = evaluate::evaluateDataset(plan, [&p](const Volume& v) { return p(v); }, true, {}, &p);
+    for (const auto& c : s.cases) {
+      int removed = 0;
+      for (const auto& k : c.kept) removed += static_cast<int>(k.removed);
+      QCOMPARE(removed, 1);  // the stray voxel, and nothing else
+      QCOMPARE(io::readVolume(c.files.prediction).at(0, 0, 0), 0.0f);
+      for (const auto& m : c.metrics) QCOMPARE(m.dice, 1.0);
+    }
+  }
+
+  void aFailedCaseLetsTheOthersGoOn() {
+    QTemporaryDir tmp;
+    const auto root = makeDataset(fs::path(tmp.path().toStdString()) / "ds", 4);
+    const auto ds = dataset::openDataset(root.string());
+    // Case 1's image corrupted; case 2's label on another grid.
+    writeText(ds.cases[1].images[0], "not a NIfTI file");
+    data::PhantomOptions o;
+    o.size = {10, 10, 10};
+    io::writeVolume(data::makePhantom(o).label, ds.cases[2].label, {"uint8"});
+    const auto labelBefore = io::readVolume(ds.cases[2].label);
+    const auto plan = evaluate::planEvaluation(ds, evaluate::CaseSet::All, 0.2, tmp.path().toStdString() + "/p");
+    FromTruth p;
+    p.mode = "exact";
+    std::vector<std::string> seen;
+    struct Both final : evaluate::EvaluationObserver {
+      FromTruth* p;
+      std::vector<std::string>* seen;
+      void caseStarted(std::size_t k, const evaluate::CaseFiles& f) override { p->caseStarted(k, f); }
+      void caseFinished(std::size_t, const evaluate::CaseResult& r) override { seen->push_back(r.files.id + (r.ok() ? "" : "!")); }
+    } both;
+    both.p = &p;
+    both.seen = &seen;
+    const auto s = evaluate::evaluateDataset(plan, [&p](const Volume& v) { return p(v); }, false, {}, &both);
+    QCOMPARE(s.failed, 2);
+    QCOMPARE(seen, (std::vector<std::string>{"case_0", "case_1!", "case_2!", "case_3"}));
+    QVERIFY2(s.cases[2].error.find("not on the grid") != std::string::npos, s.cases[2].error.c_str());
+    QVERIFY(!fs::exists(s.cases[1].files.prediction) && !fs::exists(s.cases[2].files.prediction));
+    QVERIFY(fs::exists(s.cases[3].files.prediction));
+    const auto j = readJson(s.summaryPath);
+    QCOMPARE(j["predicted"].get<int>(), 2);
+    QCOMPARE(j["failed"].size(), std::size_t(2));
+    QCOMPARE(j["failed"][0]["case"].get<std::string>(), std::string("case_1"));
+    QCOMPARE(j["mean_dice"].get<double>(), 1.0);
+    // The inputs are as they were.
+    QVERIFY(io::readVolume(ds.cases[2].label).size() == labelBefore.size());
+  }
+
+  void cancelledLeavesWhatWasWrittenAndNoSummary() {
+    QTemporaryDir tmp;
+    const auto root = makeDataset(fs::path(tmp.path().toStdString()) / "ds", 3);
+    const auto plan = evaluate::planEvaluation(dataset::openDataset(root.string()), evaluate::CaseSet::All, 0.2, tmp.path().toStdString() + "/p");
+    FromTruth p;
+    p.mode = "exact";
+    p.cancelAt = 1;
+    QVERIFY_THROWS_EXCEPTION(Cancelled, evaluate::evaluateDataset(plan, [&p](const Volume& v) { return p(v); }, false, {}, &p));
+    QVERIFY(fs::exists(plan.files[0].prediction));
+    QVERIFY(!fs::exists(plan.files[1].prediction));
+    QVERIFY(!fs::exists(fs::path(plan.outDir) / "summary.json"));
+  }
+
+  void refusesBeforeWriting_data() {
+    QTest::addColumn<QString>("out");   // relative to the temporary folder
+    QTest::addColumn<QString>("cases");
+    QTest::addColumn<int>("count");     // cases in the dataset
+    QTest::addColumn<QString>("error");
+    QTest::newRow("over the dataset's labels") << "ds/labelsTr" << "all" << 2 << "would overwrite the dataset's own";
+    QTest::newRow("over its images, through ..") << "ds/labelsTr/../imagesTr" << "all" << 2 << "would overwrite";
+    QTest::newRow("a file") << "ds/dataset.json" << "all" << 2 << "is a file";
+    QTest::newRow("no folder") << "" << "all" << 2 << "no folder given";
+    QTest::newRow("a split with no validation case") << "p" << "validation" << 1 << "leaves none there";
+    QTest::newRow("unknown set") << "p" << "tests" << 2 << "expected all, validation or training";
+  }
+  void refusesBeforeWriting() {
+    QFETCH(QString, out);
+    QFETCH(QString, cases);
+    QFETCH(int, count);
+    QFETCH(QString, error);
+    QTemporaryDir tmp;
+    const fs::path base = tmp.path().toStdString();
+    const auto root = makeDataset(base / "ds", count);
+    const auto ds = dataset::openDataset(root.string());
+    std::string what;
+    try {
+      evaluate::planEvaluation(ds, evaluate::caseSetFromString(cases.toStdString()), 0.2, out.isEmpty() ? "" : (base / out.toStdString()).string());
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    QVERIFY2(what.find(error.toStdString()) != std::string::npos, what.c_str());
+    QVERIFY(!fs::exists(base / "p"));
+  }
+};
+
+QTEST_GUILESS_MAIN(DatasetEvaluationTest)
+#include "DatasetEvaluationTest.moc"
