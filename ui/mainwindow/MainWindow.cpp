@@ -81,6 +81,9 @@ MainWindow::MainWindow(QWidget* parent)
     else view3d_->clearLabelSurfaces();
   });
   connect(review_, &ReviewPanel::saveRequested, this, &MainWindow::saveSegmentation);
+  connect(review_, &ReviewPanel::caseOpenRequested, this, [this](const QString& image, const QString& label, const QString& prediction) {
+    openVolumeWithPrediction(image, label, prediction, Loading::Background);
+  });
   auto* tabDock = tabDock_ = new QDockWidget(tr("Model"), this);
   tabDock->setObjectName("tabDock");
   tabDock->setWidget(tabs_);
@@ -312,8 +315,31 @@ bool MainWindow::applyImage(const QString& path, const VolumeLoader::Result& ima
   addRecent(path);
   showStatus(tr("Opened %1").arg(QFileInfo(path).fileName()));
   if (!labelPath.isEmpty()) applyLabel(labelPath, label);
+  if (pendingPrediction_.first == path) {
+    // A label map the size of the image: read here, as a ground truth is read with its image.
+    const QString predictionPath = pendingPrediction_.second;
+    pendingPrediction_ = {};
+    const auto p = VolumeLoader::load(predictionPath);
+    if (!p.volume) {
+      showStatus(tr("Could not open prediction %1: %2").arg(predictionPath, p.error), true);
+    } else if (!p.volume->geometry().sameGrid(image.volume->geometry(), 1e-3)) {
+      showStatus(tr("Prediction %1 does not match the image: %2")
+                     .arg(QFileInfo(predictionPath).fileName(),
+                          QString::fromStdString(p.volume->geometry().differenceTo(image.volume->geometry(), 1e-3))), true);
+    } else {
+      session_->setPrediction(p.volume);
+      showStatus(tr("Opened %1 with its prediction %2").arg(QFileInfo(path).fileName(), QFileInfo(predictionPath).fileName()));
+    }
+  }
   Q_EMIT volumeLoadFinished(path, true);
   return true;
+}
+
+bool MainWindow::openVolumeWithPrediction(const QString& path, const QString& labelPath, const QString& predictionPath, Loading mode) {
+  pendingPrediction_ = {path, predictionPath};
+  const bool ok = openVolume(path, labelPath, mode);
+  if (mode == Loading::Blocking || !ok) pendingPrediction_ = {};
+  return ok;
 }
 
 bool MainWindow::loadLabel(const QString& path, Loading mode) {

@@ -51,6 +51,10 @@ public:
   // Opens a dataset folder (dataset.json or nnU-Net raw) and its first case (listing is
   // immediate; false when the folder is no dataset).
   bool openDataset(const QString& path, Loading mode = Loading::Blocking);
+  // A case with a prediction over it (Review > Evaluate dataset's "Open case"): the image and its
+  // ground truth as openVolume opens them, then the prediction, which must be on the image's grid.
+  bool openVolumeWithPrediction(const QString& path, const QString& labelPath, const QString& predictionPath,
+                                Loading mode = Loading::Blocking);
   // A background read is in flight.
   bool isLoading() const;
   AsyncVolumeLoader* volumeLoader() const { return loader_; }
@@ -121,6 +125,8 @@ private:
   AsyncVolumeLoader* loader_;
   QStringList recent_;
   QStringList datasetCases_, datasetLabels_;
+  // The prediction to show once this image is open (openVolumeWithPrediction): image, prediction.
+  QPair<QString, QString> pendingPrediction_;
   QDockWidget *dataDock_ = nullptr, *tabDock_ = nullptr;
   int dockWidthBeforePlacing_ = -1;  // -1: not widened
   bool dataDockHiddenForPlacing_ = false;

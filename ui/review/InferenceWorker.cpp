@@ -25,6 +25,49 @@ private:
 };
 } // namespace
 
+void describeFailure(std::exception_ptr failure, QString& error, bool& cancelled) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Cancelled&) {
+    cancelled = true;
+  } catch (const OutOfMemoryError& e) {
+    error = InferenceWorker::tr("Out of memory on %1 in stage %2: %3")
+                .arg(QString::fromStdString(e.device()), QString::fromStdString(e.stage()), QString::fromStdString(e.what()));
+  } catch (const std::exception& e) {
+    error = QString::fromStdString(e.what());
+  }
+}
+
+std::map<std::string, std::int64_t> withInferer(const std::shared_ptr<model::StagedNetwork>& network, const run::RunSpec& run,
+                                                const dist::RankEnv& ranks,
+                                                const std::function<void(engine::Inferer&, const dist::LocalStages&)>& use,
+                                                CancelToken* cancel) {
+  // This process's stages (over ranks, rank 0's), whose CPU weights a meter counts as held.
+  const auto placement = run.resolvePlacement(network->stageNames(), "cpu");
+  const auto local = dist::localStages(*network, placement, ranks.distributed());
+  std::map<std::string, std::int64_t> others;
+  if (ranks.distributed()) {
+    for (const auto& [device, bytes] : dist::inferAsRankZero(ranks, run, network, [&](engine::Inferer& inferer) { use(inferer, local); }, cancel))
+      others[device] = bytes;
+    return others;
+  }
+  // The run's preprocessing, placement and precision: what `splitseg-cli infer` does with them.
+  engine::SplitExecutor executor(network, placement, run.precision);
+  executor.setSharding(run.shardAxis, run.shardSlabs);
+  // CPU weights channels-last before a meter starts (it cannot see the old copies freed, and would
+  // count them twice), as Inferer::predict would make them; given back after.
+  executor.setCpuChannelsLast(true);
+  engine::Inferer inferer(executor);
+  try {
+    use(inferer, local);
+  } catch (...) {
+    executor.setCpuChannelsLast(false);
+    throw;
+  }
+  executor.setCpuChannelsLast(false);
+  return others;
+}
+
 void InferenceWorker::run(const InferenceJob& job) {
   // Declared first, so it runs last: gives the run's cached host memory back once its tensors are gone.
   const engine::HostCacheRelease releaseHostCache;
@@ -39,35 +82,14 @@ void InferenceWorker::run(const InferenceJob& job) {
     SignalProgress sink(this);
     torch::NoGradGuard noGrad;
     std::shared_ptr<Volume> labels;
-    // This process's stages (over ranks, rank 0's), whose CPU weights the meter counts as held.
-    const auto placement = job.run.resolvePlacement(job.network->stageNames(), "cpu");
-    const auto local = dist::localStages(*job.network, placement, job.ranks.distributed());
-    const auto predict = [&](engine::Inferer& inferer) {
+    if (job.ranks.distributed()) Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
+    const auto others = withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages& local) {
       dist::PeakMeter meter(local.namedRank, local.modules);
       meter.holdOnCpu(engine::predictLabelsImageBytes(*job.image, job.run.preprocessing));
       labels = std::make_shared<Volume>(engine::predictLabels(inferer, *job.image, job.run.preprocessing, o, &sink, &token_));
       r.measured = meter.peaks();
-    };
-    if (job.ranks.distributed()) {
-      Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
-      for (const auto& [device, bytes] : dist::inferAsRankZero(job.ranks, job.run, job.network, predict, &token_))
-        r.measured[device] = bytes;
-    } else {
-      // The run's preprocessing, placement and precision: what `splitseg-cli infer` does with them.
-      engine::SplitExecutor executor(job.network, placement, job.run.precision);
-      executor.setSharding(job.run.shardAxis, job.run.shardSlabs);
-      // CPU weights channels-last before the meter starts (it cannot see the old copies freed, and
-      // would count them twice), as Inferer::predict would make them; given back after.
-      executor.setCpuChannelsLast(true);
-      engine::Inferer inferer(executor);
-      try {
-        predict(inferer);
-      } catch (...) {
-        executor.setCpuChannelsLast(false);
-        throw;
-      }
-      executor.setCpuChannelsLast(false);
-    }
+    }, &token_);
+    for (const auto& [device, bytes] : others) r.measured[device] = bytes;
 #ifdef SPLITSEG_HAVE_POSTPROCESS
     if (job.run.keepLargest) {
       Q_EMIT progress(1.0, tr("keeping each label's largest region"));
@@ -79,13 +101,8 @@ void InferenceWorker::run(const InferenceJob& job) {
       Q_EMIT progress(1.0, tr("computing Dice and HD95"));
       r.metrics = splitseg::metrics::SegmentationMetrics::compute(*labels, *job.truth);
     }
-  } catch (const Cancelled&) {
-    r.cancelled = true;
-  } catch (const OutOfMemoryError& e) {
-    r.error = tr("Out of memory on %1 in stage %2: %3")
-                  .arg(QString::fromStdString(e.device()), QString::fromStdString(e.stage()), QString::fromStdString(e.what()));
-  } catch (const std::exception& e) {
-    r.error = QString::fromStdString(e.what());
+  } catch (...) {
+    describeFailure(std::current_exception(), r.error, r.cancelled);
   }
   r.seconds = clock.elapsed() / 1000.0;
   Q_EMIT finished(r);

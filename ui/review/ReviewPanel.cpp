@@ -1,4 +1,7 @@
 #include "ui/review/ReviewPanel.h"
+#ifdef SPLITSEG_HAVE_EVALUATE
+#include "ui/review/DatasetEvaluationDialog.h"
+#endif
 #include "core/engine/PlannerDevices.h"
 
 #include "ui/placement/StageMemoryModel.h"
@@ -136,6 +139,15 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   connect(save_, &QPushButton::clicked, this, &ReviewPanel::saveRequested);
   for (auto* b : {run_, cancel_, save_}) buttons->addWidget(b);
   layout->addLayout(buttons);
+  evaluateDataset_ = new QPushButton(tr("Evaluate dataset…"), this);
+  connect(evaluateDataset_, &QPushButton::clicked, this, [this] {
+    if (auto* d = datasetEvaluation()) {
+      d->show();
+      d->raise();
+      d->activateWindow();
+    }
+  });
+  layout->addWidget(evaluateDataset_);
   progress_ = new QProgressBar(this);
   progress_->setRange(0, 100);
   progress_->setValue(0);
@@ -182,6 +194,21 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   connect(session_, &Session::predictionChanged, this, &ReviewPanel::evaluate);
   connect(session_, &Session::groundTruthChanged, this, &ReviewPanel::evaluate);
   connect(session_, &Session::busyChanged, this, [this](bool busy) { run_->setEnabled(!busy && !running_); });
+  const auto datasetOpen = [this] {
+#ifdef SPLITSEG_HAVE_EVALUATE
+    const bool open = !session_->datasetFolder().isEmpty();
+    evaluateDataset_->setEnabled(open);
+    evaluateDataset_->setToolTip(open ? tr("Predict every case of %1 (or its validation split), write the predictions and score them "
+                                           "against their ground truth: Dice and HD95 per case and label")
+                                            .arg(session_->datasetFolder())
+                                      : tr("Open a dataset in the Data panel first"));
+#else
+    evaluateDataset_->setEnabled(false);
+    evaluateDataset_->setToolTip(tr("Needs a build with ITK"));
+#endif
+  };
+  connect(session_, &Session::datasetChanged, this, datasetOpen);
+  datasetOpen();
   connect(session_, &Session::runChanged, this, &ReviewPanel::syncFromSession);
   for (auto changed : {&Session::imageChanged, &Session::networkChanged, &Session::placementChanged,
                        &Session::devicesChanged, &Session::runChanged})
@@ -347,6 +374,16 @@ ReviewPanel::~ReviewPanel() {
   thread_->wait();
 }
 
+DatasetEvaluationDialog* ReviewPanel::datasetEvaluation() {
+#ifdef SPLITSEG_HAVE_EVALUATE
+  if (!datasetDialog_) {
+    datasetDialog_ = new DatasetEvaluationDialog(session_, this);
+    connect(datasetDialog_, &DatasetEvaluationDialog::caseOpenRequested, this, &ReviewPanel::caseOpenRequested);
+  }
+#endif
+  return datasetDialog_;
+}
+
 bool ReviewPanel::showingErrors() const { return display_->currentData().toString() == "errors"; }
 
 int ReviewPanel::maxLabel() const {
@@ -362,12 +399,11 @@ void ReviewPanel::runInference() {
     summary_->setText(tr("Open a volume first"));
     return;
   }
-  for (const auto& st : session_->placement().stages())
-    for (const auto& shard : session_->placement().shardsOf(st))
-      if (const auto* d = session_->device(shard); d && d->planningOnly) {
-        summary_->setText(tr("Stage %1 is on a planning-only GPU (%2)").arg(QString::fromStdString(st), QString::fromStdString(d->name)));
-        return;
-      }
+  std::string stage;
+  if (const auto* d = session_->planningOnlyPlacement(&stage)) {
+    summary_->setText(tr("Stage %1 is on a planning-only GPU (%2)").arg(QString::fromStdString(stage), QString::fromStdString(d->name)));
+    return;
+  }
   InferenceJob job;
   job.network = session_->network();
   // The controls edit the document's run; the job gets a copy.

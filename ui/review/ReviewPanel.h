@@ -26,6 +26,7 @@ class QThread;
 
 namespace splitseg::ui {
 
+class DatasetEvaluationDialog;
 class RankProcesses;
 class Session;
 
@@ -60,12 +61,19 @@ public:
   placement::PlanRequest inferenceRequest(std::array<std::int64_t, 3>* grid = nullptr) const;
   // The workers a review over ranks starts on this machine (the same kind training starts).
   RankProcesses* rankProcesses() const { return ranks_; }
+  // "Evaluate dataset…": every case of the session's dataset predicted, written and scored
+  // (disabled in a build without ITK or with no dataset open).
+  QPushButton* evaluateDatasetButton() const { return evaluateDataset_; }
+  // Its dialog, made on first use (null in a build without ITK).
+  DatasetEvaluationDialog* datasetEvaluation();
 
 Q_SIGNALS:
   // The slice views and the 3D view follow these (the main window connects them).
   void overlayChanged(std::shared_ptr<const splitseg::Volume> labels, const splitseg::ui::LabelStyle& style);
   void surfacesChanged(std::shared_ptr<const splitseg::Volume> labels, const splitseg::ui::LabelStyle& style);
   void saveRequested();
+  // Evaluate dataset's "Open case": the main window opens the case with this prediction over it.
+  void caseOpenRequested(const QString& image, const QString& label, const QString& prediction);
   void inferenceFinished(bool ok);
 
 private:
@@ -93,7 +101,8 @@ private:
   QDoubleSpinBox* overlap_;
   QComboBox* mirror_;
   QCheckBox* keepLargest_;  // run.keepLargest
-  QPushButton *run_, *cancel_, *save_, *fit_;
+  QPushButton *run_, *cancel_, *save_, *fit_, *evaluateDataset_;
+  DatasetEvaluationDialog* datasetDialog_ = nullptr;
   QProgressBar* progress_;
   QComboBox* display_;
   QSlider* opacity_;

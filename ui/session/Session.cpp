@@ -243,6 +243,16 @@ void Session::releaseDevice(const std::string& name) {
   Q_EMIT runChanged();
 }
 
+const engine::DeviceInfo* Session::planningOnlyPlacement(std::string* stage) const {
+  for (const auto& st : placement_.stages())
+    for (const auto& shard : placement_.shardsOf(st))
+      if (const auto* d = device(shard); d && d->planningOnly) {
+        if (stage) *stage = st;
+        return d;
+      }
+  return nullptr;
+}
+
 std::vector<std::string> Session::runnableDevices() const {
   std::vector<std::string> out;
   // GPUs first: the default placement should use an accelerator when there is one.

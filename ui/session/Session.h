@@ -67,6 +67,9 @@ public:
   std::string addPlanningDevice(std::int64_t totalBytes);
   void removePlanningDevice(const std::string& name);
   std::vector<std::string> runnableDevices() const;
+  // A stage placed (whole or a shard of it) on a planning-only GPU, which no run can use: that
+  // device, with the stage in `stage`; null when every stage is on a runnable device.
+  const engine::DeviceInfo* planningOnlyPlacement(std::string* stage = nullptr) const;
   // Training speeds measured on this machine's devices (the placement view's Measure speed),
   // by local device name ("cpu", "cuda:0"); a rank's "r1:cpu" is taken to be like this
   // machine's CPU. The planner's defaults stand where none is measured. A new network or a

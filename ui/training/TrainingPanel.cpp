@@ -376,13 +376,10 @@ void TrainingPanel::startRun() {
   auto net = session_->network();
   if (!net) return showError(tr("No network"));
   // Planning-only devices are for what-if questions; the engine cannot run on them.
-  for (const auto& st : session_->placement().stages())
-    for (const auto& shard : session_->placement().shardsOf(st)) {
-      const auto* d = session_->device(shard);
-      if (d && d->planningOnly)
-        return showError(tr("Stage %1 is on %2, a planning-only GPU: move it to a real device to train")
-                             .arg(QString::fromStdString(st), QString::fromStdString(d->name)));
-    }
+  std::string stage;
+  if (const auto* d = session_->planningOnlyPlacement(&stage))
+    return showError(tr("Stage %1 is on %2, a planning-only GPU: move it to a real device to train")
+                         .arg(QString::fromStdString(stage), QString::fromStdString(d->name)));
   TrainingJob c;
   c.network = net;
   // The worker gets a copy of the document's run, completed with what this run reads and writes.

@@ -1,0 +1,275 @@
+// Review > Evaluate dataset… on a phantom dataset: every case predicted through the real engine,
+// written, and scored; the Dice the table shows is computed again here from the files written
+// and the ground truth; a case opened from the table shows the file written, and Review's own
+// prediction of that case gives the same labels; over two local ranks the same files come out;
+// a corrupted case fails alone; a folder over the dataset's labels is refused with nothing
+// written; Cancel leaves no summary.
+#include "tests/ui/UiTestSupport.h"
+
+#include "core/data/Phantom.h"
+#include "core/io/VolumeReader.h"
+#include "core/io/VolumeWriter.h"
+#include "core/model/StagedNetwork.h"
+#include "ui/mainwindow/MainWindow.h"
+#include "ui/review/DatasetEvaluationDialog.h"
+#include "ui/review/ReviewPanel.h"
+#include "ui/session/RankHost.h"
+#include "ui/session/Session.h"
+#include "ui/training/RankProcesses.h"
+
+#include <QComboBox>
+#include <QCryptographicHash>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScopeGuard>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using namespace splitseg;
+using namespace splitseg::ui;
+
+namespace {
+// MSD layout: `n` one-label phantoms; `corrupt`: that case's image is no NIfTI.
+QString makeDataset(const QString& dir, int n, int corrupt = -1) {
+  const fs::path root = fs::path(dir.toStdString()) / "Toy";
+  fs::create_directories(root / "imagesTr");
+  fs::create_directories(root / "labelsTr");
+  std::string training;
+  for (int i = 0; i < n; ++i) {
+    data::PhantomOptions o;
+    o.size = {24, 20, 16};
+    o.spacing = {1.0, 1.0, 1.5};
+    o.seed = static_cast<std::uint64_t>(30 + i);
+    const auto p = data::makePhantom(o);
+    const std::string id = "case_" + std::to_string(i);
+    const auto image = (root / "imagesTr" / (id + ".nii.gz")).string();
+    if (i == corrupt) std::ofstream(image) << "not a NIfTI file";
+    else io::writeVolume(p.image, image);
+    io::writeVolume(p.label, (root / "labelsTr" / (id + ".nii.gz")).string(), {"uint8"});
+    training += std::string(i ? "," : "") + R"({"image":"./imagesTr/)" + id + R"(.nii.gz","label":"./labelsTr/)" + id + R"(.nii.gz"})";
+  }
+  std::ofstream(root / "dataset.json") << R"({"name":"Toy","modality":{"0":"CT"},"labels":{"0":"background","1":"blob"},"numTraining":)"
+                                       << n << R"(,"training":[)" << training << "]}";
+  return QString::fromStdString(root.string());
+}
+
+// Dice of label 1, counted here.
+double diceOf(const Volume& p, const Volume& t) {
+  std::int64_t both = 0, np = 0, nt = 0;
+  for (std::size_t i = 0; i < p.voxels().size(); ++i) {
+    const bool a = std::lround(p.voxels()[i]) == 1, b = std::lround(t.voxels()[i]) == 1;
+    both += a && b;
+    np += a;
+    nt += b;
+  }
+  return np + nt == 0 ? 1.0 : 2.0 * static_cast<double>(both) / static_cast<double>(np + nt);
+}
+
+QByteArray sha(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256);
+}
+} // namespace
+
+class EvaluateDatasetTest : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<MainWindow> window_;
+  QTemporaryDir tmp_;
+
+  Session* session() const { return window_->session(); }
+  DatasetEvaluationDialog* dialog() const { return window_->reviewPanel()->datasetEvaluation(); }
+
+  // Evaluates with the dialog's choices; true when it finished.
+  bool evaluate(int timeoutMs = 120000) {
+    QSignalSpy done(dialog(), &DatasetEvaluationDialog::evaluationFinished);
+    if (!dialog()->evaluate()) return false;
+    if (!done.wait(timeoutMs)) return false;
+    return done.front().at(0).toBool();
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    test::installWarningTrap();
+    window_ = std::make_unique<MainWindow>();
+    window_->resize(1400, 900);
+    window_->show();
+    QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+    torch::manual_seed(11);
+    session()->createUNet(4, 3);
+    // Untrained, the head's biases give almost every voxel one label; without them and with larger
+    // weights the features decide, so that predictions differ where they should.
+    torch::NoGradGuard noGrad;
+    for (auto& p : session()->network()->root().named_parameters())
+      if (p.key().rfind("head", 0) == 0) {
+        if (p.key().find("bias") != std::string::npos) p.value().zero_();
+        else p.value().mul_(40);
+      }
+    auto run = session()->run();
+    run.window = {16, 16, 16};
+    run.overlap = 0.25;
+    session()->setRun(run);
+  }
+  void cleanupTestCase() { window_.reset(); }
+  void cleanup() { QVERIFY2(test::warnings().isEmpty(), qPrintable(test::warnings().join("\n"))); }
+
+  void buttonFollowsTheDataset() {
+    QVERIFY(!window_->reviewPanel()->evaluateDatasetButton()->isEnabled());
+    QVERIFY(window_->openDataset(makeDataset(tmp_.filePath("first"), 4)));
+    QVERIFY(window_->reviewPanel()->evaluateDatasetButton()->isEnabled());
+  }
+
+  void scoresEveryCase_data() {
+    QTest::addColumn<QString>("cases");
+    QTest::addColumn<int>("count");
+    QTest::addColumn<int>("corrupt");
+    QTest::newRow("validation split") << "validation" << 1 << -1;
+    QTest::newRow("all cases") << "all" << 4 << -1;
+    QTest::newRow("all cases, one corrupted") << "all" << 4 << 2;
+  }
+  void scoresEveryCase() {
+    QFETCH(QString, cases);
+    QFETCH(int, count);
+    QFETCH(int, corrupt);
+    const QString tag = QTest::currentDataTag();
+    QVERIFY(window_->openDataset(makeDataset(tmp_.filePath(tag), 4, corrupt)));
+    auto* d = dialog();
+    d->show();
+    QVERIFY(QTest::qWaitForWindowExposed(d));
+    d->casesBox()->setCurrentIndex(d->casesBox()->findData(cases));
+    const QString out = tmp_.filePath(tag + "/predictions");
+    d->outputEdit()->setText(out);
+    QVERIFY2(evaluate(), qPrintable(d->statusLabel()->text()));
+    QCOMPARE(d->table()->rowCount(), count + 1);  // and the mean
+    double sum = 0;
+    int scored = 0;
+    const auto& s = d->lastSummary();
+    QCOMPARE(static_cast<int>(s.cases.size()), count);
+    for (int row = 0; row < count; ++row) {
+      const auto& c = s.cases[row];
+      QCOMPARE(d->table()->item(row, 0)->text(), QString::fromStdString(c.files.id));
+      const QString status = d->table()->item(row, d->table()->columnCount() - 1)->text();
+      if (row == corrupt) {
+        QVERIFY2(status.startsWith("failed") && !fs::exists(c.files.prediction), qPrintable(status));
+        continue;
+      }
+      QCOMPARE(status, QString("written"));
+      // The file written, on the image's grid, scored here against the ground truth: the table's figure.
+      const Volume written = io::readVolume(c.files.prediction), truth = io::readVolume(c.files.label);
+      QVERIFY(written.geometry().sameGrid(io::readVolume(c.files.image).geometry()));
+      const double dice = diceOf(written, truth);
+      QCOMPARE(d->table()->item(row, 2)->text(), QString::number(dice, 'f', 4));
+      QVERIFY2(dice > 0.05 && dice < 0.999, "an untrained network's Dice should be neither 0 nor 1 here");
+      sum += dice;
+      ++scored;
+    }
+    QCOMPARE(d->table()->item(count, 0)->text(), QString("mean"));
+    QCOMPARE(d->table()->item(count, 1)->text(), QString::number(sum / scored, 'f', 4));
+    QVERIFY(fs::exists(fs::path(out.toStdString()) / "summary.json"));
+    QVERIFY2(d->summaryLabel()->text().contains(QString::number(sum / scored, 'f', 4)), qPrintable(d->summaryLabel()->text()));
+    QCOMPARE(d->summaryLabel()->text().contains("1 case(s) failed"), corrupt >= 0);
+    if (corrupt >= 0) {  // the dialog as a person sees it (docs/evaluate-dataset.png)
+      QDir().mkpath(SPLITSEG_SCREENSHOT_DIR);
+      QTest::qWait(100);  // the summary's layout
+      const QImage shot = d->grab().toImage();
+      QVERIFY(test::greyStdDev(shot) > 5);
+      QVERIFY(shot.save(QString(SPLITSEG_SCREENSHOT_DIR) + "/evaluate-dataset.png"));
+    }
+    QVERIFY(!session()->busy());
+  }
+
+  // The last evaluation's first case opened from the table: the file written is what Review shows,
+  // and Review's own prediction of that case gives the same labels.
+  void openedCaseShowsItsPrediction() {
+    auto* d = dialog();
+    const auto c = d->lastSummary().cases.at(0);
+    const Volume written = io::readVolume(c.files.prediction);
+    QSignalSpy loaded(window_.get(), &MainWindow::volumeLoadFinished);
+    const QPoint at = d->table()->visualItemRect(d->table()->item(0, 0)).center();
+    QTest::mouseClick(d->table()->viewport(), Qt::LeftButton, {}, at);
+    QCOMPARE(d->table()->currentRow(), 0);
+    QTest::mouseDClick(d->table()->viewport(), Qt::LeftButton, {}, at);
+    QVERIFY2(loaded.wait(30000), qPrintable(d->statusLabel()->text() + " | " + window_->statusText()));
+    QCOMPARE(loaded.front().at(0).toString(), QString::fromStdString(c.files.image));
+    QVERIFY(session()->prediction());
+    QCOMPARE(session()->prediction()->voxels(), written.voxels());
+    QCOMPARE(session()->groundTruthSource(), QString::fromStdString(c.files.label));
+    QSignalSpy done(window_->reviewPanel(), &ReviewPanel::inferenceFinished);
+    QTest::mouseClick(window_->reviewPanel()->runButton(), Qt::LeftButton);
+    QVERIFY(done.wait(60000));
+    QVERIFY(done.front().at(0).toBool());
+    QCOMPARE(session()->prediction()->voxels(), written.voxels());
+  }
+
+  void overTwoLocalRanksTheSameFiles() {
+    QVERIFY(window_->openDataset(makeDataset(tmp_.filePath("ranks"), 3)));
+    auto* d = dialog();
+    d->casesBox()->setCurrentIndex(d->casesBox()->findData("all"));
+    d->outputEdit()->setText(tmp_.filePath("ranks/one"));
+    QVERIFY2(evaluate(), qPrintable(d->statusLabel()->text()));
+    const auto oneProcess = session()->placement();
+    const auto restore = qScopeGuard([&] {
+      if (session()->device("r1:cpu")) session()->removeRank(1);
+      session()->setPlacement(oneProcess);
+    });
+    QCOMPARE(session()->addRank(RankHost{}), std::string("r1:cpu"));
+    auto p = oneProcess;
+    for (const auto& s : session()->stageNames())
+      if (s.rfind("dec", 0) == 0) p.assign(s, "r1:cpu");
+    session()->setPlacement(p);
+    d->outputEdit()->setText(tmp_.filePath("ranks/two"));
+    QVERIFY2(evaluate(), qPrintable(d->statusLabel()->text() + " " + d->progressBar()->format()));
+    QVERIFY2(d->progressBar()->format().contains("over 2 ranks"), qPrintable(d->progressBar()->format()));
+    for (const auto& c : d->lastSummary().cases) {
+      const QString name = QFileInfo(QString::fromStdString(c.files.prediction)).fileName();
+      QCOMPARE(io::readVolume(tmp_.filePath("ranks/two/" + name).toStdString()).voxels(),
+               io::readVolume(tmp_.filePath("ranks/one/" + name).toStdString()).voxels());
+    }
+  }
+
+  void refusesTheDatasetsOwnFolder() {
+    const QString root = makeDataset(tmp_.filePath("refuse"), 2);
+    QVERIFY(window_->openDataset(root));
+    auto* d = dialog();
+    d->casesBox()->setCurrentIndex(d->casesBox()->findData("all"));
+    d->outputEdit()->setText(root + "/labelsTr");
+    const QByteArray before = sha(root + "/labelsTr/case_0.nii.gz");
+    QSignalSpy done(d, &DatasetEvaluationDialog::evaluationFinished);
+    QVERIFY(!d->evaluate());
+    QVERIFY2(d->statusLabel()->text().contains("would overwrite the dataset's own"), qPrintable(d->statusLabel()->text()));
+    QCOMPARE(sha(root + "/labelsTr/case_0.nii.gz"), before);
+    QVERIFY(!d->running() && !session()->busy());
+    QTest::qWait(50);
+    QCOMPARE(done.count(), 0);
+  }
+
+  void cancelLeavesNoSummary() {
+    QVERIFY(window_->openDataset(makeDataset(tmp_.filePath("cancel"), 3)));
+    auto* d = dialog();
+    d->casesBox()->setCurrentIndex(d->casesBox()->findData("all"));
+    d->outputEdit()->setText(tmp_.filePath("cancel/out"));
+    QSignalSpy done(d, &DatasetEvaluationDialog::evaluationFinished);
+    QVERIFY(d->evaluate());
+    QVERIFY(d->cancelButton()->isEnabled() && session()->busy());
+    QTest::mouseClick(d->cancelButton(), Qt::LeftButton);  // before the worker reaches its first window
+    QVERIFY(done.wait(60000));
+    QCOMPARE(done.front().at(0).toBool(), false);
+    QVERIFY2(d->progressBar()->format().startsWith("cancelled"), qPrintable(d->progressBar()->format()));
+    QVERIFY(!fs::exists(tmp_.filePath("cancel/out/summary.json").toStdString()));
+    QVERIFY(!session()->busy() && window_->reviewPanel()->runButton()->isEnabled());
+  }
+};
+
+SPLITSEG_UI_TEST_MAIN(EvaluateDatasetTest)
+#include "EvaluateDatasetTest.moc"

@@ -1,0 +1,89 @@
+#pragma once
+// Review > Evaluate dataset…: the session's network and run over every case of the open dataset
+// (its validation split, training split or all), each prediction written as <case>.nii.gz into a
+// folder and scored against its ground truth: a table of Dice per label and HD95 per case, filled
+// as cases finish, nnU-Net's summary (per label, over the cases) under it and in summary.json.
+// Double-clicking a case opens it with its prediction over it. The GUI's `splitseg-cli infer
+// --dataset`: both go through core/evaluate.
+#include "ui/review/DatasetEvaluationWorker.h"
+
+#include "core/dataset/Dataset.h"
+
+#include <QDialog>
+
+#include <optional>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QTableWidget;
+class QThread;
+
+namespace splitseg::ui {
+
+class RankProcesses;
+class Session;
+
+class DatasetEvaluationDialog : public QDialog {
+  Q_OBJECT
+public:
+  explicit DatasetEvaluationDialog(Session* session, QWidget* parent = nullptr);
+  ~DatasetEvaluationDialog() override;
+
+  // Reads the session's dataset (its cases and split) and run again; called when shown.
+  void refresh();
+  // Starts the evaluation with the choices shown; false (and the reason in the status line) when
+  // it cannot start: no dataset, no network, a refusal of the output folder, the session busy.
+  bool evaluate();
+  bool running() const { return running_; }
+
+  QComboBox* casesBox() const { return cases_; }
+  QLineEdit* outputEdit() const { return output_; }
+  QPushButton* evaluateButton() const { return evaluate_; }
+  QPushButton* cancelButton() const { return cancel_; }
+  QProgressBar* progressBar() const { return progress_; }
+  QTableWidget* table() const { return table_; }
+  QLabel* statusLabel() const { return status_; }
+  QLabel* summaryLabel() const { return summary_; }
+  // The last finished evaluation's (empty before one has finished).
+  const evaluate::EvaluationSummary& lastSummary() const { return last_; }
+
+Q_SIGNALS:
+  // The main window opens the case (image and ground truth) with this prediction over it.
+  void caseOpenRequested(const QString& image, const QString& label, const QString& prediction);
+  void evaluationFinished(bool ok);
+
+protected:
+  void showEvent(QShowEvent* e) override;
+
+private:
+  void onCaseStarted(int index);
+  void onCaseFinished(const DatasetCaseResult& r);
+  void onFinished(const DatasetEvaluationResult& r);
+  void openRow(int row);
+  void setStatus(const QString& text, bool error);
+  void updateEnabled();
+  int labelColumn(int label) const;  // the table column of a label's Dice (-1: none)
+
+  Session* session_;
+  QThread* thread_;
+  DatasetEvaluationWorker* worker_;
+  RankProcesses* ranks_;
+  QLabel *header_, *runLine_, *status_, *summary_;
+  QComboBox* cases_;
+  QLineEdit* output_;
+  QPushButton *browse_, *evaluate_, *cancel_, *open_;
+  QProgressBar* progress_;
+  QTableWidget* table_;
+  std::optional<dataset::Dataset> dataset_;
+  QString datasetError_;
+  std::vector<int> labels_;  // the dataset's foreground labels, one Dice column each
+  evaluate::EvaluationPlan plan_;  // the running or last evaluation's
+  evaluate::EvaluationSummary last_;
+  bool running_ = false;
+  int runRanks_ = 0;
+};
+
+} // namespace splitseg::ui

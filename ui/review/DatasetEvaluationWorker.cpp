@@ -1,0 +1,73 @@
+#include "ui/review/DatasetEvaluationWorker.h"
+#include "ui/review/InferenceWorker.h"
+
+#include "core/base/Error.h"
+#include "core/dist/RankRun.h"
+#include "core/engine/HostCachingAllocator.h"
+#include "core/engine/Inferer.h"
+
+#include <QElapsedTimer>
+
+#include <algorithm>
+
+namespace splitseg::ui {
+
+namespace {
+// The Inferer's progress through one case, as a share of the whole evaluation; the observer's
+// calls report each case to the UI thread.
+class CaseProgress final : public ProgressSink, public evaluate::EvaluationObserver {
+public:
+  CaseProgress(DatasetEvaluationWorker* w, const evaluate::EvaluationPlan& plan) : w_(w), plan_(plan) {}
+  void progress(double f, const std::string& m) override {
+    const double n = static_cast<double>(plan_.files.size());
+    Q_EMIT w_->progress((static_cast<double>(k_) + std::clamp(f, 0.0, 1.0)) / n,
+                        DatasetEvaluationWorker::tr("case %1/%2 %3: %4")
+                            .arg(k_ + 1).arg(plan_.files.size()).arg(QString::fromStdString(plan_.files[k_].id), QString::fromStdString(m)));
+  }
+  void caseStarted(std::size_t k, const evaluate::CaseFiles&) override {
+    k_ = k;
+    Q_EMIT w_->caseStarted(static_cast<int>(k));
+    progress(0.0, DatasetEvaluationWorker::tr("reading").toStdString());
+  }
+  void caseFinished(std::size_t k, const evaluate::CaseResult& r) override {
+    Q_EMIT w_->caseFinished(DatasetCaseResult{static_cast<int>(k), r});
+  }
+
+private:
+  DatasetEvaluationWorker* w_;
+  const evaluate::EvaluationPlan& plan_;
+  std::size_t k_ = 0;
+};
+} // namespace
+
+void DatasetEvaluationWorker::run(const DatasetEvaluationJob& job) {
+  const engine::HostCacheRelease releaseHostCache;  // declared first: runs last
+  DatasetEvaluationResult r;
+  QElapsedTimer clock;
+  clock.start();
+  try {
+    job.network->root().eval();
+    engine::InferOptions o = engine::inferOptionsOf(job.run);
+    // Over ranks, one window per micro-batch in each pass, as the review's prediction.
+    if (job.ranks.distributed()) o.batch = std::max(1, job.run.microBatches);
+    torch::NoGradGuard noGrad;
+    CaseProgress sink(this, job.plan);
+    if (job.ranks.distributed()) Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
+    const nlohmann::json runFields{{"placement", job.run.resolvePlacement(job.network->stageNames(), "cpu").describe()},
+                                   {"window", job.run.window},
+                                   {"mirror", run::mirrorToString(job.run.mirror)},
+                                   {"keep_largest", job.run.keepLargest}};
+    withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages&) {
+      const auto predict = [&](const Volume& source) {
+        return engine::predictLabels(inferer, source, job.run.preprocessing, o, &sink, &token_);
+      };
+      r.summary = evaluate::evaluateDataset(job.plan, predict, job.run.keepLargest, runFields, &sink);
+    }, &token_);
+  } catch (...) {
+    describeFailure(std::current_exception(), r.error, r.cancelled);
+  }
+  r.seconds = clock.elapsed() / 1000.0;
+  Q_EMIT finished(r);
+}
+
+} // namespace splitseg::ui
