@@ -28,10 +28,7 @@ namespace {
 // After an out-of-memory step: what the planner would do instead on these devices.
 std::string planSuggestion(model::StagedNetwork& net, const run::RunSpec& spec) {
   try {
-    auto devices = engine::plannerDevices();
-    for (auto& d : devices)
-      if (d.name == "cpu" && spec.cpuBudgetBytes > 0) d.capacity = spec.cpuBudgetBytes;
-    auto req = spec.planRequest(net.stageNames(), devices);
+    auto req = spec.planRequest(net.stageNames(), engine::plannerDevices());  // the CPU budget as its capacity
     req.placement = {};
     placement::MemoryPlanner planner(model::networkStructure(net));
     auto best = placement::AutoPlacer(planner).place(req);

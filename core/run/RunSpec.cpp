@@ -198,6 +198,16 @@ placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stag
   r.cpuChannelsLast = placement::usesChannelsLast(cpuLayout);
   r.placement = resolvePlacement(stages, devices.front().name);
   r.devices = devices;
+  // The run's CPU budget (the tensor bytes the trainer lets a process's CPU hold) is every CPU's
+  // capacity, plus the allowance the planner adds for what is no tensor: the plan fits exactly
+  // when the trainer's check would pass. Ranks run the same Trainer with the same budget.
+  if (cpuBudgetBytes > 0)
+    for (auto& d : r.devices)
+      if (!d.isCuda()) {
+        const std::int64_t allowance = d.allowance >= 0 ? d.allowance : placement::PlannerOptions{}.cpuAllowanceBytes;
+        const std::int64_t cap = cpuBudgetBytes + allowance;
+        d.capacity = d.capacity > 0 ? std::min(d.capacity, cap) : cap;
+      }
   r.shardAxis = shardAxis;
   r.shardSlabs = shardSlabs;
   return r;

@@ -454,6 +454,34 @@ private Q_SLOTS:
     }
   }
 
+  // A CPU budget caps every CPU's capacity (this process's and a rank's) at the budget plus the
+  // planner's allowance for it; GPUs keep theirs; a budget above the host changes nothing.
+  void cpuBudgetIsTheCpusCapacity_data() {
+    QTest::addColumn<qint64>("budgetMiB");
+    QTest::addColumn<qint64>("expectedCpuMiB");  // 0: the host's 4096 unchanged
+    QTest::newRow("none") << qint64(0) << qint64(0);
+    QTest::newRow("1 GiB") << qint64(1024) << qint64(1024 + 86);
+    QTest::newRow("above the host") << qint64(8192) << qint64(0);
+  }
+  void cpuBudgetIsTheCpusCapacity() {
+    QFETCH(qint64, budgetMiB);
+    QFETCH(qint64, expectedCpuMiB);
+    run::RunSpec r;
+    r.cpuBudgetBytes = budgetMiB << 20;
+    placement::DeviceSpec own{"cpu", std::int64_t{4096} << 20}, rank{"r1:cpu", std::int64_t{4096} << 20},
+        gpu{"cuda:0", std::int64_t{16} << 30}, measured{"r2:cpu", std::int64_t{4096} << 20};
+    measured.allowance = std::int64_t{10} << 20;  // a measured allowance is the one added
+    for (const auto& req : {r.planRequest(kStages, {own, rank, gpu, measured}),
+                            r.inferencePlanRequest(kStages, {own, rank, gpu, measured}, {32, 32, 32}, 1)}) {
+      const std::int64_t cpu = (expectedCpuMiB > 0 ? expectedCpuMiB : 4096) << 20;
+      QCOMPARE(req.devices[0].capacity, cpu);
+      QCOMPARE(req.devices[1].capacity, cpu);
+      QCOMPARE(req.devices[2].capacity, std::int64_t{16} << 30);
+      QCOMPARE(req.devices[3].capacity, expectedCpuMiB > 0 ? (budgetMiB + 10) << 20 : std::int64_t{4096} << 20);
+    }
+    QCOMPARE(placement::PlannerOptions{}.cpuAllowanceBytes, std::int64_t{86} << 20);  // the row's 86
+  }
+
   // The inference request carries the run's window (as D, H, W), overlap and mirroring.
   void inferencePlanRequest_data() {
     QTest::addColumn<QString>("mirror");
