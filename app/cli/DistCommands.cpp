@@ -113,6 +113,7 @@ int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
       setenv("RANK", std::to_string(r).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(a.ranks).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(a.ranks).c_str(), 1);
       setenv("SPLITSEG_RANK_TIMEOUT", std::to_string(a.timeout).c_str(), 1);
       // Ranks on one machine share its cores (as torchrun does): OpenMP threads that spin on cores
       // another rank computes on slow both down.

@@ -38,6 +38,9 @@ RankEnv RankEnv::fromEnvironment() {
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.masterAddr = a;
   if (e.rank >= e.worldSize)
     throw InvalidArgument("RANK=" + std::to_string(e.rank) + " is not below WORLD_SIZE=" + std::to_string(e.worldSize));
+  e.localWorldSize = intVar("LOCAL_WORLD_SIZE", 0, 0, 4096);
+  if (e.localWorldSize > e.worldSize)
+    throw InvalidArgument("LOCAL_WORLD_SIZE=" + std::to_string(e.localWorldSize) + " is more than WORLD_SIZE=" + std::to_string(e.worldSize));
   return e;
 }
 

@@ -12,8 +12,12 @@ struct RankEnv {
   int rank = 0;
   int worldSize = 1;
   int localRank = 0;
+  // The ranks on this host (torchrun's LOCAL_WORLD_SIZE): they share its cores. 0: not known, taken
+  // to be every rank (all on one host, as `launch` starts them).
+  int localWorldSize = 0;
 
   bool distributed() const { return worldSize > 1; }
+  int ranksOnThisHost() const { return localWorldSize > 0 ? localWorldSize : worldSize; }
   // Throws InvalidArgument naming the variable ("RANK=3 is not below WORLD_SIZE=2").
   static RankEnv fromEnvironment();
   std::string describe() const;  // "rank 1 of 3 (rendezvous 127.0.0.1:29500)"

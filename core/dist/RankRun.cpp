@@ -107,12 +107,15 @@ bool dropRanks(run::RunSpec& spec) {
 }
 
 namespace {
-// Rank 0 computes with the threads every rank on this host gets (engine::rankThreads; `launch`
-// gives them through OMP_NUM_THREADS), as the planner plans it (engine::setRankThreads). With the
+// Rank 0 computes with the threads every rank on this host gets (engine::rankThreads of the ranks
+// on this host, not of ranks on other machines; `launch` gives them through OMP_NUM_THREADS), as the
+// planner plans it (engine::setRankThreads). With the
 // workstation's own thread count a pipeline's rank 0 on two threads measured 12% over its plan
 // (2026-12-05, base 4) and took the cores its local workers compute on. Restored after the run.
 struct RankZeroThreads {
-  explicit RankZeroThreads(int world) : before(at::get_num_threads()) { at::set_num_threads(engine::rankThreads(world)); }
+  explicit RankZeroThreads(const RankEnv& env) : before(at::get_num_threads()) {
+    at::set_num_threads(engine::rankThreads(env.ranksOnThisHost()));
+  }
   ~RankZeroThreads() { at::set_num_threads(before); }
   int before;
 };
@@ -121,7 +124,7 @@ struct RankZeroThreads {
 void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
                      std::shared_ptr<data::SampleSource> source, const std::string& resume, engine::MetricsSink* sink,
                      CancelToken* cancel, const std::function<void(const std::string&)>& describe) {
-  const RankZeroThreads threads(env.worldSize);
+  const RankZeroThreads threads(env);
   Comm comm(env, rankIdentity(), seconds(spec.rankTimeoutSeconds), cancel);
   comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "train"}, {"resume", !resume.empty()}}.dump());
   comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));
@@ -146,7 +149,7 @@ void trainAsRankZero(const RankEnv& env, run::RunSpec spec, std::shared_ptr<mode
 
 DevicePeaks inferAsRankZero(const RankEnv& env, const run::RunSpec& spec, std::shared_ptr<model::StagedNetwork> net,
                             const std::function<void(engine::Inferer&)>& use, CancelToken* cancel) {
-  const RankZeroThreads threads(env.worldSize);
+  const RankZeroThreads threads(env);
   Comm comm(env, rankIdentity(), seconds(spec.rankTimeoutSeconds), cancel);
   comm.publish("run", nlohmann::json{{"run", spec.toJson()}, {"mode", "infer"}}.dump());
   comm.agree("ready", rankProblem(spec, net->stageNames(), 0, env.worldSize));

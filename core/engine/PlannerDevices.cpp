@@ -29,7 +29,8 @@ std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& pl
   return out;
 }
 
-void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
+void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement,
+                      const std::set<int>& elsewhere) {
   std::vector<placement::DeviceSpec> local;  // this host's, detected only when `devices` lacks one
   for (const auto& shard : placement.devices()) {
     const auto name = placement::canonicalDevice(shard);
@@ -46,14 +47,18 @@ void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placeme
     spec.planningOnly = false;
     devices.push_back(spec);
   }
-  setRankThreads(devices, placement);
+  setRankThreads(devices, placement, elsewhere);
 }
 
-void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement) {
+void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement,
+                    const std::set<int>& elsewhere) {
   const int world = placement.rankCount();
   if (world <= 1) return;
+  int here = world;
+  for (const int r : elsewhere)
+    if (r > 0 && r < world) --here;
   for (auto& d : devices)
-    if (!d.isCuda()) d.cpuThreads = rankThreads(world);
+    if (!d.isCuda() && !elsewhere.count(placement::splitRank(d.name).rank)) d.cpuThreads = rankThreads(here);
 }
 
 } // namespace splitseg::engine

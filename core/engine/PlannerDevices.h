@@ -5,6 +5,7 @@
 #include "core/placement/MemoryPlanner.h"
 #include "core/placement/Placement.h"
 
+#include <set>
 #include <vector>
 
 namespace splitseg::engine {
@@ -18,11 +19,14 @@ std::vector<placement::DeviceSpec> plannerDevices();
 std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& placement);
 // Adds each device `placement` names that `devices` lacks, a rank's taken to be like the device of
 // that name in `devices` (else this host's): "r0:cpu" like "cpu"; then setRankThreads.
-void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
-// A placement over ranks: every CPU device, rank 0's ("cpu", "r0:cpu") included, with the threads
-// each rank runs with (rankThreads of the ranks `placement` names: `launch` and the workstation
-// give them to their workers, dist::trainAsRankZero / inferAsRankZero take them for rank 0;
-// another host's ranks are taken alike). Without ranks, nothing changes.
-void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement);
+void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement,
+                      const std::set<int>& elsewhere = {});
+// A placement over ranks: every CPU device of a rank on this host, rank 0's ("cpu", "r0:cpu")
+// included, with the threads each rank there runs with (rankThreads of the ranks `placement` names
+// less those `elsewhere`, on other machines: `launch` and the workstation give them to their
+// workers, dist::trainAsRankZero / inferAsRankZero take them for rank 0). A rank elsewhere keeps
+// the threads it was given (0: the planner's default). Without ranks, nothing changes.
+void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement,
+                    const std::set<int>& elsewhere = {});
 
 } // namespace splitseg::engine

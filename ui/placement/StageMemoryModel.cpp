@@ -12,7 +12,7 @@ std::vector<placement::DeviceSpec> StageMemoryModel::devices(const Session& sess
       if (const auto* speed = session.measuredSpeed(d.name)) spec.flopsPerSecond = speed->flopsPerSecond;
     devices.push_back(spec);
   }
-  engine::setRankThreads(devices, session.placement());  // as the run will start them
+  engine::setRankThreads(devices, session.placement(), session.remoteRanks());  // as the run will start them
   return devices;
 }
 

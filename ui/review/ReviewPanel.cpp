@@ -276,7 +276,7 @@ placement::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>
   const int perPass = session_->placement().rankCount() > 1 ? std::max(1, run.microBatches) : 1;
   // Every stage sharded over ranks names rank 0's devices "r0:cpu": planned like this host's.
   auto devices = StageMemoryModel::devices(*session_);
-  engine::addPlacedDevices(devices, session_->placement());
+  engine::addPlacedDevices(devices, session_->placement(), session_->remoteRanks());
   auto request = run.inferencePlanRequest(session_->stageNames(), devices, {size[2], size[1], size[0]}, perPass);
   request.placement = session_->placement();
   return request;

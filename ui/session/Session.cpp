@@ -243,6 +243,13 @@ void Session::releaseDevice(const std::string& name) {
   Q_EMIT runChanged();
 }
 
+std::set<int> Session::remoteRanks() const {
+  std::set<int> out;
+  for (const auto& h : hosts_)
+    if (!h.local()) out.insert(h.rank);
+  return out;
+}
+
 const engine::DeviceInfo* Session::planningOnlyPlacement(std::string* stage) const {
   for (const auto& st : placement_.stages())
     for (const auto& shard : placement_.shardsOf(st))

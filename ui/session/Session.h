@@ -82,6 +82,8 @@ public:
   // "r<rank>:<device>". The next free rank is taken; returns the column's device name. A local
   // rank's device is one of this machine's (its memory as detected); a remote one's as declared.
   const std::vector<RankHost>& hosts() const { return hosts_; }
+  // The ranks on other machines (their workers join this one): they do not share this host's cores.
+  std::set<int> remoteRanks() const;
   std::string addRank(RankHost host);
   // Stages on the removed rank go back to the default device (as for a planning-only GPU).
   void removeRank(int rank);

@@ -49,6 +49,7 @@ QString RankProcesses::start(const QList<int>& ranks, int port, int worldSize, i
     env.insert("RANK", QString::number(rank));
     env.insert("LOCAL_RANK", QString::number(rank));
     env.insert("WORLD_SIZE", QString::number(worldSize));
+    env.insert("LOCAL_WORLD_SIZE", QString::number(ranks.size() + 1));
     env.insert("SPLITSEG_RANK_TIMEOUT", QString::number(timeoutSeconds));
     env.insert("OMP_NUM_THREADS", QString::number(threads));
     // c10d logs each lost connection with a stack trace; the ranks' one-line messages say it.
@@ -108,6 +109,7 @@ QString RankProcesses::startForSession(const Session& session, int timeoutSecond
   env.masterPort = port;
   env.rank = 0;
   env.worldSize = world;
+  env.localWorldSize = static_cast<int>(local.size()) + 1;  // rank 0 and the workers started here share its cores
   if (const QString why = start(local, port, world, timeoutSeconds); !why.isEmpty()) return why;
   QStringList lines;
   for (const auto& h : session.hosts())
