@@ -31,7 +31,10 @@ evaluate::Predict predictor(const InferArgs& a, const run::RunSpec& spec, engine
     meter.holdOnCpu(engine::predictLabelsImageBytes(source, s.preprocessing));
     Volume labels = engine::predictLabels(inferer, source, s.preprocessing, o, &progress);
     line["window"] = s.window;
-    line["memory"] = {{"planned", planned}, {"measured", meter.peaks()}};
+    nlohmann::json measured = meter.peaks();
+    // Over ranks, every other rank's peak over this prediction alone (its meter then restarts).
+    for (const auto& [device, bytes] : inferer.restartOtherPeaks()) measured[device] = bytes;
+    line["memory"] = {{"planned", planned}, {"measured", measured}};
     return labels;
   };
 }

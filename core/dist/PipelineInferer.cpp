@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace splitseg::dist {
 
@@ -150,16 +151,30 @@ void PipelineInferer::serve() {
   shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
   std::vector<torch::nn::Module*> mine;
   for (int i : schedule_.stagesOf(comm_.rank())) mine.push_back(network_->stageModule(i).get());
-  PeakMeter meter(comm_.rank(), mine);
+  std::optional<PeakMeter> meter;
+  meter.emplace(comm_.rank(), mine);
   while (true) {
     const auto command = comm_.recv(0, controlTag(), "rank 0's next windows");
     const std::int64_t m = command[0].item<std::int64_t>();
+    if (m == -1) {  // one prediction's peaks (restartOtherPeaks)
+      sendPeaks(comm_, meter->peaks(), peaksTag());
+      meter.reset();
+      meter.emplace(comm_.rank(), mine);
+      continue;
+    }
     if (m < 1) break;
     shard::WholeBatchScope whole(command.numel() > 1 ? command[1].item<std::int64_t>() : m);
     forwardOverRanks(comm_, *network_, scheduleFor(static_cast<int>(m)), devices_, spec_.precision, torch::Tensor());
   }
-  sendPeaks(comm_, meter.peaks(), peaksTag());
+  sendPeaks(comm_, meter->peaks(), peaksTag());
   comm_.barrier("the end of inference");
+}
+
+std::map<std::string, std::int64_t> PipelineInferer::restartOtherPeaks() {
+  if (comm_.rank() != 0 || finished_) return {};
+  for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::full({1}, -1, torch::kLong), r, controlTag(), "a command");
+  comm_.flush();
+  return receivePeaks(comm_, peaksTag());
 }
 
 void PipelineInferer::finish() {

@@ -24,7 +24,7 @@ torch::Tensor forwardOverRanks(Comm& comm, model::StagedNetwork& network, const 
                                const std::vector<torch::Device>& devices, const placement::StagePrecisions& precision,
                                const torch::Tensor& input);
 // Rank 0 -> every rank, before each forward pass of a serving loop: {M, n}, M >= 1 = a batch of n
-// follows as M micro-batches; {0} = done.
+// follows as M micro-batches; {0} = done; {-1} = send the peaks so far and start measuring again.
 int controlTag();
 
 class PipelineInferer final : public engine::WindowForward {
@@ -36,6 +36,9 @@ public:
   // Rank 0. A batch of n windows flows through the ranks as min(run's micro-batches, n) parts.
   torch::Tensor forward(const torch::Tensor& batch) override;
   model::StagedNetwork& network() override { return *network_; }
+  // Rank 0: every other rank's peaks since it started serving or since the last call; their meters
+  // start again.
+  std::map<std::string, std::int64_t> restartOtherPeaks() override;
   // Ranks other than 0: run forward passes until rank 0 calls finish().
   void serve();
   // Rank 0: lets the others go; every rank then meets at a barrier.

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 namespace splitseg::dist {
 
 namespace {
@@ -72,16 +74,33 @@ void SpatialInferer::serve() {
   c10::InferenceMode inference;
   shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
   const int dim = 2 + static_cast<int>(spec_.shardAxis);
-  PeakMeter meter(comm_.rank(), {&network_->root()});
-  while (comm_.recv(0, kControlTag, "rank 0's next windows").item<std::int64_t>() == 1) {
+  std::optional<PeakMeter> meter;
+  meter.emplace(comm_.rank(), std::vector<torch::nn::Module*>{&network_->root()});
+  while (true) {
+    // 1: a pass follows; 2: send the peaks so far and start again (restartOtherPeaks); 0: done.
+    const auto command = comm_.recv(0, kControlTag, "rank 0's next windows").item<std::int64_t>();
+    if (command == 2) {
+      sendPeaks(comm_, meter->peaks(), kPeaksTag);
+      meter.reset();
+      meter.emplace(comm_.rank(), std::vector<torch::nn::Module*>{&network_->root()});
+      continue;
+    }
+    if (command != 1) break;
     RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
     const auto slab = comm_.recv(0, kInputTag, "this rank's window slab");
     comm_.send(forwardSlab(*network_, spec_, shards, ranks_.device, slab.to(ranks_.device)), 0, kOutputTag,
                "this rank's output slab");
     comm_.flush();
   }
-  sendPeaks(comm_, meter.peaks(), kPeaksTag);
+  sendPeaks(comm_, meter->peaks(), kPeaksTag);
   comm_.barrier("the end of inference");
+}
+
+std::map<std::string, std::int64_t> SpatialInferer::restartOtherPeaks() {
+  if (comm_.rank() != 0 || finished_) return {};
+  for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::full({1}, 2, torch::kLong), r, kControlTag, "a command");
+  comm_.flush();
+  return receivePeaks(comm_, kPeaksTag);
 }
 
 void SpatialInferer::finish() {

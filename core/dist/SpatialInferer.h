@@ -23,6 +23,9 @@ public:
   // along the shard axis cannot be cut into one slab per rank.
   torch::Tensor forward(const torch::Tensor& batch) override;
   model::StagedNetwork& network() override { return *network_; }
+  // Rank 0: every other rank's peaks since it started serving or since the last call; their meters
+  // start again.
+  std::map<std::string, std::int64_t> restartOtherPeaks() override;
   // Ranks other than 0: run forward passes until rank 0 calls finish().
   void serve();
   // Rank 0: lets the others go; every rank then meets at a barrier.

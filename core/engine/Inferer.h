@@ -8,6 +8,9 @@
 #include "core/volume/Preprocessing.h"
 
 #include <array>
+#include <cstdint>
+#include <map>
+#include <string>
 
 namespace splitseg::engine {
 
@@ -40,6 +43,10 @@ public:
   // (N, Cin, d, h, w) on the CPU -> logits (N, C, d, h, w), fp32, on any device.
   virtual torch::Tensor forward(const torch::Tensor& batch) = 0;
   virtual model::StagedNetwork& network() = 0;
+  // The other processes' measured memory peaks (dist::PeakMeter, the planner's device names) since
+  // they started serving or since the last call, their meters then started again: one prediction's
+  // peaks at a time (`infer --dataset` over ranks, per case). Between passes only.
+  virtual std::map<std::string, std::int64_t> restartOtherPeaks() { return {}; }
 };
 
 class Inferer {
@@ -49,6 +56,8 @@ public:
   // image: (Cin, D, H, W) float on CPU. Pads to the network's size divisor where needed.
   Prediction predict(const torch::Tensor& image, const InferOptions& options,
                      ProgressSink* progress = nullptr, CancelToken* cancel = nullptr);
+  // Over ranks, WindowForward::restartOtherPeaks; in one process, none.
+  std::map<std::string, std::int64_t> restartOtherPeaks() { return forward_ ? forward_->restartOtherPeaks() : std::map<std::string, std::int64_t>{}; }
 
 private:
   torch::Tensor runPadded(const torch::Tensor& batch);  // (N, Cin, d, h, w) -> logits cropped back

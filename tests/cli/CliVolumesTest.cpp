@@ -262,6 +262,31 @@ private Q_SLOTS:
       const auto summary = QJsonDocument::fromJson(f.readAll()).object();
       QCOMPARE(summary["metric_per_case"].toArray().size(), 4);
       QCOMPARE(summary["labels"].toArray()[0].toObject()["mean_dice"].toDouble(), label["mean_dice"].toDouble());
+
+      // Over two local ranks (the decoder and head on rank 1; every stage sharded): the same files,
+      // and every case's line has each rank's own peak over that case, near its plan (the meters
+      // restart per case).
+      QString sharded;
+      for (const char* st : {"enc0", "enc1", "bottleneck", "dec1", "dec0", "head"})
+        sharded += QString(sharded.isEmpty() ? "" : ",") + st + "=r0:cpu+r1:cpu";
+      for (const QString& placement : {QString("dec0=r1:cpu,dec1=r1:cpu,head=r1:cpu"), sharded}) {
+        const QString ranked = dir.path() + (placement == sharded ? "/sharded" : "/pipeline");
+        QByteArray ro;
+        QCOMPARE(cli({"launch", "--local-ranks", "2", "infer", "--dataset", root, "--checkpoint", ckpt, "--window", "16",
+                      "--out", ranked, "--placement", placement, "--progress", "none"}, &err, &ro), 0);
+        const auto rv = lines(ro);
+        QCOMPARE(rv.size(), 5);
+        for (int i = 0; i < 4; ++i) {
+          QCOMPARE(rv[i]["case"].toString(), ids[i]);
+          QCOMPARE(io::readVolume((ranked + "/" + ids[i] + ".nii.gz").toStdString()).voxels(),
+                   io::readVolume((out + "/" + ids[i] + ".nii.gz").toStdString()).voxels());
+          const auto planned = rv[i]["memory"].toObject()["planned"].toObject(), measured = rv[i]["memory"].toObject()["measured"].toObject();
+          QVERIFY2(measured.contains("r1:cpu") && planned.contains("r1:cpu"), QJsonDocument(rv[i]).toJson().constData());
+          const double got = measured["r1:cpu"].toDouble(), plan = planned["r1:cpu"].toDouble();
+          qInfo("%s: r1:cpu measured %.2f MiB, planned %.2f MiB", qPrintable(ids[i]), got / 1048576, plan / 1048576);
+          QVERIFY2(std::abs(got - plan) <= 0.1 * plan, qPrintable(QString("%1 vs %2").arg(got).arg(plan)));
+        }
+      }
     }
 
     // --out naming the dataset's own label folder: refused before anything is written.
