@@ -16,13 +16,16 @@
 #include "ui/session/RankHost.h"
 #include "ui/session/Session.h"
 #include "ui/training/RankProcesses.h"
+#include "ui/training/TrainingPanel.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QCryptographicHash>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QScopeGuard>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -268,6 +271,42 @@ private Q_SLOTS:
     QVERIFY2(d->progressBar()->format().startsWith("cancelled"), qPrintable(d->progressBar()->format()));
     QVERIFY(!fs::exists(tmp_.filePath("cancel/out/summary.json").toStdString()));
     QVERIFY(!session()->busy() && window_->reviewPanel()->runButton()->isEnabled());
+  }
+
+  // Training on the dataset with "then evaluate the validation cases": the run ends with the cases
+  // it held out predicted and scored in the dialog's folder (last: it changes the weights).
+  void trainingEndsWithItsValidationCases() {
+    const QString root = makeDataset(tmp_.filePath("train"), 4);
+    QVERIFY(window_->openDataset(root));
+    auto* t = window_->trainingPanel();
+    t->dataBox()->setCurrentIndex(t->dataBox()->findData("dataset"));
+    QVERIFY(t->evaluateAfterBox()->isEnabled());
+    t->evaluateAfterBox()->setChecked(true);
+    t->patchBox()->setValue(16);
+    t->batchBox()->setValue(1);
+    t->stepsBox()->setValue(2);
+    t->validateBox()->setValue(0);
+    auto* d = dialog();
+    d->casesBox()->setCurrentIndex(d->casesBox()->findData("all"));  // the run must choose the validation split itself
+    QSignalSpy trained(t, &TrainingPanel::runFinished);
+    QSignalSpy evaluated(d, &DatasetEvaluationDialog::evaluationFinished);
+    QTest::mouseClick(t->startButton(), Qt::LeftButton);
+    QVERIFY(trained.wait(120000));
+    QVERIFY2(trained.front().at(1).toString().isEmpty(), qPrintable(trained.front().at(1).toString()));
+    QVERIFY2(evaluated.count() > 0 || evaluated.wait(120000), qPrintable(d->statusLabel()->text()));
+    QVERIFY2(evaluated.front().at(0).toBool(), qPrintable(d->statusLabel()->text()));
+    QVERIFY(d->isVisible());
+    QCOMPARE(d->casesBox()->currentData().toString(), QString("validation"));
+    QCOMPARE(static_cast<int>(d->lastSummary().cases.size()), 1);  // splitCases(4, 0.2, 0) holds one out
+    QVERIFY(fs::exists((fs::path(root.toStdString()) / "splitseg_predictions" / "summary.json")));
+    // Unchecked, a run ends without it.
+    t->evaluateAfterBox()->setChecked(false);
+    trained.clear();
+    evaluated.clear();
+    QTest::mouseClick(t->startButton(), Qt::LeftButton);
+    QVERIFY(trained.wait(120000));
+    QTest::qWait(100);
+    QCOMPARE(evaluated.count(), 0);
   }
 };
 

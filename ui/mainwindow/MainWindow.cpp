@@ -81,6 +81,10 @@ MainWindow::MainWindow(QWidget* parent)
     else view3d_->clearLabelSurfaces();
   });
   connect(review_, &ReviewPanel::saveRequested, this, &MainWindow::saveSegmentation);
+  // Training on a dataset may end with its validation cases evaluated (the training panel's box).
+  connect(training_, &TrainingPanel::runFinished, this, [this](bool stopped, const QString& error) {
+    if (!stopped && error.isEmpty() && training_->evaluatesAfterwards()) review_->evaluateValidationCases();
+  });
   connect(review_, &ReviewPanel::caseOpenRequested, this, [this](const QString& image, const QString& label, const QString& prediction) {
     openVolumeWithPrediction(image, label, prediction, Loading::Background);
   });

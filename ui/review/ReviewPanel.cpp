@@ -384,6 +384,18 @@ DatasetEvaluationDialog* ReviewPanel::datasetEvaluation() {
   return datasetDialog_;
 }
 
+bool ReviewPanel::evaluateValidationCases() {
+#ifdef SPLITSEG_HAVE_EVALUATE
+  auto* d = datasetEvaluation();
+  d->show();  // refreshes from the session's dataset and run
+  d->raise();
+  d->casesBox()->setCurrentIndex(d->casesBox()->findData("validation"));
+  return d->evaluate();
+#else
+  return false;
+#endif
+}
+
 bool ReviewPanel::showingErrors() const { return display_->currentData().toString() == "errors"; }
 
 int ReviewPanel::maxLabel() const {

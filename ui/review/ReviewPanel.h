@@ -66,6 +66,9 @@ public:
   QPushButton* evaluateDatasetButton() const { return evaluateDataset_; }
   // Its dialog, made on first use (null in a build without ITK).
   DatasetEvaluationDialog* datasetEvaluation();
+  // Shows the dialog and evaluates the validation split (the cases training held out) into its
+  // folder; false when it cannot start (the dialog says why).
+  bool evaluateValidationCases();
 
 Q_SIGNALS:
   // The slice views and the 3D view follow these (the main window connects them).

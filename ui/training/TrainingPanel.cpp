@@ -19,6 +19,7 @@
 #include "core/dataset/DatasetSource.h"
 #endif
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDateTime>
 #include <QDir>
@@ -190,6 +191,18 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   };
   grid->addWidget(new QLabel(tr("Data"), this), r, 0);
   grid->addWidget(data_, r++, 1, 1, 3);
+  evaluateAfter_ = new QCheckBox(tr("then evaluate the validation cases"), this);
+  evaluateAfter_->setObjectName("evaluateAfterwards");
+  const auto datasetChosen = [this] {
+    const bool dataset = data_->currentData().toString() == "dataset";
+    evaluateAfter_->setEnabled(dataset);
+    evaluateAfter_->setToolTip(dataset ? tr("When training ends, predict every case it held out for validation, write the "
+                                            "predictions and score them (Review > Evaluate dataset)")
+                                       : tr("Train on an open dataset to evaluate its validation cases afterwards"));
+  };
+  connect(data_, qOverload<int>(&QComboBox::currentIndexChanged), this, datasetChosen);
+  datasetChosen();
+  grid->addWidget(evaluateAfter_, r++, 1, 1, 3);
   auto* arch = new QHBoxLayout;
   arch->addWidget(arch_, 1);
   arch->addWidget(options_);
@@ -492,6 +505,10 @@ void TrainingPanel::onValidation(const engine::ValidationMetrics& m) {
     return;
   }
   charts_->addValidation(m);
+}
+
+bool TrainingPanel::evaluatesAfterwards() const {
+  return evaluateAfter_->isChecked() && data_->currentData().toString() == "dataset" && !session_->datasetFolder().isEmpty();
 }
 
 void TrainingPanel::onFinished(bool stopped, const QString& error) {

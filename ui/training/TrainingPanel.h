@@ -12,6 +12,7 @@
 
 #include <deque>
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -57,6 +58,11 @@ public:
   QPushButton* optionsButton() const { return options_; }
   QDialog* optionsDialog() const { return optionsDialog_; }  // the local ranks of a run over ranks  // tests hold it to order Start and Stop
   QComboBox* dataBox() const { return data_; }
+  // "Then evaluate the validation cases": with a dataset, a run that ends (not stopped, no error)
+  // is followed by Review's Evaluate dataset on the cases training held out (the main window
+  // connects runFinished to it), as nnU-Net's training ends with its validation.
+  QCheckBox* evaluateAfterBox() const { return evaluateAfter_; }
+  bool evaluatesAfterwards() const;
   QSpinBox* baseBox() const { return base_; }
   QSpinBox* depthBox() const { return depth_; }
   QSpinBox* patchBox() const { return patch_; }
@@ -100,6 +106,7 @@ private:
   TrainingCharts* charts_;
   DeviceTimeline* timeline_;
   QComboBox* data_;
+  QCheckBox* evaluateAfter_;
   QSpinBox *base_, *depth_, *patch_, *batch_, *steps_, *epochs_, *validate_, *budget_;
   QDoubleSpinBox* lr_;
   QComboBox* precision_;
