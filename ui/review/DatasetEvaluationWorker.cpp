@@ -46,18 +46,13 @@ void DatasetEvaluationWorker::run(const DatasetEvaluationJob& job) {
   QElapsedTimer clock;
   clock.start();
   try {
-    job.network->root().eval();
-    engine::InferOptions o = engine::inferOptionsOf(job.run);
-    // Over ranks, one window per micro-batch in each pass, as the review's prediction.
-    if (job.ranks.distributed()) o.batch = std::max(1, job.run.microBatches);
-    torch::NoGradGuard noGrad;
     CaseProgress sink(this, job.plan);
     if (job.ranks.distributed()) Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
     const nlohmann::json runFields{{"placement", job.run.resolvePlacement(job.network->stageNames(), "cpu").describe()},
                                    {"window", job.run.window},
                                    {"mirror", run::mirrorToString(job.run.mirror)},
                                    {"keep_largest", job.run.keepLargest}};
-    withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages&) {
+    withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages&, const engine::InferOptions& o) {
       const auto predict = [&](const Volume& source) {
         return engine::predictLabels(inferer, source, job.run.preprocessing, o, &sink, &token_);
       };

@@ -39,15 +39,17 @@ void describeFailure(std::exception_ptr failure, QString& error, bool& cancelled
 }
 
 std::map<std::string, std::int64_t> withInferer(const std::shared_ptr<model::StagedNetwork>& network, const run::RunSpec& run,
-                                                const dist::RankEnv& ranks,
-                                                const std::function<void(engine::Inferer&, const dist::LocalStages&)>& use,
-                                                CancelToken* cancel) {
+                                                const dist::RankEnv& ranks, const InfererUse& use, CancelToken* cancel) {
+  network->root().eval();
+  torch::NoGradGuard noGrad;
+  engine::InferOptions o = engine::inferOptionsOf(run);
+  if (ranks.distributed()) o.batch = std::max(1, run.microBatches);
   // This process's stages (over ranks, rank 0's), whose CPU weights a meter counts as held.
   const auto placement = run.resolvePlacement(network->stageNames(), "cpu");
   const auto local = dist::localStages(*network, placement, ranks.distributed());
   std::map<std::string, std::int64_t> others;
   if (ranks.distributed()) {
-    for (const auto& [device, bytes] : dist::inferAsRankZero(ranks, run, network, [&](engine::Inferer& inferer) { use(inferer, local); }, cancel))
+    for (const auto& [device, bytes] : dist::inferAsRankZero(ranks, run, network, [&](engine::Inferer& inferer) { use(inferer, local, o); }, cancel))
       others[device] = bytes;
     return others;
   }
@@ -59,7 +61,7 @@ std::map<std::string, std::int64_t> withInferer(const std::shared_ptr<model::Sta
   executor.setCpuChannelsLast(true);
   engine::Inferer inferer(executor);
   try {
-    use(inferer, local);
+    use(inferer, local, o);
   } catch (...) {
     executor.setCpuChannelsLast(false);
     throw;
@@ -75,15 +77,11 @@ void InferenceWorker::run(const InferenceJob& job) {
   QElapsedTimer clock;
   clock.start();
   try {
-    job.network->root().eval();
-    engine::InferOptions o = engine::inferOptionsOf(job.run);
-    // Over ranks, one window per micro-batch in each pass: the ranks work on different windows at once.
-    if (job.ranks.distributed()) o.batch = std::max(1, job.run.microBatches);
     SignalProgress sink(this);
-    torch::NoGradGuard noGrad;
     std::shared_ptr<Volume> labels;
     if (job.ranks.distributed()) Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
-    const auto others = withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages& local) {
+    const auto others = withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages& local,
+                                                                        const engine::InferOptions& o) {
       dist::PeakMeter meter(local.namedRank, local.modules);
       meter.holdOnCpu(engine::predictLabelsImageBytes(*job.image, job.run.preprocessing));
       labels = std::make_shared<Volume>(engine::predictLabels(inferer, *job.image, job.run.preprocessing, o, &sink, &token_));

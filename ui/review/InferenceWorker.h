@@ -20,19 +20,20 @@
 #include <memory>
 
 namespace splitseg::model { class StagedNetwork; }
-namespace splitseg::engine { class Inferer; }
+namespace splitseg::engine { class Inferer; struct InferOptions; }
 namespace splitseg::dist { struct LocalStages; }
 
 namespace splitseg::ui {
 
 // Calls `use` with an Inferer for the run's placement: in this process (a SplitExecutor, CPU
-// weights channels-last while it runs) or, over ranks, as rank 0 once the others have joined.
-// `local`: this process's stages, for a PeakMeter. Returns the other ranks' measured peaks (none in
-// one process). For the review's prediction and its dataset evaluation alike.
+// weights channels-last while it runs) or, over ranks, as rank 0 once the others have joined; the
+// network in eval mode, no gradients, and the run's inference options (over ranks one window per
+// micro-batch in each pass, so that the ranks work on different windows at once). `local`: this
+// process's stages, for a PeakMeter. Returns the other ranks' measured peaks (none in one
+// process). For the review's prediction and its dataset evaluation alike.
+using InfererUse = std::function<void(engine::Inferer&, const dist::LocalStages&, const engine::InferOptions&)>;
 std::map<std::string, std::int64_t> withInferer(const std::shared_ptr<model::StagedNetwork>& network, const run::RunSpec& run,
-                                                const dist::RankEnv& ranks,
-                                                const std::function<void(engine::Inferer&, const dist::LocalStages&)>& use,
-                                                CancelToken* cancel);
+                                                const dist::RankEnv& ranks, const InfererUse& use, CancelToken* cancel);
 // What stopped a run, for the panel: `cancelled` for Cancelled, else the error's line (out of
 // memory naming its device and stage). Call from a catch (...) with std::current_exception().
 void describeFailure(std::exception_ptr failure, QString& error, bool& cancelled);
