@@ -3,6 +3,7 @@
 #include "core/base/Error.h"
 #include "core/dataset/DatasetSource.h"
 #include "core/io/AtomicWrite.h"
+#include "core/io/SafePath.h"
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
 
@@ -11,12 +12,20 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 
 namespace splitseg::evaluate {
 
 namespace fs = std::filesystem;
+
+namespace {
+// A case id that names one file in the predictions' folder (no path, not . or ..).
+bool plainFileName(const std::string& id) {
+  return !id.empty() && id != "." && id != ".." && id.find_first_of("/\\") == std::string::npos && id.size() <= 255;
+}
+} // namespace
 
 CaseSet caseSetFromString(const std::string& text) {
   if (text == "all") return CaseSet::All;
@@ -61,7 +70,7 @@ EvaluationPlan planEvaluation(const dataset::Dataset& ds, CaseSet cases, double 
   plan.outDir = outDir;
   for (const auto i : idx) {
     const auto& c = ds.cases[i];
-    if (c.id.empty() || c.id == "." || c.id == ".." || c.id.find_first_of("/\\") != std::string::npos)
+    if (!plainFileName(c.id))
       throw FormatError(ds.root, "case id '" + c.id + "' cannot name a prediction file");
     if (!ids.insert(c.id).second)
       throw FormatError(ds.root, "two cases are named '" + c.id + "': their predictions would overwrite each other");
@@ -177,6 +186,109 @@ EvaluationSummary evaluateDataset(const EvaluationPlan& plan, const Predict& pre
   });
   s.line["summary"] = s.summaryPath;
   return s;
+}
+
+namespace {
+constexpr std::uintmax_t kMaxSummaryBytes = 64u << 20;
+constexpr std::size_t kMaxCases = 100000;
+
+double distanceOf(const nlohmann::json& v) {
+  if (v.is_string() && v.get<std::string>() == "inf") return std::numeric_limits<double>::infinity();
+  return v.get<double>();
+}
+} // namespace
+
+SavedEvaluation readEvaluation(const std::string& summaryPath) {
+  const std::string problem = io::regularFileProblem(summaryPath);
+  if (problem == "does not exist") throw IoError(summaryPath, "no such file");
+  if (!problem.empty()) throw IoError(summaryPath, problem);
+  std::error_code ec;
+  if (fs::file_size(summaryPath, ec) > kMaxSummaryBytes) throw FormatError(summaryPath, "is larger than 64 MiB; not an evaluation summary");
+  nlohmann::json j;
+  {
+    std::ifstream f(summaryPath);
+    if (!f) throw IoError(summaryPath, "cannot open for reading");
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const nlohmann::json::exception& e) {
+      throw FormatError(summaryPath, std::string("not valid JSON: ") + e.what());
+    }
+  }
+  SavedEvaluation out;
+  std::string field = "the top level";
+  try {
+    if (!j.is_object()) throw FormatError(summaryPath, "not an evaluation summary (expected an object)");
+    const std::string folder = fs::path(summaryPath).parent_path().string();
+    auto& plan = out.plan;
+    field = "dataset";
+    plan.dataset = j.at("dataset").get<std::string>();
+    field = "cases";
+    plan.cases = caseSetFromString(j.at("cases").get<std::string>());
+    plan.outDir = folder.empty() ? "." : folder;
+    const auto fileOf = [&](const std::string& id) {
+      if (!plainFileName(id)) throw FormatError(summaryPath, field + ": case id '" + id + "' is no plain file name");
+      return (fs::path(plan.outDir) / (id + ".nii.gz")).string();
+    };
+    field = "metric_per_case";
+    const auto& perCase = j.at("metric_per_case");
+    field = "failed";
+    const auto& failed = j.value("failed", nlohmann::json::array());
+    if (!perCase.is_array() || !failed.is_array()) throw FormatError(summaryPath, "metric_per_case and failed must be lists");
+    if (perCase.size() + failed.size() > kMaxCases) throw FormatError(summaryPath, "more than 100000 cases");
+    std::vector<std::vector<metrics::LabelMetrics>> scored;
+    for (std::size_t k = 0; k < perCase.size(); ++k) {
+      field = "metric_per_case[" + std::to_string(k) + "]";
+      const auto& c = perCase[k];
+      CaseResult r;
+      r.files.id = c.at("case").get<std::string>();
+      r.files.image = c.at("image").get<std::string>();
+      r.files.label = c.at("label").get<std::string>();
+      r.files.prediction = fileOf(r.files.id);
+      r.seconds = c.at("seconds").get<double>();
+      r.meanDice = c.at("mean_dice").get<double>();
+      for (const auto& m : c.at("metrics")) {
+        metrics::LabelMetrics lm;
+        lm.label = m.at("label").get<int>();
+        if (lm.label < 1 || lm.label > 65535) throw FormatError(summaryPath, field + ": label " + std::to_string(lm.label) + " is not 1..65535");
+        lm.dice = m.at("dice").get<double>();
+        lm.hd95 = distanceOf(m.at("hd95_mm"));
+        lm.predicted = m.at("predicted").get<std::int64_t>();
+        lm.truth = m.at("truth").get<std::int64_t>();
+        lm.falsePositive = m.at("false_positive").get<std::int64_t>();
+        lm.falseNegative = m.at("false_negative").get<std::int64_t>();
+        r.metrics.push_back(lm);
+      }
+      scored.push_back(r.metrics);
+      plan.files.push_back(r.files);
+      out.summary.cases.push_back(r);
+    }
+    for (std::size_t k = 0; k < failed.size(); ++k) {
+      field = "failed[" + std::to_string(k) + "]";
+      CaseResult r;
+      r.files.id = failed[k].at("case").get<std::string>();
+      r.files.prediction = fileOf(r.files.id);
+      r.error = failed[k].at("error").get<std::string>();
+      if (r.error.empty()) r.error = "failed";
+      plan.files.push_back(r.files);
+      out.summary.cases.push_back(r);
+      ++out.summary.failed;
+    }
+    // The per-label summary again from the cases (the one rule, metrics::summarize).
+    out.summary.labels = metrics::summarize(scored);
+    double sum = 0;
+    for (const auto& l : out.summary.labels) sum += l.meanDice;
+    if (!out.summary.labels.empty()) out.summary.meanDice = sum / static_cast<double>(out.summary.labels.size());
+    field = "seconds";
+    out.summary.seconds = j.value("seconds", 0.0);
+    out.summary.summaryPath = summaryPath;
+    out.summary.line = j;
+    out.summary.line.erase("metric_per_case");
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(summaryPath, field + ": " + e.what());
+  } catch (const InvalidArgument& e) {
+    throw FormatError(summaryPath, field + ": " + e.what());
+  }
+  return out;
 }
 
 } // namespace splitseg::evaluate

@@ -86,6 +86,18 @@ struct EvaluationSummary {
 EvaluationSummary evaluateDataset(const EvaluationPlan& plan, const Predict& predict, bool keepLargest,
                                   const nlohmann::json& runFields, EvaluationObserver* observer = nullptr);
 
+// An evaluation read back from the summary.json evaluateDataset wrote (Evaluate dataset's Open
+// results…): its cases (those predicted in the file's order, then the failed ones), their metrics
+// and the per-label summary. Each prediction is taken to be <case>.nii.gz beside the summary file
+// (a moved folder still opens; nothing outside it is named). The file may come from someone else:
+// at most 64 MiB, every field's type checked, case ids plain file names, at most 100000 cases;
+// anything else is a FormatError naming the file and the field.
+struct SavedEvaluation {
+  EvaluationPlan plan;
+  EvaluationSummary summary;
+};
+SavedEvaluation readEvaluation(const std::string& summaryPath);
+
 // Per label: label, dice, hd95_mm ("inf" when infinite), voxel counts.
 nlohmann::json metricsJson(const std::vector<metrics::LabelMetrics>& metrics);
 nlohmann::json keptJson(const std::vector<postprocess::LabelComponents>& kept);

@@ -36,6 +36,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace fs = std::filesystem;
 using namespace splitseg;
@@ -213,6 +214,39 @@ private Q_SLOTS:
     QVERIFY(done.wait(60000));
     QVERIFY(done.front().at(0).toBool());
     QCOMPARE(session()->prediction()->voxels(), written.voxels());
+  }
+
+  // Open results…: the last evaluation's summary.json shows the same figures for every case (the
+  // failed case after the others) and the same mean row; a file that is no summary is refused with
+  // the table left as it was.
+  void openResultsShowsTheSameTable() {
+    auto* d = dialog();
+    const auto cells = [d] {
+      std::map<QString, QStringList> rows;
+      for (int r = 0; r < d->table()->rowCount(); ++r) {
+        QStringList cols;
+        for (int c = 0; c < d->table()->columnCount(); ++c)
+          cols << (d->table()->item(r, c) ? d->table()->item(r, c)->text() : QString());
+        rows[cols.front()] = cols;
+      }
+      return rows;
+    };
+    const auto before = cells();
+    QVERIFY(before.count("mean") && before.size() == 5);  // the corrupted row's evaluation
+    const QString summary = QString::fromStdString(d->lastSummary().summaryPath);
+    QVERIFY(d->loadResults(summary));
+    QCOMPARE(cells(), before);
+    QCOMPARE(d->table()->item(3, 0)->text(), QString("case_2"));  // the failed case last
+    QVERIFY2(d->summaryLabel()->text().contains("1 case(s) failed"), qPrintable(d->summaryLabel()->text()));
+    const QString bad = tmp_.filePath("bad-summary.json");
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"dataset":"Toy","cases":"all","metric_per_case":[{"case":"../../x"}]})");
+    }
+    QVERIFY(!d->loadResults(bad));
+    QVERIFY2(d->statusLabel()->text().contains("bad-summary.json"), qPrintable(d->statusLabel()->text()));
+    QCOMPARE(cells(), before);
   }
 
   void overTwoLocalRanksTheSameFiles() {

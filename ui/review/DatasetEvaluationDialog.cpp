@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 namespace splitseg::ui {
 
@@ -94,8 +95,14 @@ DatasetEvaluationDialog::DatasetEvaluationDialog(Session* session, QWidget* pare
   connect(evaluate_, &QPushButton::clicked, this, [this] { evaluate(); });
   connect(cancel_, &QPushButton::clicked, this, [this] { worker_->cancel(); });
   connect(open_, &QPushButton::clicked, this, [this] { openRow(table_->currentRow()); });
+  openResults_ = new QPushButton(tr("Open results…"), this);
+  openResults_->setToolTip(tr("Show an earlier evaluation again from its summary.json"));
+  connect(openResults_, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("An evaluation's summary"), output_->text(), tr("Evaluation summary (summary.json)"));
+    if (!f.isEmpty()) loadResults(f);
+  });
   connect(close, &QPushButton::clicked, this, &QDialog::hide);
-  for (auto* b : {evaluate_, cancel_, open_}) buttons->addWidget(b);
+  for (auto* b : {evaluate_, cancel_, open_, openResults_}) buttons->addWidget(b);
   buttons->addStretch(1);
   buttons->addWidget(close);
   layout->addLayout(buttons);
@@ -150,6 +157,7 @@ void DatasetEvaluationDialog::updateEnabled() {
   cases_->setEnabled(idle);
   output_->setEnabled(idle);
   browse_->setEnabled(idle);
+  openResults_->setEnabled(idle);
   const int row = table_->currentRow();
   open_->setEnabled(row >= 0 && row < static_cast<int>(plan_.files.size()) && QFileInfo::exists(QString::fromStdString(plan_.files[row].prediction)));
 }
@@ -197,8 +205,8 @@ void DatasetEvaluationDialog::refresh() {
 }
 
 int DatasetEvaluationDialog::labelColumn(int label) const {
-  for (std::size_t i = 0; i < labels_.size(); ++i)
-    if (labels_[i] == label) return 2 + static_cast<int>(i);
+  for (std::size_t i = 0; i < columns_.size(); ++i)
+    if (columns_[i] == label) return 2 + static_cast<int>(i);
   return -1;
 }
 
@@ -256,22 +264,9 @@ bool DatasetEvaluationDialog::evaluate() {
   plan_ = job.plan;
   last_ = {};
   // One row per case, filled as it finishes; a Dice column per label the dataset declares.
-  QStringList headers{tr("Case"), tr("Mean Dice")};
-  for (const int l : labels_) {
-    const auto it = dataset_->labels.find(l);
-    headers << tr("Dice %1").arg(it != dataset_->labels.end() ? QString::fromStdString(it->second) : QString::number(l));
-  }
-  headers << tr("HD95 mm") << tr("Seconds") << tr("Status");
-  table_->clear();
-  table_->setColumnCount(headers.size());
-  table_->setHorizontalHeaderLabels(headers);
-  table_->setRowCount(static_cast<int>(plan_.files.size()));
-  for (int r = 0; r < table_->rowCount(); ++r) {
-    table_->setItem(r, 0, item(QString::fromStdString(plan_.files[r].id)));
-    table_->setItem(r, headers.size() - 1, item(tr("waiting")));
-  }
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setStretchLastSection(true);
+  columns_ = labels_;
+  names_ = dataset_->labels;
+  setUpTable(tr("waiting"));
   summary_->clear();
   running_ = true;
   session_->setBusy(true);
@@ -287,11 +282,33 @@ void DatasetEvaluationDialog::onCaseStarted(int index) {
   if (index < table_->rowCount()) table_->setItem(index, table_->columnCount() - 1, item(tr("predicting…")));
 }
 
+void DatasetEvaluationDialog::setUpTable(const QString& firstStatus) {
+  QStringList headers{tr("Case"), tr("Mean Dice")};
+  for (const int l : columns_) {
+    const auto it = names_.find(l);
+    headers << tr("Dice %1").arg(it != names_.end() ? QString::fromStdString(it->second) : QString::number(l));
+  }
+  headers << tr("HD95 mm") << tr("Seconds") << tr("Status");
+  table_->clear();
+  table_->setColumnCount(headers.size());
+  table_->setHorizontalHeaderLabels(headers);
+  table_->setRowCount(static_cast<int>(plan_.files.size()));
+  for (int r = 0; r < table_->rowCount(); ++r) {
+    table_->setItem(r, 0, item(QString::fromStdString(plan_.files[r].id)));
+    table_->setItem(r, headers.size() - 1, item(firstStatus));
+  }
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+}
+
 void DatasetEvaluationDialog::onCaseFinished(const DatasetCaseResult& c) {
-  const int row = c.index;
+  showCase(c.index, c.result);
+  updateEnabled();
+}
+
+void DatasetEvaluationDialog::showCase(int row, const evaluate::CaseResult& r) {
   if (row >= table_->rowCount()) return;
   const int statusColumn = table_->columnCount() - 1;
-  const auto& r = c.result;
   if (!r.ok()) {
     auto* s = item(tr("failed: %1").arg(QString::fromStdString(r.error)));
     s->setForeground(QColor(0xd0, 0x40, 0x40));
@@ -327,7 +344,6 @@ void DatasetEvaluationDialog::onCaseFinished(const DatasetCaseResult& c) {
   int removed = 0;
   for (const auto& k : r.kept) removed += static_cast<int>(std::min<std::int64_t>(k.removed, 1 << 30));
   table_->setItem(row, statusColumn, item(removed > 0 ? tr("written; %n voxel(s) outside the largest regions removed", nullptr, removed) : tr("written")));
-  updateEnabled();
 }
 
 void DatasetEvaluationDialog::onFinished(const DatasetEvaluationResult& r) {
@@ -353,6 +369,12 @@ void DatasetEvaluationDialog::onFinished(const DatasetEvaluationResult& r) {
   progress_->setValue(1000);
   progress_->setFormat(runRanks_ > 1 ? tr("done in %1 s over %2 ranks").arg(r.seconds, 0, 'f', 1).arg(runRanks_)
                                      : tr("done in %1 s").arg(r.seconds, 0, 'f', 1));
+  showSummary();
+  updateEnabled();
+  Q_EMIT evaluationFinished(true);
+}
+
+void DatasetEvaluationDialog::showSummary() {
   // nnU-Net's summary: per label over the cases where it is in either map; a bold last row.
   const int predicted = static_cast<int>(last_.cases.size()) - last_.failed;
   QStringList perLabel;
@@ -364,8 +386,8 @@ void DatasetEvaluationDialog::onFinished(const DatasetEvaluationResult& r) {
   name->setFont(bold);
   table_->setItem(row, 0, name);
   for (const auto& l : last_.labels) {
-    const auto it = dataset_ ? dataset_->labels.find(l.label) : std::map<int, std::string>::const_iterator{};
-    const QString label = dataset_ && it != dataset_->labels.end() ? QString::fromStdString(it->second) : QString::number(l.label);
+    const auto it = names_.find(l.label);
+    const QString label = it != names_.end() ? QString::fromStdString(it->second) : QString::number(l.label);
     QString part = tr("%1 %2 (%n case(s)", nullptr, l.cases).arg(label, dice(l.meanDice));
     if (std::isfinite(l.meanHd95)) part += tr(", HD95 %1 mm").arg(mm(l.meanHd95));
     if (l.infiniteHd95 > 0) part += tr(", %n infinite", nullptr, l.infiniteHd95);
@@ -400,8 +422,36 @@ void DatasetEvaluationDialog::onFinished(const DatasetEvaluationResult& r) {
   if (last_.failed > 0) text += " · <span style='color:#d04040'>" + tr("%n case(s) failed (see the table)", nullptr, last_.failed) + "</span>";
   text += "<br>" + tr("Predictions and summary.json in %1").arg(QString::fromStdString(plan_.outDir).toHtmlEscaped());
   summary_->setText(text);
+}
+
+bool DatasetEvaluationDialog::loadResults(const QString& summaryPath) {
+  if (running_) return false;
+  evaluate::SavedEvaluation saved;
+  try {
+    saved = evaluate::readEvaluation(summaryPath.toStdString());
+  } catch (const std::exception& e) {
+    setStatus(QString::fromStdString(e.what()), true);
+    return false;
+  }
+  plan_ = saved.plan;
+  last_ = saved.summary;
+  // A Dice column per label any case has; named as the open dataset names them when it is the
+  // dataset the results are of.
+  std::set<int> labels;
+  for (const auto& c : last_.cases)
+    for (const auto& m : c.metrics) labels.insert(m.label);
+  columns_.assign(labels.begin(), labels.end());
+  names_.clear();
+  if (dataset_ && dataset_->name == plan_.dataset) names_ = dataset_->labels;
+  setUpTable(QString());
+  for (std::size_t k = 0; k < last_.cases.size(); ++k) showCase(static_cast<int>(k), last_.cases[k]);
+  showSummary();
+  runRanks_ = 0;
+  progress_->setValue(1000);
+  progress_->setFormat(tr("results of %1 (%2 cases)").arg(QString::fromStdString(plan_.dataset)).arg(QString(toString(plan_.cases))));
+  setStatus(tr("Opened %1").arg(summaryPath), false);
   updateEnabled();
-  Q_EMIT evaluationFinished(true);
+  return true;
 }
 
 void DatasetEvaluationDialog::openRow(int row) {

@@ -11,6 +11,7 @@
 
 #include <QDialog>
 
+#include <map>
 #include <optional>
 
 class QComboBox;
@@ -38,11 +39,15 @@ public:
   // it cannot start: no dataset, no network, a refusal of the output folder, the session busy.
   bool evaluate();
   bool running() const { return running_; }
+  // Open results…: an earlier evaluation's summary.json shown as it was (its cases open as after a
+  // run); false, and the reason in the status line, for a file that is no such summary.
+  bool loadResults(const QString& summaryPath);
 
   QComboBox* casesBox() const { return cases_; }
   QLineEdit* outputEdit() const { return output_; }
   QPushButton* evaluateButton() const { return evaluate_; }
   QPushButton* cancelButton() const { return cancel_; }
+  QPushButton* openResultsButton() const { return openResults_; }
   QProgressBar* progressBar() const { return progress_; }
   QTableWidget* table() const { return table_; }
   QLabel* statusLabel() const { return status_; }
@@ -61,6 +66,11 @@ protected:
 private:
   void onCaseStarted(int index);
   void onCaseFinished(const DatasetCaseResult& r);
+  // A row per case of plan_ (Dice columns: columns_, named by names_), then each case's figures,
+  // then the mean row and the summary line from last_.
+  void setUpTable(const QString& firstStatus);
+  void showCase(int row, const evaluate::CaseResult& r);
+  void showSummary();
   void onFinished(const DatasetEvaluationResult& r);
   void openRow(int row);
   void setStatus(const QString& text, bool error);
@@ -74,12 +84,14 @@ private:
   QLabel *header_, *runLine_, *status_, *summary_;
   QComboBox* cases_;
   QLineEdit* output_;
-  QPushButton *browse_, *evaluate_, *cancel_, *open_;
+  QPushButton *browse_, *evaluate_, *cancel_, *open_, *openResults_;
   QProgressBar* progress_;
   QTableWidget* table_;
   std::optional<dataset::Dataset> dataset_;
   QString datasetError_;
-  std::vector<int> labels_;  // the dataset's foreground labels, one Dice column each
+  std::vector<int> labels_;  // the dataset's foreground labels
+  std::vector<int> columns_;  // the table's labels, one Dice column each
+  std::map<int, std::string> names_;  // their names (the dataset's)
   evaluate::EvaluationPlan plan_;  // the running or last evaluation's
   evaluate::EvaluationSummary last_;
   bool running_ = false;

@@ -227,6 +227,75 @@ private Q_SLOTS:
     QVERIFY(!fs::exists(fs::path(plan.outDir) / "summary.json"));
   }
 
+  // summary.json read back (Evaluate dataset's Open results…): the same cases, metrics (an infinite
+  // HD95 too), failures and per-label summary as the run that wrote it.
+  void readsBackWhatItWrote() {
+    QTemporaryDir tmp;
+    const auto root = makeDataset(fs::path(tmp.path().toStdString()) / "ds", 3);
+    const auto ds = dataset::openDataset(root.string());
+    writeText(ds.cases[1].images[0], "not a NIfTI file");
+    const auto plan = evaluate::planEvaluation(ds, evaluate::CaseSet::All, 0.2, tmp.path().toStdString() + "/p");
+    FromTruth p;
+    p.mode = "empty";  // every HD95 infinite
+    const auto s = evaluate::evaluateDataset(plan, [&p](const Volume& v) { return p(v); }, false, {}, &p);
+    const auto back = evaluate::readEvaluation(s.summaryPath);
+    QCOMPARE(back.plan.dataset, std::string("Toy"));
+    QCOMPARE(back.plan.outDir, plan.outDir);
+    QCOMPARE(back.summary.failed, 1);
+    QCOMPARE(back.summary.cases.size(), std::size_t(3));
+    // Predicted cases in order, then the failed one.
+    const std::vector<int> order{0, 2, 1};
+    for (std::size_t k = 0; k < 3; ++k) {
+      const auto& was = s.cases[static_cast<std::size_t>(order[k])];
+      const auto& got = back.summary.cases[k];
+      QCOMPARE(got.files.id, was.files.id);
+      QCOMPARE(got.files.prediction, was.files.prediction);
+      QCOMPARE(got.error, was.error);
+      QCOMPARE(got.metrics.size(), was.metrics.size());
+      for (std::size_t m = 0; m < got.metrics.size(); ++m) {
+        QCOMPARE(got.metrics[m].dice, was.metrics[m].dice);
+        QVERIFY(std::isinf(got.metrics[m].hd95));
+        QCOMPARE(got.metrics[m].truth, was.metrics[m].truth);
+      }
+    }
+    QCOMPARE(back.summary.labels.size(), s.labels.size());
+    for (std::size_t l = 0; l < s.labels.size(); ++l) {
+      QCOMPARE(back.summary.labels[l].meanDice, s.labels[l].meanDice);
+      QCOMPARE(back.summary.labels[l].infiniteHd95, s.labels[l].infiniteHd95);
+    }
+  }
+
+  void refusesHostileSummaries_data() {
+    QTest::addColumn<QString>("text");  // "" : a sparse file past 64 MiB
+    QTest::addColumn<QString>("error");
+    const QString good = R"({"dataset":"Toy","cases":"all","failed":[],"metric_per_case":[{"case":"%1","image":"/i.nii.gz",)"
+                         R"("label":"/l.nii.gz","seconds":1,"mean_dice":0.5,"metrics":[{"label":%2,"dice":0.5,"hd95_mm":%3,)"
+                         R"("predicted":1,"truth":1,"false_positive":0,"false_negative":0}]}]})";
+    QTest::newRow("not JSON") << "{\"dataset\":" << "not valid JSON";
+    QTest::newRow("a list") << "[1, 2]" << "expected an object";
+    QTest::newRow("a case id with a path") << good.arg("../../etc/passwd", "1", "2.0") << "is no plain file name";
+    QTest::newRow("a label as text") << good.arg("c0", "\"one\"", "2.0") << "metric_per_case[0]";
+    QTest::newRow("label 0") << good.arg("c0", "0", "2.0") << "is not 1..65535";
+    QTest::newRow("a distance as other text") << good.arg("c0", "1", "\"far\"") << "metric_per_case[0]";
+    QTest::newRow("unknown case set") << R"({"dataset":"Toy","cases":"most","metric_per_case":[]})" << "cases: cases 'most'";
+    QTest::newRow("past 64 MiB") << "" << "larger than 64 MiB";
+  }
+  void refusesHostileSummaries() {
+    QFETCH(QString, text);
+    QFETCH(QString, error);
+    QTemporaryDir tmp;
+    const std::string path = tmp.path().toStdString() + "/summary.json";
+    writeText(path, text.toStdString());
+    if (text.isEmpty()) fs::resize_file(path, (std::uintmax_t{64} << 20) + 1);
+    std::string what;
+    try {
+      evaluate::readEvaluation(path);
+    } catch (const FormatError& e) {
+      what = e.what();
+    }
+    QVERIFY2(what.find(error.toStdString()) != std::string::npos && what.find("summary.json") != std::string::npos, what.c_str());
+  }
+
   void refusesBeforeWriting_data() {
     QTest::addColumn<QString>("out");   // relative to the temporary folder
     QTest::addColumn<QString>("cases");
