@@ -192,6 +192,20 @@ namespace {
 constexpr std::uintmax_t kMaxSummaryBytes = 64u << 20;
 constexpr std::size_t kMaxCases = 100000;
 
+// A whole number in lo..hi: a float (1e300) is refused rather than cast, which would be undefined.
+std::int64_t integerOf(const nlohmann::json& v, std::int64_t lo, std::int64_t hi, const std::string& summaryPath,
+                       const std::string& field) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u <= static_cast<std::uint64_t>(hi) && static_cast<std::int64_t>(u) >= lo) return static_cast<std::int64_t>(u);
+  } else if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if (i >= lo && i <= hi) return i;
+  }
+  throw FormatError(summaryPath, field + ": " + v.dump().substr(0, 40) + " is not a whole number in " + std::to_string(lo) +
+                                     ".." + std::to_string(hi));
+}
+
 double distanceOf(const nlohmann::json& v) {
   if (v.is_string() && v.get<std::string>() == "inf") return std::numeric_limits<double>::infinity();
   return v.get<double>();
@@ -248,14 +262,14 @@ SavedEvaluation readEvaluation(const std::string& summaryPath) {
       r.meanDice = c.at("mean_dice").get<double>();
       for (const auto& m : c.at("metrics")) {
         metrics::LabelMetrics lm;
-        lm.label = m.at("label").get<int>();
-        if (lm.label < 1 || lm.label > 65535) throw FormatError(summaryPath, field + ": label " + std::to_string(lm.label) + " is not 1..65535");
+        constexpr std::int64_t kVoxels = std::int64_t{1} << 50;
+        lm.label = static_cast<int>(integerOf(m.at("label"), 1, 65535, summaryPath, field + " label"));
         lm.dice = m.at("dice").get<double>();
         lm.hd95 = distanceOf(m.at("hd95_mm"));
-        lm.predicted = m.at("predicted").get<std::int64_t>();
-        lm.truth = m.at("truth").get<std::int64_t>();
-        lm.falsePositive = m.at("false_positive").get<std::int64_t>();
-        lm.falseNegative = m.at("false_negative").get<std::int64_t>();
+        lm.predicted = integerOf(m.at("predicted"), 0, kVoxels, summaryPath, field + " predicted");
+        lm.truth = integerOf(m.at("truth"), 0, kVoxels, summaryPath, field + " truth");
+        lm.falsePositive = integerOf(m.at("false_positive"), 0, kVoxels, summaryPath, field + " false_positive");
+        lm.falseNegative = integerOf(m.at("false_negative"), 0, kVoxels, summaryPath, field + " false_negative");
         r.metrics.push_back(lm);
       }
       scored.push_back(r.metrics);

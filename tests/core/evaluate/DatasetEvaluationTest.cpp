@@ -275,7 +275,8 @@ private Q_SLOTS:
     QTest::newRow("a list") << "[1, 2]" << "expected an object";
     QTest::newRow("a case id with a path") << good.arg("../../etc/passwd", "1", "2.0") << "is no plain file name";
     QTest::newRow("a label as text") << good.arg("c0", "\"one\"", "2.0") << "metric_per_case[0]";
-    QTest::newRow("label 0") << good.arg("c0", "0", "2.0") << "is not 1..65535";
+    QTest::newRow("label 0") << good.arg("c0", "0", "2.0") << "label: 0 is not a whole number in 1..65535";
+    QTest::newRow("label 1e300") << good.arg("c0", "1e300", "2.0") << "is not a whole number in 1..65535";
     QTest::newRow("a distance as other text") << good.arg("c0", "1", "\"far\"") << "metric_per_case[0]";
     QTest::newRow("unknown case set") << R"({"dataset":"Toy","cases":"most","metric_per_case":[]})" << "cases: cases 'most'";
     QTest::newRow("past 64 MiB") << "" << "larger than 64 MiB";
