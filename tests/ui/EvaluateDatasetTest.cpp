@@ -134,6 +134,23 @@ private Q_SLOTS:
     QVERIFY(window_->reviewPanel()->evaluateDatasetButton()->isEnabled());
   }
 
+  // The folder a person chose stays while the run changes; another dataset gets its own default.
+  void outputFolderFollowsTheDataset() {
+    auto* d = dialog();
+    d->show();
+    QVERIFY(QTest::qWaitForWindowExposed(d));
+    QCOMPARE(d->outputEdit()->text(), QDir(session()->datasetFolder()).filePath("splitseg_predictions"));
+    d->outputEdit()->setText(tmp_.filePath("chosen"));
+    auto run = session()->run();
+    run.overlap = 0.5;
+    session()->setRun(run);
+    QCOMPARE(d->outputEdit()->text(), tmp_.filePath("chosen"));
+    QVERIFY(window_->openDataset(makeDataset(tmp_.filePath("second"), 2)));
+    QCOMPARE(d->outputEdit()->text(), QDir(tmp_.filePath("second/Toy")).filePath("splitseg_predictions"));
+    run.overlap = 0.25;
+    session()->setRun(run);
+  }
+
   void scoresEveryCase_data() {
     QTest::addColumn<QString>("cases");
     QTest::addColumn<int>("count");

@@ -77,7 +77,7 @@ DatasetEvaluationDialog::DatasetEvaluationDialog(Session* session, QWidget* pare
   browse_ = new QPushButton(tr("Browse…"), this);
   connect(browse_, &QPushButton::clicked, this, [this] {
     const QString d = QFileDialog::getExistingDirectory(this, tr("Folder for the predictions"), output_->text());
-    if (!d.isEmpty()) output_->setText(d);
+    if (!d.isEmpty()) output_->setText(d);  // kept until another dataset is open
   });
   auto* outRow = new QHBoxLayout;
   outRow->addWidget(output_, 1);
@@ -141,7 +141,7 @@ DatasetEvaluationDialog::~DatasetEvaluationDialog() {
 }
 
 void DatasetEvaluationDialog::showEvent(QShowEvent* e) {
-  if (!running_) refresh();
+  if (!running_) refresh(true);
   QDialog::showEvent(e);
 }
 
@@ -162,20 +162,24 @@ void DatasetEvaluationDialog::updateEnabled() {
   open_->setEnabled(row >= 0 && row < static_cast<int>(plan_.files.size()) && QFileInfo::exists(QString::fromStdString(plan_.files[row].prediction)));
 }
 
-void DatasetEvaluationDialog::refresh() {
+void DatasetEvaluationDialog::refresh(bool reread) {
   const QString folder = session_->datasetFolder();
   const run::RunSpec& run = session_->run();
   const QString previous = cases_->currentData().toString();
-  dataset_.reset();
-  datasetError_.clear();
-  labels_.clear();
-  if (!folder.isEmpty()) {
-    try {
-      dataset_ = dataset::openDataset(folder.toStdString());
-    } catch (const std::exception& e) {
-      datasetError_ = QString::fromStdString(e.what());
+  const bool another = folder != datasetFolder_;
+  if (another || reread) {
+    dataset_.reset();
+    datasetError_.clear();
+    if (!folder.isEmpty()) {
+      try {
+        dataset_ = dataset::openDataset(folder.toStdString());
+      } catch (const std::exception& e) {
+        datasetError_ = QString::fromStdString(e.what());
+      }
     }
+    datasetFolder_ = folder;
   }
+  labels_.clear();
   cases_->clear();
   if (!dataset_) {
     header_->setText(folder.isEmpty() ? tr("No dataset open: open one in the Data panel (Open dataset…) to evaluate every case")
@@ -191,8 +195,8 @@ void DatasetEvaluationDialog::refresh() {
     if (const int i = cases_->findData(previous); i >= 0) cases_->setCurrentIndex(i);
     for (const auto& [value, name] : dataset_->labels)
       if (value > 0) labels_.push_back(value);
-    if (output_->text().isEmpty() || !output_->isModified())
-      output_->setText(QDir(folder).filePath("splitseg_predictions"));
+    // Each dataset its own predictions: the default folder in it, until the user picks another.
+    if (another || output_->text().isEmpty()) output_->setText(QDir(folder).filePath("splitseg_predictions"));
   }
   const auto& w = run.window;
   const bool whole = w[0] <= 0 && w[1] <= 0 && w[2] <= 0;

@@ -33,8 +33,9 @@ public:
   explicit DatasetEvaluationDialog(Session* session, QWidget* parent = nullptr);
   ~DatasetEvaluationDialog() override;
 
-  // Reads the session's dataset (its cases and split) and run again; called when shown.
-  void refresh();
+  // Shows the session's dataset (its cases and split) and run; the dataset is read again when it is
+  // another folder or `reread` (when the dialog is shown: its files may have changed).
+  void refresh(bool reread = false);
   // Starts the evaluation with the choices shown; false (and the reason in the status line) when
   // it cannot start: no dataset, no network, a refusal of the output folder, the session busy.
   bool evaluate();
@@ -89,6 +90,7 @@ private:
   QTableWidget* table_;
   std::optional<dataset::Dataset> dataset_;
   QString datasetError_;
+  QString datasetFolder_;  // the folder dataset_ was read from (and the output folder's default made for)
   std::vector<int> labels_;  // the dataset's foreground labels
   std::vector<int> columns_;  // the table's labels, one Dice column each
   std::map<int, std::string> names_;  // their names (the dataset's)
