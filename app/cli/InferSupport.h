@@ -5,7 +5,6 @@
 #include "app/cli/RunOptions.h"
 #include "core/dist/RankPeaks.h"
 #include "core/engine/Inferer.h"
-#include "core/metrics/SegmentationMetrics.h"
 
 #include <nlohmann/json.hpp>
 
