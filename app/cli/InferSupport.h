@@ -49,7 +49,7 @@ void failIfCasesFailed(int failed);
 #ifdef SPLITSEG_WITH_ITK
 // One image predicted into `outPath` (in the image's geometry); with `labelPath`, Dice and HD95
 // per label of what was written. Returns the JSON line.
-nlohmann::json inferVolume(const InferArgs& a, run::RunSpec spec, engine::Inferer& inferer, model::StagedNetwork& net,
+nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
                            const std::string& placement, const dist::LocalStages& local, const std::string& imagePath,
                            const std::string& labelPath, const std::string& outPath);
 // The dataset's chosen cases (a.cases) predicted into the folder a.out and scored; summary.json

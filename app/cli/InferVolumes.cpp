@@ -9,7 +9,6 @@
 #include "core/evaluate/DatasetEvaluation.h"
 #include "core/volume/Preprocessing.h"
 
-#include <filesystem>
 #include <iostream>
 
 namespace splitseg::cli {
@@ -61,7 +60,7 @@ nlohmann::json caseLine(const run::RunSpec& spec, const std::string& placement, 
 }
 } // namespace
 
-nlohmann::json inferVolume(const InferArgs& a, run::RunSpec spec, engine::Inferer& inferer, model::StagedNetwork& net,
+nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
                            const std::string& placement, const dist::LocalStages& local, const std::string& imagePath,
                            const std::string& labelPath, const std::string& outPath) {
   nlohmann::json line;

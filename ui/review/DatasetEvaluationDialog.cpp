@@ -352,9 +352,7 @@ void DatasetEvaluationDialog::showCase(int row, const evaluate::CaseResult& r) {
 
 void DatasetEvaluationDialog::onFinished(const DatasetEvaluationResult& r) {
   running_ = false;
-  ranks_->finish(5000);
-  if (const int rank = RankProcesses::rankNamedIn(r.error); rank > 0 && session_->rankProblem(rank).isEmpty())
-    session_->setRankProblem(rank, r.error);
+  ranks_->endRun(*session_, r.error);
   session_->setBusy(false);
   // Rows never reached say so.
   for (int row = 0; row < table_->rowCount(); ++row) {

@@ -450,11 +450,7 @@ void ReviewPanel::runInference() {
 
 void ReviewPanel::onFinished(const InferenceResult& r) {
   running_ = false;
-  // Workers end right after rank 0; whatever still runs after a grace period is stopped.
-  ranks_->finish(5000);
-  // "rank 0: rank 2 closed the connection ..." from the ranks' runtime: shown on rank 2's column too.
-  if (const int rank = RankProcesses::rankNamedIn(r.error); rank > 0 && session_->rankProblem(rank).isEmpty())
-    session_->setRankProblem(rank, r.error);
+  ranks_->endRun(*session_, r.error);
   cancel_->setEnabled(false);
   session_->setBusy(false);
   run_->setEnabled(true);

@@ -129,6 +129,12 @@ void RankProcesses::finish(int graceMs) {
   });
 }
 
+void RankProcesses::endRun(Session& session, const QString& error) {
+  // Workers end right after rank 0; whatever still runs after a grace period is stopped.
+  finish(5000);
+  if (const int rank = rankNamedIn(error); rank > 0 && session.rankProblem(rank).isEmpty()) session.setRankProblem(rank, error);
+}
+
 int RankProcesses::rankNamedIn(const QString& error) {
   for (auto it = QRegularExpression("\\brank (\\d+)\\b").globalMatch(error); it.hasNext();)
     if (const int rank = it.next().captured(1).toInt(); rank > 0) return rank;

@@ -30,6 +30,10 @@ public:
   // The run ended: workers normally exit by themselves right after; those still running after
   // `graceMs` are killed. Does not block.
   void finish(int graceMs);
+  // A run over the session's ranks ended (with `error`, "" when none): finish(5000), and the rank
+  // the runtime's error names ("rank 0: rank 2 closed the connection ...") gets it on its column
+  // unless it already has a problem. Training, review and dataset evaluation alike.
+  void endRun(Session& session, const QString& error);
   // A run over the ranks the session's placement names, with this process as rank 0 (training
   // or review): starts the workers on this machine and fills `env` (a free port on 127.0.0.1, or
   // the session's rendezvous port when a host is remote) and `joinHint` (the command each remote

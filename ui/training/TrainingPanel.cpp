@@ -513,11 +513,7 @@ bool TrainingPanel::evaluatesAfterwards() const {
 
 void TrainingPanel::onFinished(bool stopped, const QString& error) {
   stall_->stop();
-  // Workers end right after rank 0; whatever still runs after a grace period is stopped.
-  ranks_->finish(5000);
-  // "rank 0: rank 2 closed the connection ..." from the ranks' runtime: shown on rank 2's column.
-  if (const int rank = RankProcesses::rankNamedIn(error); rank > 0 && session_->rankProblem(rank).isEmpty())
-    session_->setRankProblem(rank, error);
+  ranks_->endRun(*session_, error);
   charts_->flush();
   setRunning(false);
   session_->setBusy(false);
