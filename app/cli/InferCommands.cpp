@@ -96,7 +96,7 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
   dist::DevicePeaks peaks;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    dist::PeakMeter meter(rank, mine);
+    dist::PeakMeter meter(rank, mine, spec.cpuBudgetBytes);
     meter.holdOnCpu(image.numel() * image.element_size());
     prediction = inferer.predict(image, o, &progress);
     peaks = meter.peaks();

@@ -26,15 +26,15 @@ evaluate::Predict predictor(const InferArgs& a, const run::RunSpec& spec, engine
     const engine::InferOptions o = inferOptions(s);
     const nlohmann::json planned = plannedPeaks(s, net, {grid[2], grid[1], grid[0]});
     CliProgress progress(a.progress);
-    dist::PeakMeter meter(local.namedRank, local.modules);
+    dist::PeakMeter meter(local.namedRank, local.modules, s.cpuBudgetBytes);
     meter.holdOnCpu(engine::predictLabelsImageBytes(source, s.preprocessing));
     Volume labels = engine::predictLabels(inferer, source, s.preprocessing, o, &progress);
     line["window"] = s.window;
-    nlohmann::json measured = meter.peaks();
+    dist::DevicePeaks measured = meter.peaks();
     // Over ranks, every other rank's peak over this prediction alone (its meter then restarts).
     for (const auto& [device, bytes] : inferer.restartOtherPeaks()) measured[device] = bytes;
     line["memory"] = {{"planned", planned}, {"measured", measured}};
-    return labels;
+    return evaluate::Predicted(std::move(labels), measured);
   };
 }
 

@@ -73,6 +73,9 @@ void RunOptions::addExecution(CLI::App& cmd) {
                           "fp32 | bf16 (every stage) | P:stage,stage (those stages in P, the others in the other: "
                           "bf16:enc0,dec0, fp32:head)"));
   remember(cmd.add_option("--recompute", recompute, "activation checkpointing: all, none or a stage list (enc0,dec0)"));
+  remember(cmd.add_option("--cpu-budget", cpuBudget,
+                          "CPU memory budget (e.g. 2GiB): every CPU's capacity in the plan; a training step or a "
+                          "prediction beyond it fails as out of memory"));
   remember(cmd.add_option("--rank-timeout", rankTimeout,
                           "ranks: seconds to wait for another rank before stopping (it died, hangs or is unreachable)")
                ->check(CLI::Range(1, 86400)));
@@ -98,7 +101,6 @@ void RunOptions::addSchedule(CLI::App& cmd) {
   remember(cmd.add_option("--seed", seed, "random seed"));
   remember(cmd.add_option("--validate-every", validateEvery, "validate every N steps"));
   remember(cmd.add_option("--checkpoint-every", checkpointEvery, "write the checkpoint every N steps"));
-  remember(cmd.add_option("--cpu-budget", cpuBudget, "CPU memory budget (e.g. 2GiB); a step beyond it fails as out of memory"));
   remember(cmd.add_option("--save", save, "checkpoint file to write"));
   remember(cmd.add_flag("--offload", offload,
                         "host offload: recomputed stages on GPUs keep their saved inputs in pinned host memory "

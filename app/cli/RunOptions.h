@@ -17,10 +17,10 @@ namespace splitseg::cli {
 class RunOptions {
 public:
   void addNetwork(CLI::App& cmd);    // --arch --arch-options --base --depth --norm --classes
-  void addExecution(CLI::App& cmd);  // --placement --precision --recompute (--checkpoint-stages alias)
+  void addExecution(CLI::App& cmd);  // --placement --precision --recompute --cpu-budget --rank-timeout
   void addShape(CLI::App& cmd);      // --patch --batch
   void addSchedule(CLI::App& cmd);   // --steps --epochs --steps-per-epoch --lr --seed --validate-every
-                                     // --checkpoint-every --cpu-budget --save
+                                     // --checkpoint-every --save
   void addData(CLI::App& cmd);       // --synthetic --dataset --image --label --intensity --spacing
   void addSession(CLI::App& cmd);    // --session FILE --print-run
 

@@ -87,26 +87,31 @@ torch::Tensor forwardOverRanks(Comm& comm_, model::StagedNetwork& network, const
   for (const Cell& c : schedule_.forwardOrder(me)) {
     const auto& spec = schedule_.spec(c.stage);
     const torch::Device device = devices_[static_cast<std::size_t>(c.stage)];
-    const bool bf16 = precision.of(spec.name) == placement::Precision::BF16;
-    std::vector<torch::Tensor> in;
-    for (const auto& name : spec.inputs) {
-      torch::Tensor t = fetch(name, c.micro).to(device);
-      if (!bf16 && t.scalar_type() == torch::kBFloat16) t = t.to(torch::kFloat);
-      in.push_back(t);
-    }
-    for (const auto& name : spec.inputs) release(name, c.micro);  // `in` holds them through the stage
-    torch::Tensor out;
-    {
-      engine::AutocastScope autocast(bf16, device.type());
-      out = network.runStage(c.stage, in);
-    }
-    in.clear();
-    if (readsLeft[{c.stage, c.micro}] > 0) outputs[static_cast<std::size_t>(c.stage)][static_cast<std::size_t>(c.micro)] = out;
-    for (int r : schedule_.remoteReaders(c.stage))
-      comm_.send(out, r, PipelineSchedule::tag(Message::Activation, c.stage, c.micro), part(spec.name + "'s output", c.micro));
-    if (c.stage == head) {
-      if (me == 0) logits[static_cast<std::size_t>(c.micro)] = out.to(torch::kFloat);
-      else comm_.send(out.to(torch::kFloat), 0, PipelineSchedule::tag(Message::Result, head, c.micro), part("the logits", c.micro));
+    // Out of memory on this rank (its device, or the CPU budget) names the stage it ran.
+    try {
+      const bool bf16 = precision.of(spec.name) == placement::Precision::BF16;
+      std::vector<torch::Tensor> in;
+      for (const auto& name : spec.inputs) {
+        torch::Tensor t = fetch(name, c.micro).to(device);
+        if (!bf16 && t.scalar_type() == torch::kBFloat16) t = t.to(torch::kFloat);
+        in.push_back(t);
+      }
+      for (const auto& name : spec.inputs) release(name, c.micro);  // `in` holds them through the stage
+      torch::Tensor out;
+      {
+        engine::AutocastScope autocast(bf16, device.type());
+        out = network.runStage(c.stage, in);
+      }
+      in.clear();
+      if (readsLeft[{c.stage, c.micro}] > 0) outputs[static_cast<std::size_t>(c.stage)][static_cast<std::size_t>(c.micro)] = out;
+      for (int r : schedule_.remoteReaders(c.stage))
+        comm_.send(out, r, PipelineSchedule::tag(Message::Activation, c.stage, c.micro), part(spec.name + "'s output", c.micro));
+      if (c.stage == head) {
+        if (me == 0) logits[static_cast<std::size_t>(c.micro)] = out.to(torch::kFloat);
+        else comm_.send(out.to(torch::kFloat), 0, PipelineSchedule::tag(Message::Result, head, c.micro), part("the logits", c.micro));
+      }
+    } catch (const c10::OutOfMemoryError& e) {
+      rethrowOutOfMemory(e, me, device, spec.name);
     }
   }
   torch::Tensor result;
@@ -131,6 +136,11 @@ const PipelineSchedule& PipelineInferer::scheduleFor(int microBatches) {
 
 torch::Tensor PipelineInferer::forward(const torch::Tensor& batch) {
   if (comm_.rank() != 0) throw Error("internal: only rank 0 hands out windows");
+  // A pass that stopped half-way (out of memory here, Cancel) left the others inside it: they
+  // cannot take the next windows (`infer --dataset` goes on to its next case after such an error).
+  if (midPass_)
+    throw RankError("the ranks stopped inside an earlier pass (its error came first) and cannot predict more: start "
+                    "the run again");
   // As many micro-batches as asked, at most one per window. The command tells the ranks how many
   // and the pass's windows: each micro-batch runs the convolution kernels of the whole pass (on the
   // CPU, oneDNN rather than batch 1's vol2col).
@@ -152,14 +162,14 @@ void PipelineInferer::serve() {
   std::vector<torch::nn::Module*> mine;
   for (int i : schedule_.stagesOf(comm_.rank())) mine.push_back(network_->stageModule(i).get());
   std::optional<PeakMeter> meter;
-  meter.emplace(comm_.rank(), mine);
+  meter.emplace(comm_.rank(), mine, spec_.cpuBudgetBytes);
   while (true) {
     const auto command = comm_.recv(0, controlTag(), "rank 0's next windows");
     const std::int64_t m = command[0].item<std::int64_t>();
     if (m == -1) {  // one prediction's peaks (restartOtherPeaks)
       sendPeaks(comm_, meter->peaks(), peaksTag());
       meter.reset();
-      meter.emplace(comm_.rank(), mine);
+      meter.emplace(comm_.rank(), mine, spec_.cpuBudgetBytes);
       continue;
     }
     if (m < 1) break;

@@ -1,4 +1,6 @@
 #include "core/dist/RankPeaks.h"
+#include "core/base/Error.h"
+#include "core/base/Units.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -7,7 +9,8 @@
 
 namespace splitseg::dist {
 
-PeakMeter::PeakMeter(int rank, const std::vector<torch::nn::Module*>& modules) : rank_(rank) {
+PeakMeter::PeakMeter(int rank, const std::vector<torch::nn::Module*>& modules, std::int64_t cpuBudget)
+    : rank_(rank) {
   std::set<std::string> devices{"cpu"};
   for (const auto* m : modules)
     for (const auto& p : m->parameters()) {
@@ -16,7 +19,24 @@ PeakMeter::PeakMeter(int rank, const std::vector<torch::nn::Module*>& modules) :
     }
   meter_ = std::make_unique<engine::MemoryMeter>(std::vector<std::string>(devices.begin(), devices.end()));
   meter_->resetPeaks();
+  meter_->cpu().setBudget(cpuBudget);
+  // The weights existed before the counter started: counted as held from the start, so that its
+  // peak and its budget are the planner's figure (an allocation refused names the whole).
+  hold(cpuParameters_);
   scope_ = std::make_unique<engine::CpuMemoryScope>(meter_->cpu());
+}
+
+void PeakMeter::holdOnCpu(std::int64_t bytes) {
+  heldOnCpu_ += bytes;
+  hold(bytes);
+}
+
+void PeakMeter::hold(std::int64_t bytes) {
+  if (meter_->cpu().record(bytes)) return;
+  throw OutOfMemoryError((rank_ >= 0 ? "r" + std::to_string(rank_) + ":" : "") + "cpu", "input",
+                         "the weights (" + formatBytes(double(cpuParameters_)) + ") and the image (" +
+                             formatBytes(double(heldOnCpu_)) + ") alone take more than the CPU budget of " +
+                             formatBytes(double(meter_->cpu().budget())));
 }
 
 PeakMeter::~PeakMeter() = default;
@@ -24,7 +44,7 @@ PeakMeter::~PeakMeter() = default;
 DevicePeaks PeakMeter::peaks() const {
   DevicePeaks out;
   const std::string prefix = rank_ >= 0 ? "r" + std::to_string(rank_) + ":" : "";
-  for (const auto& m : meter_->read()) out[prefix + m.device] = m.peak + (m.device == "cpu" ? cpuParameters_ + heldOnCpu_ : 0);
+  for (const auto& m : meter_->read()) out[prefix + m.device] = m.peak;  // the CPU's with what it holds
   return out;
 }
 
@@ -40,6 +60,13 @@ LocalStages localStages(model::StagedNetwork& network, const placement::Placemen
     if (mine) out.modules.push_back(network.stageModule(i).get());
   }
   return out;
+}
+
+void rethrowOutOfMemory(const c10::OutOfMemoryError& e, int rank, const torch::Device& device, const std::string& stage) {
+  const std::string what = e.what_without_backtrace();
+  const bool cuda = device.is_cuda() && what.find("CUDA") != std::string::npos;
+  throw OutOfMemoryError("r" + std::to_string(rank) + ":" + (cuda ? device.str() : "cpu"), stage,
+                         (cuda ? "CUDA allocator: " : "") + what);
 }
 
 void sendPeaks(Comm& comm, const DevicePeaks& peaks, int tag) {

@@ -26,18 +26,23 @@ public:
   // Starts counting on this thread (CUDA peaks reset) for the devices `modules` run on (the CPU
   // always: the windows and the Inferer's buffers live there); their CPU parameters are counted as
   // held throughout. `rank` >= 0 names the devices as the planner names a rank's ("r1:cpu"),
-  // else as one process's ("cpu").
-  PeakMeter(int rank, const std::vector<torch::nn::Module*>& modules);
+  // else as one process's ("cpu"). cpuBudget > 0 (the run's CPU budget, RunSpec::cpuBudgetBytes)
+  // bounds the CPU figure peaks() reports, the one the planner plans within that budget: with the
+  // host caching allocator installed an allocation beyond it is refused (c10::OutOfMemoryError,
+  // which the Inferer names), without it the Inferer sees it after the pass (exceeded()).
+  PeakMeter(int rank, const std::vector<torch::nn::Module*>& modules, std::int64_t cpuBudget = 0);
   ~PeakMeter();
   PeakMeter(const PeakMeter&) = delete;
   PeakMeter& operator=(const PeakMeter&) = delete;
   DevicePeaks peaks() const;
   // Host memory that exists throughout without a LibTorch allocation while the meter runs: the
   // image the Inferer takes from its caller, which the planner counts (engine::predictLabels
-  // hands it over without a copy).
-  void holdOnCpu(std::int64_t bytes) { heldOnCpu_ += bytes; }
+  // hands it over without a copy). Counted within the budget: an OutOfMemoryError ("cpu", stage
+  // "input") when the weights and what is held already take more.
+  void holdOnCpu(std::int64_t bytes);
 
 private:
+  void hold(std::int64_t bytes);  // counted on the CPU as allocated; OutOfMemoryError past the budget
   int rank_;
   std::int64_t cpuParameters_ = 0;
   std::int64_t heldOnCpu_ = 0;
@@ -54,6 +59,12 @@ struct LocalStages {
   int namedRank = -1;
 };
 LocalStages localStages(model::StagedNetwork& network, const placement::Placement& placement, bool distributed);
+
+// c10's out-of-memory on a rank as the engine's OutOfMemoryError, naming the device as the planner
+// names this rank's: the CUDA device when CUDA's allocator refused, else the CPU (the run's CPU
+// budget, refused by the host caching allocator).
+[[noreturn]] void rethrowOutOfMemory(const c10::OutOfMemoryError& e, int rank, const torch::Device& device,
+                                     const std::string& stage);
 
 // A rank other than 0: its peaks to rank 0 (under `tag`). Rank 0: every other rank's, merged.
 void sendPeaks(Comm& comm, const DevicePeaks& peaks, int tag);

@@ -1,6 +1,7 @@
 #include "core/dist/SpatialInferer.h"
 #include "core/base/Error.h"
 #include "core/shard/HaloConv3d.h"
+#include "core/dist/RankPeaks.h"
 #include "core/dist/RankShardComm.h"
 #include "core/placement/ShardLayout.h"
 
@@ -45,6 +46,11 @@ SpatialInferer::SpatialInferer(Comm& comm, std::shared_ptr<model::StagedNetwork>
 
 torch::Tensor SpatialInferer::forward(const torch::Tensor& batch) {
   if (comm_.rank() != 0) throw Error("internal: only rank 0 hands out windows");
+  // A pass that stopped half-way (out of memory here, Cancel) left the others inside it: they
+  // cannot take the next windows (`infer --dataset` goes on to its next case after such an error).
+  if (midPass_)
+    throw RankError("the ranks stopped inside an earlier pass (its error came first) and cannot predict more: start "
+                    "the run again");
   const int dim = 2 + static_cast<int>(spec_.shardAxis);
   const std::int64_t extent = batch.size(dim);
   const std::int64_t multiple = network_->sizeDivisor();
@@ -63,8 +69,13 @@ torch::Tensor SpatialInferer::forward(const torch::Tensor& batch) {
   midPass_ = true;  // from the command on, the others are in this pass
   for (int r = 1; r < comm_.size(); ++r) comm_.send(torch::ones({1}, torch::kLong), r, kControlTag, "a command");
   RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
-  const auto mine = ranks_.scatter(comm_, batch.to(torch::kCPU), dim, layout.sizes, kInputTag, "a window slab");
-  const torch::Tensor out = forwardSlab(*network_, spec_, shards, ranks_.device, mine.to(ranks_.device));
+  torch::Tensor out;
+  try {
+    const auto mine = ranks_.scatter(comm_, batch.to(torch::kCPU), dim, layout.sizes, kInputTag, "a window slab");
+    out = forwardSlab(*network_, spec_, shards, ranks_.device, mine.to(ranks_.device));
+  } catch (const c10::OutOfMemoryError& e) {
+    rethrowOutOfMemory(e, comm_.rank(), ranks_.device, "this rank's slab of every stage");
+  }
   const auto parts = ranks_.gather(comm_, out, kOutputTag, "an output slab");
   midPass_ = false;
   return torch::cat(parts, dim);
@@ -75,21 +86,25 @@ void SpatialInferer::serve() {
   shard::OneDnnInferenceScope oneDnn;  // the kernels rank 0's Inferer runs
   const int dim = 2 + static_cast<int>(spec_.shardAxis);
   std::optional<PeakMeter> meter;
-  meter.emplace(comm_.rank(), std::vector<torch::nn::Module*>{&network_->root()});
+  meter.emplace(comm_.rank(), std::vector<torch::nn::Module*>{&network_->root()}, spec_.cpuBudgetBytes);
   while (true) {
     // 1: a pass follows; 2: send the peaks so far and start again (restartOtherPeaks); 0: done.
     const auto command = comm_.recv(0, kControlTag, "rank 0's next windows").item<std::int64_t>();
     if (command == 2) {
       sendPeaks(comm_, meter->peaks(), kPeaksTag);
       meter.reset();
-      meter.emplace(comm_.rank(), std::vector<torch::nn::Module*>{&network_->root()});
+      meter.emplace(comm_.rank(), std::vector<torch::nn::Module*>{&network_->root()}, spec_.cpuBudgetBytes);
       continue;
     }
     if (command != 1) break;
     RankShardComm shards(comm_, ranks_.group, ranks_.device, dim, kHaloTags);
-    const auto slab = comm_.recv(0, kInputTag, "this rank's window slab");
-    comm_.send(forwardSlab(*network_, spec_, shards, ranks_.device, slab.to(ranks_.device)), 0, kOutputTag,
-               "this rank's output slab");
+    try {
+      const auto slab = comm_.recv(0, kInputTag, "this rank's window slab");
+      comm_.send(forwardSlab(*network_, spec_, shards, ranks_.device, slab.to(ranks_.device)), 0, kOutputTag,
+                 "this rank's output slab");
+    } catch (const c10::OutOfMemoryError& e) {
+      rethrowOutOfMemory(e, comm_.rank(), ranks_.device, "this rank's slab of every stage");
+    }
     comm_.flush();
   }
   sendPeaks(comm_, meter->peaks(), kPeaksTag);

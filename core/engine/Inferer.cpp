@@ -3,6 +3,9 @@
 #include "core/engine/Tensors.h"
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
+#include "core/engine/MemoryMeter.h"
+#include "core/engine/StepSafety.h"
+#include "core/base/Units.h"
 #include "core/placement/InferenceMemory.h"
 
 #include <torch/torch.h>
@@ -76,7 +79,29 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   if (imageIn.size(0) != network().inChannels())
     throw InvalidArgument("image has " + std::to_string(imageIn.size(0)) + " channels, the network expects " +
                           std::to_string(network().inChannels()));
-  if (!torch::isfinite(imageIn).all().item<bool>()) throw InvalidArgument("image contains NaN or infinite values");
+  // An allocation refused outside a stage (the check below, the windows, the logits' sum; a
+  // stage's own are named by the SplitExecutor) is named here, and a CPU budget exceeded without
+  // the host caching allocator (which refuses at allocation time) is caught after the pass.
+  CpuMemoryCounter* counter = activeCpuMemoryCounter();
+  const bool exceededBefore = counter && counter->exceeded();
+  const bool whole = o.window[0] <= 0 || o.window[1] <= 0 || o.window[2] <= 0;
+  const std::string where = whole ? "whole volume" : "sliding window";
+  const auto checkBudget = [&] {
+    if (counter && !exceededBefore && counter->exceeded())
+      throw OutOfMemoryError("cpu", where, "allocation beyond the CPU budget of " + formatBytes(double(counter->budget())));
+  };
+  try {
+    if (!torch::isfinite(imageIn).all().item<bool>()) throw InvalidArgument("image contains NaN or infinite values");
+    return predictUnchecked(imageIn, o, progress, cancel, checkBudget);
+  } catch (const c10::OutOfMemoryError& e) {
+    const std::string m = e.what_without_backtrace();
+    const bool cuda = m.find("CUDA") != std::string::npos && executor_ && executor_->inputDevice().is_cuda();
+    throw OutOfMemoryError(cuda ? executor_->inputDevice().str() : "cpu", where, m);
+  }
+}
+
+Prediction Inferer::predictUnchecked(const torch::Tensor& imageIn, const InferOptions& o, ProgressSink* progress,
+                                     CancelToken* cancel, const std::function<void()>& checkBudget) {
   // Before InferenceMode, so the converted weights are normal tensors and training can go on
   // with them after the layout is restored (the guard ends after InferenceMode's).
   struct ChannelsLastScope {
@@ -91,8 +116,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   c10::InferenceMode inferenceMode;  // no autograd bookkeeping at all
   shard::OneDnnInferenceScope oneDnn;  // one window's small convolutions: oneDNN, not vol2col
   auto& net = network().root();
-  const bool wasTraining = net.is_training();
-  net.eval();
+  const EvalModeGuard evalMode(net);  // back in its mode on every exit, out of memory included
   const torch::Tensor image = imageIn.to(torch::kFloat).contiguous();
   const std::array<std::int64_t, 3> size{image.size(1), image.size(2), image.size(3)};  // D, H, W
 
@@ -103,9 +127,9 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
   if (whole) {
     if (progress) progress->progress(0.0, "whole-volume prediction" + mirrored);
     logits = runMirrored(image.unsqueeze(0), o.mirror, cancel).squeeze(0);
+    checkBudget();
     auto probs = probabilitiesFromLogits(logits.unsqueeze(0)).squeeze(0);
     if (progress) progress->progress(1.0, "done");
-    net.train(wasTraining);
     return {probs, labelsFromLogits(logits.unsqueeze(0)).squeeze(0)};
   }
 
@@ -137,6 +161,7 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
                                Slice(p[2], p[2] + win[2])}));
     }
     auto probs = probabilitiesFromLogits(runMirrored(torch::stack(crops), o.mirror, cancel));
+    checkBudget();
     for (std::size_t i = first; i < last; ++i) {
       const auto& p = origins[i];
       auto region = std::vector<at::indexing::TensorIndex>{Slice(), Slice(p[0], p[0] + win[0]),
@@ -153,7 +178,6 @@ Prediction Inferer::predict(const torch::Tensor& imageIn, const InferOptions& o,
                    .index({Slice(), Slice(0, size[0]), Slice(0, size[1]), Slice(0, size[2])})
                    .contiguous();
   torch::Tensor labels = outC == 1 ? (probs[0] > 0.5).to(torch::kLong) : probs.argmax(0);
-  net.train(wasTraining);
   return {probs, labels};
 }
 

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -53,13 +54,18 @@ class Inferer {
 public:
   explicit Inferer(SplitExecutor& executor) : executor_(&executor) {}
   explicit Inferer(WindowForward& forward) : forward_(&forward) {}
-  // image: (Cin, D, H, W) float on CPU. Pads to the network's size divisor where needed.
+  // image: (Cin, D, H, W) float on CPU. Pads to the network's size divisor where needed. Out of
+  // memory (a device's, or the CPU budget of the CpuMemoryCounter active on this thread, e.g.
+  // dist::PeakMeter's) is an OutOfMemoryError naming the device and the stage, or the sliding
+  // window / whole volume when no stage ran.
   Prediction predict(const torch::Tensor& image, const InferOptions& options,
                      ProgressSink* progress = nullptr, CancelToken* cancel = nullptr);
   // Over ranks, WindowForward::restartOtherPeaks; in one process, none.
   std::map<std::string, std::int64_t> restartOtherPeaks() { return forward_ ? forward_->restartOtherPeaks() : std::map<std::string, std::int64_t>{}; }
 
 private:
+  Prediction predictUnchecked(const torch::Tensor& image, const InferOptions& options, ProgressSink* progress,
+                              CancelToken* cancel, const std::function<void()>& checkBudget);
   torch::Tensor runPadded(const torch::Tensor& batch);  // (N, Cin, d, h, w) -> logits cropped back
   // runPadded, averaged over the mirrored copies `mirror` asks for (InferOptions::mirror).
   torch::Tensor runMirrored(const torch::Tensor& batch, const std::array<bool, 3>& mirror, CancelToken* cancel);

@@ -293,7 +293,9 @@ torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
         }
       }
     } catch (const c10::OutOfMemoryError& e) {
-      throw OutOfMemoryError(device.str(), spec.name, "CUDA allocator: " + std::string(e.what_without_backtrace()));
+      // The CPU's refusal (a budget, HostCachingAllocator) says so itself; CUDA's is the allocator's.
+      throw OutOfMemoryError(device.str(), spec.name,
+                             (device.is_cuda() ? "CUDA allocator: " : "") + std::string(e.what_without_backtrace()));
     }
     if (timeline_) {
       syncForTimeline(shards);

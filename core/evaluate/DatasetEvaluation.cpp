@@ -93,7 +93,9 @@ CaseResult predictCase(const CaseFiles& files, const Predict& predict, bool keep
       throw InvalidArgument("label " + files.label + " is not on the grid of " + files.image + " (size, spacing, origin or direction differ)");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  Volume labels = predict(source);
+  Predicted predicted = predict(source);
+  Volume labels = std::move(predicted.labels);
+  r.peakBytes = std::move(predicted.peakBytes);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (keepLargest) r.kept = postprocess::keepLargestComponents(labels);
   io::writeSegmentation(labels, source.geometry(), files.prediction);
@@ -154,6 +156,7 @@ EvaluationSummary evaluateDataset(const EvaluationPlan& plan, const Predict& pre
       scored.push_back(r.metrics);
       perCase.push_back({{"case", f.id}, {"image", f.image}, {"label", f.label}, {"prediction", f.prediction},
                          {"seconds", r.seconds}, {"metrics", metricsJson(r.metrics)}, {"mean_dice", r.meanDice}});
+      if (!r.peakBytes.empty()) perCase.back()["memory"] = r.peakBytes;
     } else {
       ++s.failed;
       failures.push_back({{"case", f.id}, {"error", r.error}});
@@ -260,6 +263,13 @@ SavedEvaluation readEvaluation(const std::string& summaryPath) {
       r.files.prediction = fileOf(r.files.id);
       r.seconds = c.at("seconds").get<double>();
       r.meanDice = c.at("mean_dice").get<double>();
+      if (const auto memory = c.find("memory"); memory != c.end()) {
+        if (!memory->is_object() || memory->size() > 64) throw FormatError(summaryPath, field + " memory: expected at most 64 devices and their bytes");
+        for (const auto& [device, bytes] : memory->items()) {
+          if (device.empty() || device.size() > 64) throw FormatError(summaryPath, field + " memory: a device name of 1 to 64 characters");
+          r.peakBytes[device] = integerOf(bytes, 0, std::int64_t{1} << 56, summaryPath, field + " memory " + device);
+        }
+      }
       for (const auto& m : c.at("metrics")) {
         metrics::LabelMetrics lm;
         constexpr std::int64_t kVoxels = std::int64_t{1} << 50;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,19 @@ struct EvaluationPlan {
 // name, a prediction that would overwrite one of the dataset's own files.
 EvaluationPlan planEvaluation(const dataset::Dataset& ds, CaseSet cases, double validationFraction, const std::string& outDir);
 
-// The labels of `source` (uint8, on its own grid) as the run predicts them.
-using Predict = std::function<Volume(const Volume& source)>;
+// Measured tensor peak per device over one prediction, by the planner's device names ("cpu",
+// "cuda:0", over ranks "r1:cpu"; dist::PeakMeter): empty when the caller did not measure.
+using DevicePeaks = std::map<std::string, std::int64_t>;
+
+// The labels of `source` (uint8, on its own grid) as the run predicts them, and what the
+// prediction took on each device.
+struct Predicted {
+  // Implicit: a callback that returns labels alone did not measure.
+  Predicted(Volume l, DevicePeaks p = {}) : labels(std::move(l)), peakBytes(std::move(p)) {}
+  Volume labels;
+  DevicePeaks peakBytes;
+};
+using Predict = std::function<Predicted(const Volume& source)>;
 
 struct CaseResult {
   CaseFiles files;
@@ -53,6 +65,7 @@ struct CaseResult {
   std::vector<postprocess::LabelComponents> kept;  // with keepLargest
   std::vector<metrics::LabelMetrics> metrics;       // with a ground truth
   double meanDice = 0;                              // over metrics' labels (1 when both maps are empty)
+  DevicePeaks peakBytes;                            // as Predicted's (summary.json's "memory")
   std::string error;                                // a case that failed (evaluateDataset only)
   bool ok() const { return error.empty(); }
 };
@@ -90,7 +103,8 @@ EvaluationSummary evaluateDataset(const EvaluationPlan& plan, const Predict& pre
 // results…): its cases (those predicted in the file's order, then the failed ones), their metrics
 // and the per-label summary. Each prediction is taken to be <case>.nii.gz beside the summary file
 // (a moved folder still opens; nothing outside it is named). The file may come from someone else:
-// at most 64 MiB, every field's type checked, case ids plain file names, at most 100000 cases;
+// at most 64 MiB, every field's type checked, case ids plain file names, at most 100000 cases, at
+// most 64 devices a case with names of at most 64 characters;
 // anything else is a FormatError naming the file and the field.
 struct SavedEvaluation {
   EvaluationPlan plan;

@@ -6,6 +6,7 @@
 #include "core/io/VolumeWriter.h"
 #include "core/metrics/SegmentationMetrics.h"
 #include "core/postprocess/LargestComponent.h"
+#include "tests/support/PhantomDataset.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -162,26 +163,10 @@ private Q_SLOTS:
   void scoresPredictionsOfADataset() {
     QTemporaryDir dir;
     const QString root = dir.path() + "/Toy";
-    QVERIFY(QDir().mkpath(root + "/imagesTr") && QDir().mkpath(root + "/labelsTr"));
-    QStringList ids, training;
-    for (int i = 0; i < 4; ++i) {
-      data::PhantomOptions po;
-      po.size = {24, 20, 16};
-      po.spacing = {1.0, 1.0, 1.5};
-      po.seed = static_cast<std::uint64_t>(20 + i);
-      const auto p = data::makePhantom(po);
-      const QString id = QString("case_%1").arg(i);
-      ids << id;
-      io::writeVolume(p.image, (root + "/imagesTr/" + id + ".nii.gz").toStdString());
-      io::writeVolume(p.label, (root + "/labelsTr/" + id + ".nii.gz").toStdString());
-      training << QString(R"({"image":"./imagesTr/%1.nii.gz","label":"./labelsTr/%1.nii.gz"})").arg(id);
-    }
-    {
-      QFile f(root + "/dataset.json");
-      QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write(QString(R"({"name":"Toy","modality":{"0":"CT"},"labels":{"0":"background","1":"blob"},"numTraining":4,"training":[%1]})")
-                  .arg(training.join(',')).toUtf8());
-    }
+    checks::PhantomDatasetOptions po;
+    po.firstSeed = 20;
+    checks::writePhantomDataset(root.toStdString(), po);
+    const QStringList ids{"case_0", "case_1", "case_2", "case_3"};
     const QString ckpt = dir.path() + "/toy.pt";
     QString err;
     QCOMPARE(cli({"train", "--dataset", root, "--intensity", "none", "--patch", "16", "--base", "4", "--depth", "3",
@@ -262,6 +247,12 @@ private Q_SLOTS:
       const auto summary = QJsonDocument::fromJson(f.readAll()).object();
       QCOMPARE(summary["metric_per_case"].toArray().size(), 4);
       QCOMPARE(summary["labels"].toArray()[0].toObject()["mean_dice"].toDouble(), label["mean_dice"].toDouble());
+      // Each case's measured peaks are in summary.json as in its line (Evaluate dataset's column).
+      for (int i = 0; i < 4; ++i) {
+        const auto memory = summary["metric_per_case"].toArray()[i].toObject()["memory"].toObject();
+        QVERIFY2(memory["cpu"].toDouble() > 0, qPrintable(ids[i]));
+        QCOMPARE(memory, v[i]["memory"].toObject()["measured"].toObject());
+      }
 
       // Over two local ranks (the decoder and head on rank 1; every stage sharded): the same files,
       // and every case's line has each rank's own peak over that case, near its plan (the meters
@@ -322,6 +313,68 @@ private Q_SLOTS:
     QCOMPARE(v[4]["labels"].toArray()[0].toObject()["cases"].toInt(), 3);
     QVERIFY(QFile::exists(out + "/case_3.nii.gz") && !QFile::exists(out + "/case_2.nii.gz"));
     QVERIFY2(err.contains("1 case(s) could not be predicted"), qPrintable(err));
+  }
+
+  // The run's CPU budget bounds a prediction as it bounds a training step: within it the same
+  // labels as without one, beyond it one line naming the device and the CPU budget, nothing
+  // written and an earlier file at --out untouched. Over two ranks every rank keeps to it: rank 0
+  // (its image and windows) or a worker (the full-resolution stages), and the run then ends with
+  // the error rather than waiting out the rank timeout.
+  void inferWithinTheCpuBudget_data() {
+    QTest::addColumn<QString>("placement");
+    QTest::addColumn<QString>("window");
+    QTest::addColumn<QString>("shortDevice");  // the device that runs out
+    QTest::newRow("one process") << QString() << "16" << "cpu";
+    QTest::newRow("two ranks, rank 0 short") << QString("dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu") << "16" << "cpu";
+    QTest::newRow("two ranks, rank 1 short") << QString("enc0=r1:cpu,enc1=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu")
+                                             << "0" << "r1:cpu";
+  }
+  void inferWithinTheCpuBudget() {
+    QFETCH(QString, placement);
+    QFETCH(QString, window);
+    QFETCH(QString, shortDevice);
+    QTemporaryDir dir;
+    data::PhantomOptions po;
+    po.size = {40, 32, 24};
+    po.seed = 9;
+    const QString image = dir.path() + "/image.nii.gz", reference = dir.path() + "/reference.nii.gz";
+    io::writeVolume(data::makePhantom(po).image, image.toStdString());
+    const QStringList ranks = placement.isEmpty() ? QStringList{} : QStringList{"launch", "--local-ranks", "2"};
+    const auto infer = [&](const QString& out, const QString& budget, QString* err, QByteArray* o) {
+      QStringList args = ranks;
+      args << "infer" << "--image" << image << "--base" << "4" << "--depth" << "3" << "--intensity" << "none"
+           << "--window" << window << "--out" << out << "--progress" << "none" << "--rank-timeout" << "60";
+      if (!placement.isEmpty()) args << "--placement" << placement;
+      if (!budget.isEmpty()) args << "--cpu-budget" << budget;
+      return cli(args, err, o);
+    };
+    QString err;
+    QByteArray o;
+    QCOMPARE(infer(reference, "", &err, &o), 0);
+    const auto measured = QJsonDocument::fromJson(o).object()["memory"].toObject()["measured"].toObject();
+    QVERIFY2(measured.size() == (placement.isEmpty() ? 1 : 2), o.constData());
+    const double first = measured["cpu"].toDouble(), other = measured["r1:cpu"].toDouble();
+    const auto voxels = io::readVolume(reference.toStdString()).voxels();
+
+    const QString within = dir.path() + "/within.nii.gz";
+    QCOMPARE(infer(within, QString::number(static_cast<qint64>(std::max(first, other)) + (1 << 20)), &err, &o), 0);
+    QCOMPARE(io::readVolume(within.toStdString()).voxels(), voxels);
+
+    // Rank 1 short: between the two ranks' peaks (it needs more here); else half of rank 0's,
+    // above its weights and image, below what it computes with.
+    if (shortDevice == "r1:cpu") QVERIFY2(other > 1.5 * first, o.constData());
+    const double budget = shortDevice == "r1:cpu" ? (first + other) / 2 : first / 2;
+    const auto hashOf = [](const QString& path) {
+      QFile f(path);
+      return f.open(QIODevice::ReadOnly) ? QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256) : QByteArray();
+    };
+    const QByteArray before = hashOf(within);
+    QVERIFY(infer(within, QString::number(static_cast<qint64>(budget)), &err, &o) != 0);
+    qInfo("%s", qPrintable(err.trimmed()));
+    QVERIFY2(err.contains("out of memory on " + shortDevice + " in stage") && err.contains("CPU budget") && !err.contains("CUDA"),
+             qPrintable(err));
+    QCOMPARE(err.count("out of memory on"), 1);  // one line says it (a note before it may say the plan does not fit)
+    QCOMPARE(hashOf(within), before);
   }
 
   void badImageFailsCleanly() {

@@ -5,6 +5,7 @@
 // a corrupted case fails alone; a folder over the dataset's labels is refused with nothing
 // written; Cancel leaves no summary.
 #include "tests/ui/UiTestSupport.h"
+#include "tests/support/PhantomDataset.h"
 
 #include "core/data/Phantom.h"
 #include "core/io/VolumeReader.h"
@@ -45,26 +46,12 @@ using namespace splitseg::ui;
 namespace {
 // MSD layout: `n` one-label phantoms; `corrupt`: that case's image is no NIfTI.
 QString makeDataset(const QString& dir, int n, int corrupt = -1) {
-  const fs::path root = fs::path(dir.toStdString()) / "Toy";
-  fs::create_directories(root / "imagesTr");
-  fs::create_directories(root / "labelsTr");
-  std::string training;
-  for (int i = 0; i < n; ++i) {
-    data::PhantomOptions o;
-    o.size = {24, 20, 16};
-    o.spacing = {1.0, 1.0, 1.5};
-    o.seed = static_cast<std::uint64_t>(30 + i);
-    const auto p = data::makePhantom(o);
-    const std::string id = "case_" + std::to_string(i);
-    const auto image = (root / "imagesTr" / (id + ".nii.gz")).string();
-    if (i == corrupt) std::ofstream(image) << "not a NIfTI file";
-    else io::writeVolume(p.image, image);
-    io::writeVolume(p.label, (root / "labelsTr" / (id + ".nii.gz")).string(), {"uint8"});
-    training += std::string(i ? "," : "") + R"({"image":"./imagesTr/)" + id + R"(.nii.gz","label":"./labelsTr/)" + id + R"(.nii.gz"})";
-  }
-  std::ofstream(root / "dataset.json") << R"({"name":"Toy","modality":{"0":"CT"},"labels":{"0":"background","1":"blob"},"numTraining":)"
-                                       << n << R"(,"training":[)" << training << "]}";
-  return QString::fromStdString(root.string());
+  checks::PhantomDatasetOptions o;
+  o.cases = n;
+  o.firstSeed = 30;
+  o.labelPixelType = "uint8";
+  o.corrupt = corrupt;
+  return QString::fromStdString(checks::writePhantomDataset(fs::path(dir.toStdString()) / "Toy", o).string());
 }
 
 // Dice of label 1, counted here.
@@ -186,6 +173,13 @@ private Q_SLOTS:
         continue;
       }
       QCOMPARE(status, QString("written"));
+      // The case's measured peak: the image it held at least, and the cell the largest device's.
+      QVERIFY2(c.peakBytes.count("cpu") && c.peakBytes.at("cpu") > io::readVolume(c.files.image).voxelCount() * 4,
+               qPrintable(QString::fromStdString(c.files.id)));
+      std::int64_t top = 0;
+      for (const auto& [device, bytes] : c.peakBytes) top = std::max(top, bytes);
+      QCOMPARE(d->table()->horizontalHeaderItem(d->table()->columnCount() - 2)->text(), QString("Peak memory"));
+      QCOMPARE(d->table()->item(row, d->table()->columnCount() - 2)->data(Qt::UserRole).toLongLong(), qlonglong(top));
       // The file written, on the image's grid, scored here against the ground truth: the table's figure.
       const Volume written = io::readVolume(c.files.prediction), truth = io::readVolume(c.files.label);
       QVERIFY(written.geometry().sameGrid(io::readVolume(c.files.image).geometry()));
@@ -358,6 +352,54 @@ private Q_SLOTS:
     QVERIFY(trained.wait(120000));
     QTest::qWait(100);
     QCOMPARE(evaluated.count(), 0);
+  }
+
+  // The run's CPU budget holds for each case as for a training step: below what a case needs,
+  // every case fails alone, saying so, and nothing is written; above it, the same Dice as without.
+  void cpuBudgetBoundsEachCase() {
+    QVERIFY(window_->openDataset(makeDataset(tmp_.filePath("budget"), 3)));
+    auto* d = dialog();
+    d->show();
+    QVERIFY(QTest::qWaitForWindowExposed(d));
+    d->casesBox()->setCurrentIndex(d->casesBox()->findData("all"));
+    d->outputEdit()->setText(tmp_.filePath("budget/free"));
+    QVERIFY2(evaluate(), qPrintable(d->statusLabel()->text()));
+    const auto free = d->lastSummary();
+    std::int64_t smallest = 0, largest = 0;
+    for (const auto& c : free.cases) {
+      const std::int64_t cpu = c.peakBytes.at("cpu");
+      smallest = smallest == 0 ? cpu : std::min(smallest, cpu);
+      largest = std::max(largest, cpu);
+    }
+    const auto restore = qScopeGuard([this] {
+      auto run = session()->run();
+      run.cpuBudgetBytes = 0;
+      session()->setRun(run);
+    });
+    for (const std::int64_t budget : {smallest / 2, largest + (std::int64_t{1} << 20)}) {
+      auto run = session()->run();
+      run.cpuBudgetBytes = budget;
+      session()->setRun(run);
+      const QString out = tmp_.filePath(QString("budget/%1").arg(budget));
+      d->outputEdit()->setText(out);
+      QVERIFY2(evaluate(), qPrintable(d->statusLabel()->text()));
+      const auto& s = d->lastSummary();
+      QCOMPARE(s.cases.size(), free.cases.size());
+      for (std::size_t k = 0; k < s.cases.size(); ++k) {
+        const auto& c = s.cases[k];
+        const QString status = d->table()->item(static_cast<int>(k), d->table()->columnCount() - 1)->text();
+        if (budget < smallest) {
+          QVERIFY2(status.contains("out of memory on cpu") && status.contains("CPU budget"), qPrintable(status));
+          QVERIFY(!fs::exists(c.files.prediction));
+        } else {
+          QCOMPARE(status, QString("written"));
+          QCOMPARE(c.metrics.front().dice, free.cases[k].metrics.front().dice);
+          QVERIFY(c.peakBytes.at("cpu") <= budget);
+        }
+      }
+      QCOMPARE(s.failed, budget < smallest ? 3 : 0);
+    }
+    QVERIFY(!session()->busy());
   }
 };
 

@@ -3,6 +3,7 @@
 #include "ui/session/Session.h"
 #include "ui/training/RankProcesses.h"
 
+#include "core/base/Units.h"
 #include "core/dataset/DatasetSource.h"
 
 #include <QComboBox>
@@ -21,6 +22,7 @@
 #include <QThread>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -36,6 +38,18 @@ QTableWidgetItem* item(const QString& text) {
   auto* i = new QTableWidgetItem(text);
   i->setFlags(i->flags() & ~Qt::ItemIsEditable);
   return i;
+}
+
+QTableWidgetItem* peakItem(const evaluate::DevicePeaks& peaks) {
+  // The device that held most (what decides whether a larger case fits); every device in the tip.
+  if (peaks.empty()) return nullptr;
+  const auto top = std::max_element(peaks.begin(), peaks.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  auto* cell = item(DatasetEvaluationDialog::tr("%1 (%2)").arg(QString::fromStdString(formatBytes(double(top->second))), QString::fromStdString(top->first)));
+  cell->setData(Qt::UserRole, QVariant::fromValue<qlonglong>(top->second));
+  QStringList tip;
+  for (const auto& [device, bytes] : peaks) tip << DatasetEvaluationDialog::tr("%1: %2").arg(QString::fromStdString(device), QString::fromStdString(formatBytes(double(bytes))));
+  cell->setToolTip(DatasetEvaluationDialog::tr("Measured tensor peak over this case, per device (as the planner counts them):\n%1").arg(tip.join("\n")));
+  return cell;
 }
 } // namespace
 
@@ -292,7 +306,7 @@ void DatasetEvaluationDialog::setUpTable(const QString& firstStatus) {
     const auto it = names_.find(l);
     headers << tr("Dice %1").arg(it != names_.end() ? QString::fromStdString(it->second) : QString::number(l));
   }
-  headers << tr("HD95 mm") << tr("Seconds") << tr("Status");
+  headers << tr("HD95 mm") << tr("Seconds") << tr("Peak memory") << tr("Status");
   table_->clear();
   table_->setColumnCount(headers.size());
   table_->setHorizontalHeaderLabels(headers);
@@ -343,8 +357,9 @@ void DatasetEvaluationDialog::showCase(int row, const evaluate::CaseResult& r) {
   }
   auto* h = item(finite > 0 ? mm(hd / finite) : mm(INFINITY));
   if (infinite > 0) h->setToolTip(tr("%n label(s) on one side only (infinite HD95) left out of the mean", nullptr, infinite));
-  table_->setItem(row, statusColumn - 2, h);
-  table_->setItem(row, statusColumn - 1, item(QString::number(r.seconds, r.seconds < 10 ? 'f' : 'g', r.seconds < 10 ? 2 : 3)));
+  table_->setItem(row, statusColumn - 3, h);
+  table_->setItem(row, statusColumn - 2, item(QString::number(r.seconds, r.seconds < 10 ? 'f' : 'g', r.seconds < 10 ? 2 : 3)));
+  if (auto* peak = peakItem(r.peakBytes)) table_->setItem(row, statusColumn - 1, peak);
   int removed = 0;
   for (const auto& k : r.kept) removed += static_cast<int>(std::min<std::int64_t>(k.removed, 1 << 30));
   table_->setItem(row, statusColumn, item(removed > 0 ? tr("written; %n voxel(s) outside the largest regions removed", nullptr, removed) : tr("written")));
@@ -412,7 +427,7 @@ void DatasetEvaluationDialog::showSummary() {
   if (finite > 0) {
     auto* h = item(mm(hd / finite));
     h->setFont(bold);
-    table_->setItem(row, table_->columnCount() - 3, h);
+    table_->setItem(row, table_->columnCount() - 4, h);
   }
   auto* mean = item(last_.labels.empty() ? QString("—") : dice(last_.meanDice));
   mean->setFont(bold);
@@ -421,6 +436,19 @@ void DatasetEvaluationDialog::showSummary() {
   QString text = last_.labels.empty() ? tr("No label in any case's prediction or ground truth")
                                       : tr("Mean Dice <b>%1</b> over %n case(s)", nullptr, predicted).arg(dice(last_.meanDice));
   if (!perLabel.isEmpty()) text += " · " + perLabel.join(", ");
+  // The case that needed most memory on any device: what a larger volume would be planned from.
+  const evaluate::CaseResult* largest = nullptr;
+  std::pair<std::string, std::int64_t> top{"", -1};
+  for (const auto& c : last_.cases)
+    for (const auto& [device, bytes] : c.peakBytes)
+      if (bytes > top.second) {
+        top = {device, bytes};
+        largest = &c;
+      }
+  if (largest)
+    text += " · " + tr("largest peak %1 on %2 (%3)")
+                        .arg(QString::fromStdString(formatBytes(double(top.second))), QString::fromStdString(top.first),
+                             QString::fromStdString(largest->files.id));
   if (last_.failed > 0) text += " · <span style='color:#d04040'>" + tr("%n case(s) failed (see the table)", nullptr, last_.failed) + "</span>";
   text += "<br>" + tr("Predictions and summary.json in %1").arg(QString::fromStdString(plan_.outDir).toHtmlEscaped());
   summary_->setText(text);

@@ -2,6 +2,7 @@
 #include "ui/review/InferenceWorker.h"
 
 #include "core/base/Error.h"
+#include "core/dist/RankPeaks.h"
 #include "core/dist/RankRun.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Inferer.h"
@@ -52,9 +53,16 @@ void DatasetEvaluationWorker::run(const DatasetEvaluationJob& job) {
                                    {"window", job.run.window},
                                    {"mirror", run::mirrorToString(job.run.mirror)},
                                    {"keep_largest", job.run.keepLargest}};
-    withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages&, const engine::InferOptions& o) {
+    withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages& local, const engine::InferOptions& o) {
+      // Each case measured as `infer --dataset` measures it (and within the run's CPU budget):
+      // this process's peaks, over ranks every other rank's over this case alone.
       const auto predict = [&](const Volume& source) {
-        return engine::predictLabels(inferer, source, job.run.preprocessing, o, &sink, &token_);
+        dist::PeakMeter meter(local.namedRank, local.modules, job.run.cpuBudgetBytes);
+        meter.holdOnCpu(engine::predictLabelsImageBytes(source, job.run.preprocessing));
+        Volume labels = engine::predictLabels(inferer, source, job.run.preprocessing, o, &sink, &token_);
+        dist::DevicePeaks peaks = meter.peaks();
+        for (const auto& [device, bytes] : inferer.restartOtherPeaks()) peaks[device] = bytes;
+        return evaluate::Predicted(std::move(labels), peaks);
       };
       r.summary = evaluate::evaluateDataset(job.plan, predict, job.run.keepLargest, runFields, &sink);
     }, &token_);

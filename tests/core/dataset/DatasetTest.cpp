@@ -4,6 +4,7 @@
 #include "core/data/Phantom.h"
 #include "core/dataset/DatasetSource.h"
 #include "core/io/VolumeWriter.h"
+#include "tests/support/PhantomDataset.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -34,19 +35,11 @@ data::Phantom phantom(std::uint64_t seed, std::array<std::int64_t, 3> size = {20
 
 // MSD: imagesTr/case_N.nii.gz, labelsTr/case_N.nii.gz, dataset.json with "training".
 fs::path makeMsd(const fs::path& root, int n) {
-  fs::create_directories(root / "imagesTr");
-  fs::create_directories(root / "labelsTr");
-  std::string training;
-  for (int i = 0; i < n; ++i) {
-    const auto p = phantom(static_cast<std::uint64_t>(i));
-    const std::string id = "case_" + std::to_string(i);
-    io::writeVolume(p.image, (root / "imagesTr" / (id + ".nii.gz")).string());
-    io::writeVolume(p.label, (root / "labelsTr" / (id + ".nii.gz")).string());
-    training += std::string(i ? "," : "") + R"({"image":"./imagesTr/)" + id + R"(.nii.gz","label":"./labelsTr/)" + id + R"(.nii.gz"})";
-  }
-  writeText(root / "dataset.json", R"({"name":"Toy","modality":{"0":"CT"},"labels":{"0":"background","1":"blob"},"numTraining":)" +
-                                       std::to_string(n) + R"(,"training":[)" + training + "]}");
-  return root;
+  checks::PhantomDatasetOptions o;
+  o.cases = n;
+  o.size = {20, 18, 16};
+  o.spacing = {1.2, 1.2, 2.0};
+  return checks::writePhantomDataset(root, o);
 }
 
 // nnU-Net raw: imagesTr/<id>_0000.nii.gz, labelsTr/<id>.nii.gz, v2 dataset.json.

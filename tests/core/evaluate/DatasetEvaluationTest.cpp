@@ -7,6 +7,7 @@
 #include "core/evaluate/DatasetEvaluation.h"
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
+#include "tests/support/PhantomDataset.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -28,24 +29,14 @@ void writeText(const fs::path& p, const std::string& t) {
 
 // MSD layout, `n` phantoms of two labels.
 fs::path makeDataset(const fs::path& root, int n) {
-  fs::create_directories(root / "imagesTr");
-  fs::create_directories(root / "labelsTr");
-  std::string training;
-  for (int i = 0; i < n; ++i) {
-    data::PhantomOptions o;
-    o.size = {18, 16, 14};
-    o.spacing = {1.0, 1.5, 2.0};
-    o.seed = static_cast<std::uint64_t>(7 + i);
-    o.foregroundClasses = 2;
-    const auto p = data::makePhantom(o);
-    const std::string id = "case_" + std::to_string(i);
-    io::writeVolume(p.image, (root / "imagesTr" / (id + ".nii.gz")).string());
-    io::writeVolume(p.label, (root / "labelsTr" / (id + ".nii.gz")).string(), {"uint8"});
-    training += std::string(i ? "," : "") + R"({"image":"./imagesTr/)" + id + R"(.nii.gz","label":"./labelsTr/)" + id + R"(.nii.gz"})";
-  }
-  writeText(root / "dataset.json", R"({"name":"Toy","modality":{"0":"CT"},"labels":{"0":"background","1":"a","2":"b"},"numTraining":)" +
-                                       std::to_string(n) + R"(,"training":[)" + training + "]}");
-  return root;
+  checks::PhantomDatasetOptions o;
+  o.cases = n;
+  o.size = {18, 16, 14};
+  o.spacing = {1.0, 1.5, 2.0};
+  o.firstSeed = 7;
+  o.labels = {"a", "b"};
+  o.labelPixelType = "uint8";
+  return checks::writePhantomDataset(root, o);
 }
 
 // Predicts each case from its own ground truth, altered as `mode` says; the observer tells it the case.
@@ -237,7 +228,13 @@ private Q_SLOTS:
     const auto plan = evaluate::planEvaluation(ds, evaluate::CaseSet::All, 0.2, tmp.path().toStdString() + "/p");
     FromTruth p;
     p.mode = "empty";  // every HD95 infinite
-    const auto s = evaluate::evaluateDataset(plan, [&p](const Volume& v) { return p(v); }, false, {}, &p);
+    // Each case's peaks as a caller measures them (one per case, a CUDA device past 4 GiB).
+    const auto peaksOf = [](const Volume& v) {
+      return evaluate::DevicePeaks{{"cpu", v.voxelCount() * 4}, {"r1:cuda:0", (std::int64_t{5} << 30) + v.size()[0]}};
+    };
+    const auto s = evaluate::evaluateDataset(plan, [&](const Volume& v) { return evaluate::Predicted(p(v), peaksOf(v)); }, false, {}, &p);
+    QCOMPARE(s.cases[0].peakBytes, peaksOf(io::readVolume(ds.cases[0].images[0])));
+    QVERIFY(s.cases[1].peakBytes.empty());  // the failed case
     const auto back = evaluate::readEvaluation(s.summaryPath);
     QCOMPARE(back.plan.dataset, std::string("Toy"));
     QCOMPARE(back.plan.outDir, plan.outDir);
@@ -251,6 +248,7 @@ private Q_SLOTS:
       QCOMPARE(got.files.id, was.files.id);
       QCOMPARE(got.files.prediction, was.files.prediction);
       QCOMPARE(got.error, was.error);
+      QCOMPARE(got.peakBytes, was.peakBytes);
       QCOMPARE(got.metrics.size(), was.metrics.size());
       for (std::size_t m = 0; m < got.metrics.size(); ++m) {
         QCOMPARE(got.metrics[m].dice, was.metrics[m].dice);
@@ -280,6 +278,13 @@ private Q_SLOTS:
     QTest::newRow("a distance as other text") << good.arg("c0", "1", "\"far\"") << "metric_per_case[0]";
     QTest::newRow("unknown case set") << R"({"dataset":"Toy","cases":"most","metric_per_case":[]})" << "cases: cases 'most'";
     QTest::newRow("past 64 MiB") << "" << "larger than 64 MiB";
+    const QString memory = R"({"dataset":"Toy","cases":"all","metric_per_case":[{"case":"c0","image":"/i.nii.gz","label":"",)"
+                           R"("seconds":1,"mean_dice":1,"metrics":[],"memory":%1}]})";
+    QTest::newRow("memory as a list") << memory.arg("[1]") << "memory: expected at most 64 devices";
+    QTest::newRow("negative bytes") << memory.arg(R"({"cpu":-1})") << "memory cpu: -1 is not a whole number";
+    QTest::newRow("bytes as a float") << memory.arg(R"({"cpu":1e300})") << "memory cpu: 1e+300 is not a whole number";
+    QTest::newRow("a 65-character device") << memory.arg(QString(R"({"%1":1})").arg(QString(65, 'x')))
+                                           << "a device name of 1 to 64 characters";
   }
   void refusesHostileSummaries() {
     QFETCH(QString, text);
