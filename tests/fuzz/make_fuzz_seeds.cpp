@@ -77,13 +77,14 @@ int main(int argc, char** argv) {
        R"("training":[{"image":"./imagesTr/case_0.nii.gz","label":"./labelsTr/case_0.nii.gz"}]})");
   text(root / "fuzz_dataset_json" / "seed_v2.json",
        R"({"channel_names":{"0":"CT"},"labels":{"background":0,"liver":1,"tumour":2},"numTraining":1,"file_ending":".nii.gz"})");
-  // An evaluation summary as evaluateDataset writes it: a case scored, a case failed.
+  // An evaluation summary as evaluateDataset writes it: a case scored (with its peaks), a case failed.
   text(root / "fuzz_summary_json" / "seed_summary.json",
        R"({"dataset":"Toy","cases":"validation","predicted":1,"seconds":1.5,"out":"/p","mean_dice":0.5,)"
        R"("failed":[{"case":"c1","error":"no such file"}],"labels":[{"label":1,"cases":1,"mean_dice":0.5,)"
        R"("mean_hd95_mm":"inf","infinite_hd95":1}],"metric_per_case":[{"case":"c0","image":"/d/i.nii.gz",)"
        R"("label":"/d/l.nii.gz","prediction":"/p/c0.nii.gz","seconds":1.0,"mean_dice":0.5,"metrics":[{"label":1,)"
-       R"("dice":0.5,"hd95_mm":"inf","predicted":0,"truth":10,"false_positive":0,"false_negative":10}]}]})");
+       R"("dice":0.5,"hd95_mm":"inf","predicted":0,"truth":10,"false_positive":0,"false_negative":10}],)"
+       R"("memory":{"cpu":1048576,"r1:cuda:0":5368709120}}]})");
   // A run description, a checkpoint's metadata (it holds the run) and a session holding both.
   splitseg::run::RunSpec run;
   run.placement = {{"enc0", "cpu"}, {"dec0", "cpu+cpu"}};
