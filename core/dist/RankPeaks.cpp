@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <set>
 
 namespace splitseg::dist {
@@ -64,9 +66,20 @@ LocalStages localStages(model::StagedNetwork& network, const placement::Placemen
 
 void rethrowOutOfMemory(const c10::OutOfMemoryError& e, int rank, const torch::Device& device, const std::string& stage) {
   const std::string what = e.what_without_backtrace();
-  const bool cuda = device.is_cuda() && what.find("CUDA") != std::string::npos;
-  throw OutOfMemoryError("r" + std::to_string(rank) + ":" + (cuda ? device.str() : "cpu"), stage,
-                         (cuda ? "CUDA allocator: " : "") + what);
+  std::string where = "cpu";
+  if (what.find("CUDA") != std::string::npos) {
+    // "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of ..."
+    const auto gpu = what.find("GPU ");
+    where = device.is_cuda() ? device.str()
+            : gpu != std::string::npos && gpu + 4 < what.size() && std::isdigit(static_cast<unsigned char>(what[gpu + 4]))
+                ? "cuda:" + std::to_string(std::atoi(what.c_str() + gpu + 4))
+                : "cuda";
+  }
+  throw OutOfMemoryError("r" + std::to_string(rank) + ":" + where, stage, (where == "cpu" ? "" : "CUDA allocator: ") + what);
+}
+
+void rethrowOutOfMemory(const c10::OutOfMemoryError& e, int rank, const std::string& stage) {
+  rethrowOutOfMemory(e, rank, torch::Device(torch::kCPU), stage);
 }
 
 void sendPeaks(Comm& comm, const DevicePeaks& peaks, int tag) {

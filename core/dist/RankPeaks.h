@@ -61,10 +61,11 @@ struct LocalStages {
 LocalStages localStages(model::StagedNetwork& network, const placement::Placement& placement, bool distributed);
 
 // c10's out-of-memory on a rank as the engine's OutOfMemoryError, naming the device as the planner
-// names this rank's: the CUDA device when CUDA's allocator refused, else the CPU (the run's CPU
-// budget, refused by the host caching allocator).
+// names this rank's: the CUDA device when CUDA's allocator refused (`device`, or the GPU its message
+// names), else the CPU (the run's CPU budget, refused by the host caching allocator).
 [[noreturn]] void rethrowOutOfMemory(const c10::OutOfMemoryError& e, int rank, const torch::Device& device,
                                      const std::string& stage);
+[[noreturn]] void rethrowOutOfMemory(const c10::OutOfMemoryError& e, int rank, const std::string& stage);
 
 // A rank other than 0: its peaks to rank 0 (under `tag`). Rank 0: every other rank's, merged.
 void sendPeaks(Comm& comm, const DevicePeaks& peaks, int tag);

@@ -4,6 +4,7 @@
 // rank 0 serves the rendezvous until every rank is done. Metrics go to the sink on rank 0 only.
 #include "core/base/CancelToken.h"
 #include "core/dist/Comm.h"
+#include "core/dist/RankPeaks.h"
 #include "core/engine/Metrics.h"
 #include "core/run/RunSpec.h"
 
@@ -27,13 +28,22 @@ void runOverRanks(Trainer& trainer, Comm& comm, const run::RunSpec& spec, engine
     trainer.saveCheckpoint(spec.checkpoint);
     if (report) sink->onCheckpoint(spec.checkpoint, trainer.stepsDone());
   };
+  // Out of memory on this rank (a GPU, or the run's CPU budget) ends the run with the device and
+  // rank named: the others cannot go on without this rank's part of the step.
+  const auto guarded = [&](const char* what, auto&& work) {
+    try {
+      return work();
+    } catch (const c10::OutOfMemoryError& e) {
+      rethrowOutOfMemory(e, comm.rank(), what);
+    }
+  };
   while (trainer.stepsDone() < total) {
     if (!nextStep(comm, cancel)) break;
-    auto m = trainer.step();
+    auto m = guarded("a training step", [&] { return trainer.step(); });
     if (report) sink->onStep(m);
     const auto done = trainer.stepsDone();
     if (spec.validateEvery > 0 && done % spec.validateEvery == 0) {
-      auto v = trainer.validate();
+      auto v = guarded("validation", [&] { return trainer.validate(); });
       if (report) sink->onValidation(v);
     }
     if (spec.checkpointEvery > 0 && done % spec.checkpointEvery == 0 && done < total && !spec.checkpoint.empty())

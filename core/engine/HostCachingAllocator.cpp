@@ -92,7 +92,7 @@ c10::DataPtr HostCachingAllocator::allocate(std::size_t bytes) {
     counter->markExceeded();
     c10::reportOutOfMemoryToProfiler(static_cast<std::int64_t>(bytes), 0, 0, cpu);
     TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU budget: allocating ", formatBytes(double(bytes)), " with ",
-                     formatBytes(double(counter->allocated())), " in use would exceed the budget of ",
+                     formatBytes(double(counter->inUse())), " in use would exceed the budget of ",
                      formatBytes(double(counter->budget())));
   }
   const bool large = bytes >= kMinCachedBytes && bytes <= (std::size_t{1} << 60);

@@ -22,7 +22,7 @@ bool CpuMemoryCounter::record(std::int64_t delta) {
   std::int64_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }
-  const bool ok = budget_ <= 0 || now <= budget_;
+  const bool ok = budget_ <= 0 || now + held_ <= budget_;
   if (!ok) exceeded_ = true;
   return ok;
 }

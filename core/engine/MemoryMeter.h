@@ -21,12 +21,18 @@ public:
   void resetPeak() { peak_.store(allocated_.load()); }
   void setBudget(std::int64_t bytes) { budget_ = bytes; }  // 0 = none
   std::int64_t budget() const { return budget_; }
+  // Bytes that count against the budget but were allocated before the counter started (the
+  // weights and the optimizer's moments of a training step): not in allocated() or peak(), which
+  // stay the step's own, but in what the budget compares with, inUse().
+  void setHeld(std::int64_t bytes) { held_ = bytes; }
+  std::int64_t held() const { return held_; }
+  std::int64_t inUse() const { return allocated_.load() + held_; }
   // Called by the hook with +size on allocation, -size on free. Returns false when over budget.
   bool record(std::int64_t delta);
   // Whether an allocation of `bytes` stays within the budget. The host caching allocator asks
   // before allocating and refuses with c10::OutOfMemoryError (as CUDA's allocator does) when not;
   // without it installed the budget is only checked after the fact (exceeded()).
-  bool admits(std::int64_t bytes) const { return budget_ <= 0 || allocated_.load() + bytes <= budget_; }
+  bool admits(std::int64_t bytes) const { return budget_ <= 0 || inUse() + bytes <= budget_; }
   void markExceeded() { exceeded_ = true; }
   // True once an allocation went beyond the budget; the step that did it is abandoned.
   bool exceeded() const { return exceeded_.load(); }
@@ -37,6 +43,7 @@ private:
   std::atomic<std::int64_t> allocated_{0};
   std::atomic<std::int64_t> peak_{0};
   std::int64_t budget_ = 0;
+  std::int64_t held_ = 0;
 };
 
 // Installs the counter as the memory reporter of the current thread for its lifetime.

@@ -1,4 +1,6 @@
 #include "core/engine/StepSafety.h"
+#include "core/base/Units.h"
+#include "core/engine/MemoryMeter.h"
 
 #include <torch/torch.h>
 
@@ -14,6 +16,26 @@ torch::optim::AdamParamState* stateOf(torch::optim::Adam& adam, const torch::Ten
   return it == adam.state().end() ? nullptr : static_cast<torch::optim::AdamParamState*>(it->second.get());
 }
 } // namespace
+
+std::int64_t cpuBytesHeld(const torch::optim::Adam& adam) {
+  const auto bytes = [](const torch::Tensor& t) { return t.defined() && t.is_cpu() ? t.numel() * t.element_size() : 0; };
+  std::int64_t held = 0;
+  for (const auto& group : adam.param_groups())
+    for (const auto& p : group.params()) {
+      held += bytes(p);
+      auto it = adam.state().find(p.unsafeGetTensorImpl());
+      if (it == adam.state().end()) continue;
+      const auto& st = static_cast<const torch::optim::AdamParamState&>(*it->second);
+      held += bytes(st.exp_avg()) + bytes(st.exp_avg_sq()) + bytes(st.max_exp_avg_sq());
+    }
+  return held;
+}
+
+std::string cpuBudgetText(const CpuMemoryCounter& counter) {
+  std::string text = "the CPU budget of " + formatBytes(double(counter.budget()));
+  if (counter.held() > 0) text += " (the weights and Adam's moments hold " + formatBytes(double(counter.held())) + " of it)";
+  return text;
+}
 
 void allocateAdamState(torch::optim::Adam& adam) {
   torch::NoGradGuard noGrad;

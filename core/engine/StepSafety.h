@@ -5,7 +5,12 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize/archive.h>
 
+#include <cstdint>
+#include <string>
+
 namespace splitseg::engine {
+
+class CpuMemoryCounter;
 
 // Creates Adam's state (step 0, zero moments beside each parameter) for every parameter that has
 // none, as Adam::step would on its first call: the optimizer's big allocations happen when it is
@@ -19,6 +24,13 @@ void allocateAdamState(torch::optim::Adam& adam);
 // and step counts untouched. Options it cannot do in place (weight decay, amsgrad) fall back to
 // Adam::step.
 void adamStep(torch::optim::Adam& adam);
+
+// What the CPU keeps between steps that the run's CPU budget counts (as the planner does): the
+// optimizer's parameters on the CPU and their Adam state. CpuMemoryCounter::setHeld takes it.
+std::int64_t cpuBytesHeld(const torch::optim::Adam& adam);
+// "the CPU budget of 2.0 GiB (the weights and Adam's moments hold 1.1 MiB of it)": out-of-memory
+// messages of a step beyond `counter`'s budget.
+std::string cpuBudgetText(const CpuMemoryCounter& counter);
 
 // Sets every parameter group's rate (RunSpec::learningRateAt) before a step.
 void setLearningRate(torch::optim::Adam& adam, double lr);

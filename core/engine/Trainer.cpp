@@ -72,10 +72,10 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
   allocateAdamState(*optimizer_);  // moments exist before the first step, beside their parameters
   meter_ = std::make_unique<MemoryMeter>(executor_.placement().devices());
   meter_->cpu().setBudget(spec_.cpuBudgetBytes);
+  meter_->cpu().setHeld(cpuBytesHeld(*optimizer_));
   executor_.setAfterStage([this](const std::string& stage, const torch::Device& device) {
     if (device.is_cpu() && meter_->cpu().exceeded())
-      throw OutOfMemoryError("cpu", stage, "allocation beyond the CPU budget of " +
-                                               std::to_string(meter_->cpu().budget()) + " bytes");
+      throw OutOfMemoryError("cpu", stage, "allocation beyond " + cpuBudgetText(meter_->cpu()));
   });
 }
 
@@ -165,8 +165,7 @@ StepMetrics Trainer::step() {
     const std::string stage = budgetStage.empty() ? backwardStage : budgetStage;
     loss = LossResult();
     abandon();
-    throw OutOfMemoryError("cpu", stage + " (backward)",
-                           "allocation beyond the CPU budget of " + std::to_string(meter_->cpu().budget()) + " bytes");
+    throw OutOfMemoryError("cpu", stage + " (backward)", "allocation beyond " + cpuBudgetText(meter_->cpu()));
   }
   if (beforeOptimizerStep_) beforeOptimizerStep_();
   const double optimizerStart = timeline ? timeline->now() : 0.0;
@@ -311,6 +310,7 @@ void Trainer::setPlacement(const placement::Placement& p) {
   applyCpuLayout();
   meter_ = std::make_unique<MemoryMeter>(p.devices());
   meter_->cpu().setBudget(spec_.cpuBudgetBytes);
+  meter_->cpu().setHeld(cpuBytesHeld(*optimizer_));  // the weights may have moved
 }
 
 void Trainer::setCpuBudget(std::int64_t bytes) {
@@ -367,6 +367,7 @@ void Trainer::loadCheckpoint(const std::string& path) {
   // Loading put tensors on the CPU; the current placement decides where they live.
   setPlacement(executor_.placement());
   allocateAdamState(*optimizer_);  // parameters the checkpoint had no moments for (saved before a step)
+  meter_->cpu().setHeld(cpuBytesHeld(*optimizer_));
 }
 
 CheckpointInfo readCheckpointInfo(const std::string& path) { return checkpoint::CheckpointFile::read(path).info; }

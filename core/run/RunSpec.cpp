@@ -198,9 +198,10 @@ placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stag
   r.cpuChannelsLast = placement::usesChannelsLast(cpuLayout);
   r.placement = resolvePlacement(stages, devices.front().name);
   r.devices = devices;
-  // The run's CPU budget (the tensor bytes the trainer lets a process's CPU hold) is every CPU's
-  // capacity, plus the allowance the planner adds for what is no tensor: the plan fits exactly
-  // when the trainer's check would pass. Ranks run the same Trainer with the same budget.
+  // The run's CPU budget (the tensor bytes a process's CPU may hold: a step's or a prediction's,
+  // with the weights and Adam's moments) is every CPU's capacity, plus the allowance the planner
+  // adds for what is no tensor: a plan fits when the budget's check counts what the plan counts.
+  // Every rank keeps to the same budget (Trainer, PipelineTrainer, SpatialTrainer, dist::PeakMeter).
   if (cpuBudgetBytes > 0)
     for (auto& d : r.devices)
       if (!d.isCuda()) {

@@ -135,7 +135,7 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   budget_ = spin(this, 0, 1 << 20, 0, 64);
   budget_->setSuffix(tr(" MiB"));
   budget_->setSpecialValueText(tr("none"));
-  budget_->setToolTip(tr("CPU memory budget: a step that allocates more fails as out of memory (what-if)"));
+  budget_->setToolTip(tr("CPU memory budget of every process: the weights, Adam's moments and a step's tensors, or a prediction's; beyond it a step or a prediction fails as out of memory (what-if). Plans take it as the CPU's capacity"));
   lr_ = new QDoubleSpinBox(this);
   lr_->setDecimals(5);
   lr_->setRange(1e-5, 1.0);

@@ -127,6 +127,44 @@ private Q_SLOTS:
     }
   }
 
+  // The budget counts what the CPU keeps between steps, as the planner counts it within the
+  // budget: the weights and both Adam moments (3 x the parameters' bytes here, all fp32 on the
+  // CPU). A budget above the step's own peak but below it plus those is refused; above both, the
+  // step runs. Before 2026-12-06 only the step's allocations counted.
+  void weightsAndMomentsCountAgainstTheBudget_data() {
+    QTest::addColumn<double>("heldShare");  // budget = step peak + heldShare x held + 64 KiB
+    QTest::addColumn<bool>("fails");
+    QTest::newRow("the step's peak and half the weights and moments") << 0.5 << true;
+    QTest::newRow("the step's peak and all of them") << 1.0 << false;
+  }
+  void weightsAndMomentsCountAgainstTheBudget() {
+    QFETCH(double, heldShare);
+    QFETCH(bool, fails);
+    auto net = tinyNet();
+    engine::Trainer trainer(net, std::make_shared<data::PhantomSource>(), placed(options(), plan(*net)));
+    std::int64_t parameters = 0;
+    for (const auto& p : net->root().parameters()) parameters += p.numel() * p.element_size();
+    QCOMPARE(trainer.meter().cpu().held(), 3 * parameters);
+    trainer.step();  // the gradients exist from here on
+    std::int64_t peak = 0;
+    for (const auto& m : trainer.step().memory)
+      if (m.device == "cpu") peak = m.peak;
+    QVERIFY(peak > 0);
+    qInfo("step peak %.1f KiB, weights and moments %.1f KiB", peak / 1024.0, 3 * parameters / 1024.0);
+    QVERIFY2(3 * parameters / 2 > (64 << 10), "the rows need the held bytes to exceed the margin");
+    trainer.setCpuBudget(peak + static_cast<std::int64_t>(heldShare * double(3 * parameters)) + (64 << 10));
+    const auto before = snapshot(trainer, *net);
+    try {
+      trainer.step();
+      QVERIFY2(!fails, "a step beyond the budget with the weights and moments counted went through");
+    } catch (const OutOfMemoryError& e) {
+      QVERIFY2(fails, e.what());
+      QCOMPARE(QString::fromStdString(e.device()), QString("cpu"));
+      QVERIFY2(QString(e.what()).contains("CPU budget"), e.what());
+      QVERIFY2(same(snapshot(trainer, *net), before), "weights or Adam moments changed by the refused step");
+    }
+  }
+
   // Running out inside the optimizer update: the budget is lowered right before it, leaving
   // `headroom` bytes (none; half the largest parameter, which the update's scratch needs whole).
   void outOfMemoryInsideOptimizerStep_data() {
@@ -143,7 +181,7 @@ private Q_SLOTS:
     for (const auto& p : net->root().parameters()) largest = std::max<std::int64_t>(largest, p.numel() * 4);
     const auto before = snapshot(trainer, *net);
     trainer.setBeforeOptimizerStep([&] {
-      trainer.setCpuBudget(trainer.meter().cpu().allocated() + static_cast<std::int64_t>(headroom * double(largest)));
+      trainer.setCpuBudget(trainer.meter().cpu().inUse() + static_cast<std::int64_t>(headroom * double(largest)));
     });
     try {
       trainer.step();
