@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
       {"offload_equivalence", [&] { return checks::offloadEquivalence(device, 2 * edge); }},
       {"training_equivalence", [&] { return checks::trainingEquivalence(device, 2 * edge); }},
       {"resume_exact", [&] { return checks::resumeExact(device, work, 2 * edge); }},
+      // Last: it caps the device's allocator (lifted again when it ends).
+      {"out_of_memory_recovers", [&] { return checks::outOfMemoryRecovers(device, 2 * edge); }},
   };
   int failed = 0;
   for (const auto& [name, run] : all) {

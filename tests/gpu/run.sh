@@ -11,7 +11,8 @@
 # 0 all checks passed, 1 a check failed, 2 build or set-up failed. GPU_BUDGET_S (default 450 s, build
 # included) bounds the measurements after the checks.
 #   Measured: 1. the checks (tests/support/GpuChecks: exact split equivalence with TF32 off, dropout
-#   masks per device, training cuda vs cpu + memory figures, exact resume, measured allowance);
+#   masks per device, training cuda vs cpu + memory figures, exact resume, measured allowance,
+#   out of memory under a capped allocator recovered from);
 #   1b. two ranks (c10d) on the GPU and on cpu | GPU against one process on the same devices;
 #   2. split equivalence of sliding-window inference; 3. growing cubes x {fp32, bf16, bf16 + recompute
 #   all}: step time and allocator peak vs the planner; 4. single device vs split; 5. the largest cube

@@ -140,6 +140,10 @@ private Q_SLOTS:
     QTest::newRow("rank 0 as r0:cpu, M=1") << kEncodersDecoders << 1;
     QTest::newRow("rank 0 as cpu, M=1") << "enc0=cpu,enc1=cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu" << 1;
     QTest::newRow("rank 0 as cpu, M=2") << "enc0=cpu,enc1=cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu" << 2;
+    // Every stage sharded: rank 0 holds the whole batch's input and labels through the step (not
+    // counted before 2026-12-06: rank 0 measured 9% over its plan at batch 2, 5% at 32^3 base 8).
+    QTest::newRow("every stage sharded, M=1") << kSpatial << 1;
+    QTest::newRow("every stage sharded, M=2") << kSpatial << 2;
   }
   void planMatchesRanksThroughTheCli() {
     QFETCH(QString, placement);
@@ -200,9 +204,9 @@ private Q_SLOTS:
                              "--steps", "2", "--seed", "3", "--progress", "none", "--cpu-budget",
                              QString::number(static_cast<qint64>(budget))} + network);
     };
-    // 10% above the larger plan: through the CLI (one thread a rank) rank 0 of the sharded run
-    // measured 5.0% over its plan (2026-12-06; in-process, RankMemoryTest, within 1.1%).
-    const auto fits = train(large * 1.10);
+    // 5% above the larger plan (the planner's bound in RankMemoryTest). Rank 0 of the sharded run
+    // measured 5.0% over its plan here until the planner counted the whole batch it holds; now +0.1%.
+    const auto fits = train(large * 1.05);
     QVERIFY2(fits.code == 0, qPrintable(fits.err));
     const bool sharded = placement == kSpatial;
     const double budget = sharded ? small / 2 : (small + large) / 2;

@@ -5,6 +5,7 @@
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
 #include "tests/support/GpuChecks.h"
+#include "tests/support/GpuOomChecks.h"
 
 #include <QtTest>
 #include <filesystem>
@@ -22,7 +23,7 @@ private Q_SLOTS:
   void check_data() {
     QTest::addColumn<QString>("name");
     for (const char* n : {"split_equivalence", "dropout_reproduced", "training_equivalence", "resume_exact",
-                          "cuda_allowance"})
+                          "cuda_allowance", "out_of_memory_recovers"})
       QTest::newRow(n) << QString(n);
   }
   void check() {
@@ -33,6 +34,7 @@ private Q_SLOTS:
     else if (name == "dropout_reproduced") r = checks::dropoutReproduced(dev);
     else if (name == "training_equivalence") r = checks::trainingEquivalence(dev);
     else if (name == "resume_exact") r = checks::resumeExact(dev, std::filesystem::temp_directory_path().string());
+    else if (name == "out_of_memory_recovers") r = checks::outOfMemoryRecovers(dev);
     else r = checks::allowance(dev);
     qInfo("%s", r.toJson().dump().c_str());
     QVERIFY2(r.ok(), r.detail.c_str());
