@@ -260,6 +260,28 @@ private Q_SLOTS:
     QCOMPARE(cells(), before);
   }
 
+  // A summary.json from someone else: its device names, case ids and error messages are shown as
+  // text, never as rich text (a tag in them would be laid out, an <img> loaded).
+  void namesFromOtherFilesStayText() {
+    auto* d = dialog();
+    const QString path = tmp_.filePath("hostile/summary.json");
+    QVERIFY(QDir().mkpath(tmp_.filePath("hostile")));
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"dataset":"Toy","cases":"all","failed":[{"case":"c1","error":"<img src=x>"}],"metric_per_case":[)"
+              R"({"case":"c0","image":"/i.nii.gz","label":"/l.nii.gz","seconds":1,"mean_dice":0.5,"memory":{"<b>gpu</b>":1048576},)"
+              R"("metrics":[{"label":1,"dice":0.5,"hd95_mm":2.0,"predicted":1,"truth":1,"false_positive":0,"false_negative":0}]}]})");
+    }
+    QVERIFY2(d->loadResults(path), qPrintable(d->statusLabel()->text()));
+    const QString summary = d->summaryLabel()->text(), peak = d->table()->item(0, d->table()->columnCount() - 2)->toolTip(),
+                  failed = d->table()->item(1, d->table()->columnCount() - 1)->toolTip();
+    QVERIFY2(summary.contains("&lt;b&gt;gpu&lt;/b&gt;") && !summary.contains("<b>gpu"), qPrintable(summary));
+    QVERIFY2(peak.contains("&lt;b&gt;gpu") && !peak.contains("<b>gpu"), qPrintable(peak));
+    QVERIFY2(failed.contains("&lt;img") && !failed.contains("<img"), qPrintable(failed));
+    QCOMPARE(d->statusLabel()->textFormat(), Qt::PlainText);
+  }
+
   void overTwoLocalRanksTheSameFiles() {
     QVERIFY(window_->openDataset(makeDataset(tmp_.filePath("ranks"), 3)));
     auto* d = dialog();

@@ -19,6 +19,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QTableWidget>
+#include <QTextDocument>
 #include <QThread>
 #include <QVBoxLayout>
 
@@ -48,7 +49,9 @@ QTableWidgetItem* peakItem(const evaluate::DevicePeaks& peaks) {
   cell->setData(Qt::UserRole, QVariant::fromValue<qlonglong>(top->second));
   QStringList tip;
   for (const auto& [device, bytes] : peaks) tip << DatasetEvaluationDialog::tr("%1: %2").arg(QString::fromStdString(device), QString::fromStdString(formatBytes(double(bytes))));
-  cell->setToolTip(DatasetEvaluationDialog::tr("Measured tensor peak over this case, per device (as the planner counts them):\n%1").arg(tip.join("\n")));
+  // Plain text: device names may come from someone else's summary.json.
+  cell->setToolTip(Qt::convertFromPlainText(
+      DatasetEvaluationDialog::tr("Measured tensor peak over this case, per device (as the planner counts them):\n%1").arg(tip.join("\n"))));
   return cell;
 }
 } // namespace
@@ -126,6 +129,7 @@ DatasetEvaluationDialog::DatasetEvaluationDialog(Session* session, QWidget* pare
   progress_->setValue(0);
   layout->addWidget(progress_);
   status_ = new QLabel(this);
+  status_->setTextFormat(Qt::PlainText);  // error messages carry names from other people's files
   status_->setWordWrap(true);
   layout->addWidget(status_);
   table_ = new QTableWidget(0, 0, this);
@@ -330,7 +334,7 @@ void DatasetEvaluationDialog::showCase(int row, const evaluate::CaseResult& r) {
   if (!r.ok()) {
     auto* s = item(tr("failed: %1").arg(QString::fromStdString(r.error)));
     s->setForeground(QColor(0xd0, 0x40, 0x40));
-    s->setToolTip(QString::fromStdString(r.error));
+    s->setToolTip(Qt::convertFromPlainText(QString::fromStdString(r.error)));  // never read as rich text
     table_->setItem(row, statusColumn, s);
     return;
   }
@@ -405,7 +409,7 @@ void DatasetEvaluationDialog::showSummary() {
   for (const auto& l : last_.labels) {
     const auto it = names_.find(l.label);
     const QString label = it != names_.end() ? QString::fromStdString(it->second) : QString::number(l.label);
-    QString part = tr("%1 %2 (%n case(s)", nullptr, l.cases).arg(label, dice(l.meanDice));
+    QString part = tr("%1 %2 (%n case(s)", nullptr, l.cases).arg(label.toHtmlEscaped(), dice(l.meanDice));
     if (std::isfinite(l.meanHd95)) part += tr(", HD95 %1 mm").arg(mm(l.meanHd95));
     if (l.infiniteHd95 > 0) part += tr(", %n infinite", nullptr, l.infiniteHd95);
     perLabel << part + ")";
@@ -447,8 +451,8 @@ void DatasetEvaluationDialog::showSummary() {
       }
   if (largest)
     text += " · " + tr("largest peak %1 on %2 (%3)")
-                        .arg(QString::fromStdString(formatBytes(double(top.second))), QString::fromStdString(top.first),
-                             QString::fromStdString(largest->files.id));
+                        .arg(QString::fromStdString(formatBytes(double(top.second))), QString::fromStdString(top.first).toHtmlEscaped(),
+                             QString::fromStdString(largest->files.id).toHtmlEscaped());
   if (last_.failed > 0) text += " · <span style='color:#d04040'>" + tr("%n case(s) failed (see the table)", nullptr, last_.failed) + "</span>";
   text += "<br>" + tr("Predictions and summary.json in %1").arg(QString::fromStdString(plan_.outDir).toHtmlEscaped());
   summary_->setText(text);
