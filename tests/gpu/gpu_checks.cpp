@@ -6,6 +6,7 @@
 #include "core/engine/Devices.h"
 #include "core/engine/MemoryMeter.h"
 #include "tests/support/GpuChecks.h"
+#include "tests/support/GpuOomChecks.h"
 
 #include <torch/torch.h>
 
