@@ -14,6 +14,7 @@
 #include "core/engine/Loss.h"
 #include "core/engine/Tensors.h"
 #include "core/engine/MemoryMeter.h"
+#include "core/engine/PlannedPeaks.h"
 #include "core/engine/PlannerDevices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/NetworkStructureOf.h"
@@ -42,12 +43,10 @@ engine::InferOptions inferOptions(const run::RunSpec& spec) {
 // Over ranks the devices are the ranks' ("r1:cpu"), each taken to be like this host's.
 nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net, const std::array<std::int64_t, 3>& volumeZyx) {
   try {
-    const placement::MemoryPlanner planner(model::networkStructure(net));
-    const auto devices = engine::plannerDevices(spec.resolvePlacement(net.stageNames(), "cpu"));
-    const auto plan = planner.plan(spec.inferencePlanRequest(net.stageNames(), devices, volumeZyx, spec.batch));
-    nlohmann::json j = nlohmann::json::object();
+    const auto plan = engine::plannedInference(net, spec, engine::plannerDevices(spec.resolvePlacement(net.stageNames(), "cpu")),
+                                               volumeZyx, spec.batch);
+    const nlohmann::json j = engine::tensorPeaks(plan);
     for (const auto& d : plan.devices) {
-      j[d.name] = d.peak - d.allowance;
       if (d.capacity > 0 && !d.fits())
         std::cerr << "note: the memory planner expects " << d.name << " to need " << formatBytes(static_cast<double>(d.peak))
                   << " (peak in " << d.peakStage << "), more than its " << formatBytes(static_cast<double>(d.capacity))

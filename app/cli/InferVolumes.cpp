@@ -34,7 +34,10 @@ evaluate::Predict predictor(const InferArgs& a, const run::RunSpec& spec, engine
     // Over ranks, every other rank's peak over this prediction alone (its meter then restarts).
     for (const auto& [device, bytes] : inferer.restartOtherPeaks()) measured[device] = bytes;
     line["memory"] = {{"planned", planned}, {"measured", measured}};
-    return evaluate::Predicted(std::move(labels), measured);
+    evaluate::DevicePeaks plannedBytes;  // the numbers only (a plan that failed says why under "error")
+    for (const auto& [device, bytes] : planned.items())
+      if (bytes.is_number_integer()) plannedBytes[device] = bytes.get<std::int64_t>();
+    return evaluate::Predicted(std::move(labels), measured, plannedBytes);
   };
 }
 

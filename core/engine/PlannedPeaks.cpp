@@ -25,6 +25,19 @@ std::map<std::string, std::int64_t> plannedStepPeaks(model::StagedNetwork& netwo
   return out;
 }
 
+placement::MemoryPlan plannedInference(model::StagedNetwork& network, const run::RunSpec& spec,
+                                       const std::vector<placement::DeviceSpec>& devices,
+                                       const std::array<std::int64_t, 3>& volumeZyx, int perPass) {
+  const placement::MemoryPlanner planner(model::networkStructure(network));
+  return planner.plan(spec.inferencePlanRequest(network.stageNames(), devices, volumeZyx, perPass));
+}
+
+std::map<std::string, std::int64_t> tensorPeaks(const placement::MemoryPlan& plan) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& d : plan.devices) out[d.name] = d.peak - d.allowance;
+  return out;
+}
+
 std::string plannerDeviceName(int rank, const std::string& device) {
   return rank < 0 ? device : "r" + std::to_string(rank) + ":" + device;
 }

@@ -5,7 +5,11 @@
 #include "core/model/StagedNetwork.h"
 #include "core/run/RunSpec.h"
 
+#include "core/placement/MemoryPlanner.h"
+
+#include <array>
 #include <cstdint>
+#include <vector>
 #include <map>
 #include <string>
 
@@ -16,6 +20,17 @@ namespace splitseg::engine {
 // parameters and optimizer state too, which exist before a step's counter starts (CUDA's
 // allocator peak includes them). Throws what the planner throws.
 std::map<std::string, std::int64_t> plannedStepPeaks(model::StagedNetwork& network, const run::RunSpec& spec);
+// The planner's inference plan for a volume of `volumeZyx` voxels on the network's grid with the
+// run's window, overlap and mirroring, `perPass` windows a pass, on `devices` (their capacities,
+// as a caller plans them: engine::plannerDevices, the workstation's device columns). Throws what
+// the planner throws.
+placement::MemoryPlan plannedInference(model::StagedNetwork& network, const run::RunSpec& spec,
+                                       const std::vector<placement::DeviceSpec>& devices,
+                                       const std::array<std::int64_t, 3>& volumeZyx, int perPass);
+// Each device's tensor peak in `plan` (allowances excluded), the figure a prediction's measured
+// peaks (dist::PeakMeter) are compared with.
+std::map<std::string, std::int64_t> tensorPeaks(const placement::MemoryPlan& plan);
+
 // The planner's name for a device a step's metrics report: `device` in one process (rank < 0), else
 // rank `rank`'s, "r<rank>:<device>".
 std::string plannerDeviceName(int rank, const std::string& device);

@@ -96,6 +96,7 @@ CaseResult predictCase(const CaseFiles& files, const Predict& predict, bool keep
   Predicted predicted = predict(source);
   Volume labels = std::move(predicted.labels);
   r.peakBytes = std::move(predicted.peakBytes);
+  r.plannedBytes = std::move(predicted.plannedBytes);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (keepLargest) r.kept = postprocess::keepLargestComponents(labels);
   io::writeSegmentation(labels, source.geometry(), files.prediction);
@@ -156,7 +157,9 @@ EvaluationSummary evaluateDataset(const EvaluationPlan& plan, const Predict& pre
       scored.push_back(r.metrics);
       perCase.push_back({{"case", f.id}, {"image", f.image}, {"label", f.label}, {"prediction", f.prediction},
                          {"seconds", r.seconds}, {"metrics", metricsJson(r.metrics)}, {"mean_dice", r.meanDice}});
-      if (!r.peakBytes.empty()) perCase.back()["memory"] = r.peakBytes;
+      // As `infer`'s JSON lines carry them.
+      if (!r.peakBytes.empty() || !r.plannedBytes.empty())
+        perCase.back()["memory"] = {{"measured", r.peakBytes}, {"planned", r.plannedBytes}};
     } else {
       ++s.failed;
       failures.push_back({{"case", f.id}, {"error", r.error}});
@@ -207,6 +210,17 @@ std::int64_t integerOf(const nlohmann::json& v, std::int64_t lo, std::int64_t hi
   }
   throw FormatError(summaryPath, field + ": " + v.dump().substr(0, 40) + " is not a whole number in " + std::to_string(lo) +
                                      ".." + std::to_string(hi));
+}
+
+// Bytes per device: at most 64 devices, names of 1 to 64 characters, whole numbers below 2^56.
+DevicePeaks peaksOf(const nlohmann::json& j, const std::string& summaryPath, const std::string& field) {
+  if (!j.is_object() || j.size() > 64) throw FormatError(summaryPath, field + ": expected at most 64 devices and their bytes");
+  DevicePeaks out;
+  for (const auto& [device, bytes] : j.items()) {
+    if (device.empty() || device.size() > 64) throw FormatError(summaryPath, field + ": a device name of 1 to 64 characters");
+    out[device] = integerOf(bytes, 0, std::int64_t{1} << 56, summaryPath, field + " " + device);
+  }
+  return out;
 }
 
 double distanceOf(const nlohmann::json& v) {
@@ -264,11 +278,9 @@ SavedEvaluation readEvaluation(const std::string& summaryPath) {
       r.seconds = c.at("seconds").get<double>();
       r.meanDice = c.at("mean_dice").get<double>();
       if (const auto memory = c.find("memory"); memory != c.end()) {
-        if (!memory->is_object() || memory->size() > 64) throw FormatError(summaryPath, field + " memory: expected at most 64 devices and their bytes");
-        for (const auto& [device, bytes] : memory->items()) {
-          if (device.empty() || device.size() > 64) throw FormatError(summaryPath, field + " memory: a device name of 1 to 64 characters");
-          r.peakBytes[device] = integerOf(bytes, 0, std::int64_t{1} << 56, summaryPath, field + " memory " + device);
-        }
+        if (!memory->is_object()) throw FormatError(summaryPath, field + " memory: expected measured and planned bytes per device");
+        r.peakBytes = peaksOf(memory->value("measured", nlohmann::json::object()), summaryPath, field + " memory measured");
+        r.plannedBytes = peaksOf(memory->value("planned", nlohmann::json::object()), summaryPath, field + " memory planned");
       }
       for (const auto& m : c.at("metrics")) {
         metrics::LabelMetrics lm;

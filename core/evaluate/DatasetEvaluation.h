@@ -49,13 +49,15 @@ EvaluationPlan planEvaluation(const dataset::Dataset& ds, CaseSet cases, double 
 // "cuda:0", over ranks "r1:cpu"; dist::PeakMeter): empty when the caller did not measure.
 using DevicePeaks = std::map<std::string, std::int64_t>;
 
-// The labels of `source` (uint8, on its own grid) as the run predicts them, and what the
-// prediction took on each device.
+// The labels of `source` (uint8, on its own grid) as the run predicts them, what the prediction
+// took on each device and what the planner expected it to take (allowances excluded).
 struct Predicted {
   // Implicit: a callback that returns labels alone did not measure.
-  Predicted(Volume l, DevicePeaks p = {}) : labels(std::move(l)), peakBytes(std::move(p)) {}
+  Predicted(Volume l, DevicePeaks measured = {}, DevicePeaks planned = {})
+      : labels(std::move(l)), peakBytes(std::move(measured)), plannedBytes(std::move(planned)) {}
   Volume labels;
   DevicePeaks peakBytes;
+  DevicePeaks plannedBytes;
 };
 using Predict = std::function<Predicted(const Volume& source)>;
 
@@ -65,7 +67,8 @@ struct CaseResult {
   std::vector<postprocess::LabelComponents> kept;  // with keepLargest
   std::vector<metrics::LabelMetrics> metrics;       // with a ground truth
   double meanDice = 0;                              // over metrics' labels (1 when both maps are empty)
-  DevicePeaks peakBytes;                            // as Predicted's (summary.json's "memory")
+  DevicePeaks peakBytes;                            // as Predicted's (summary.json's "memory": "measured")
+  DevicePeaks plannedBytes;                         // as Predicted's ("memory": "planned")
   std::string error;                                // a case that failed (evaluateDataset only)
   bool ok() const { return error.empty(); }
 };

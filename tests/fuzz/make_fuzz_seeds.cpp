@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
        R"("mean_hd95_mm":"inf","infinite_hd95":1}],"metric_per_case":[{"case":"c0","image":"/d/i.nii.gz",)"
        R"("label":"/d/l.nii.gz","prediction":"/p/c0.nii.gz","seconds":1.0,"mean_dice":0.5,"metrics":[{"label":1,)"
        R"("dice":0.5,"hd95_mm":"inf","predicted":0,"truth":10,"false_positive":0,"false_negative":10}],)"
-       R"("memory":{"cpu":1048576,"r1:cuda:0":5368709120}}]})");
+       R"("memory":{"measured":{"cpu":1048576,"r1:cuda:0":5368709120},"planned":{"cpu":1000000}}}]})");
   // A run description, a checkpoint's metadata (it holds the run) and a session holding both.
   splitseg::run::RunSpec run;
   run.placement = {{"enc0", "cpu"}, {"dec0", "cpu+cpu"}};

@@ -180,6 +180,12 @@ private Q_SLOTS:
       for (const auto& [device, bytes] : c.peakBytes) top = std::max(top, bytes);
       QCOMPARE(d->table()->horizontalHeaderItem(d->table()->columnCount() - 2)->text(), QString("Peak memory"));
       QCOMPARE(d->table()->item(row, d->table()->columnCount() - 2)->data(Qt::UserRole).toLongLong(), qlonglong(top));
+      // Planned as Review plans the volume, and near it (one process: the planner's 10%).
+      QVERIFY2(c.plannedBytes.count("cpu"), qPrintable(QString::fromStdString(c.files.id)));
+      const double plan = double(c.plannedBytes.at("cpu")), got = double(c.peakBytes.at("cpu"));
+      qInfo("%s: cpu measured %.1f KiB, planned %.1f KiB (%+.1f%%)", c.files.id.c_str(), got / 1024, plan / 1024, 100 * (got / plan - 1));
+      QVERIFY2(std::abs(got / plan - 1) <= 0.10, qPrintable(QString("%1: measured %2, planned %3").arg(QString::fromStdString(c.files.id)).arg(got).arg(plan)));
+      QVERIFY(d->table()->item(row, d->table()->columnCount() - 2)->toolTip().contains("planned"));
       // The file written, on the image's grid, scored here against the ground truth: the table's figure.
       const Volume written = io::readVolume(c.files.prediction), truth = io::readVolume(c.files.label);
       QVERIFY(written.geometry().sameGrid(io::readVolume(c.files.image).geometry()));
@@ -270,10 +276,11 @@ private Q_SLOTS:
       QFile f(path);
       QVERIFY(f.open(QIODevice::WriteOnly));
       f.write(R"({"dataset":"Toy","cases":"all","failed":[{"case":"c1","error":"<img src=x>"}],"metric_per_case":[)"
-              R"({"case":"c0","image":"/i.nii.gz","label":"/l.nii.gz","seconds":1,"mean_dice":0.5,"memory":{"<b>gpu</b>":1048576},)"
+              R"({"case":"c0","image":"/i.nii.gz","label":"/l.nii.gz","seconds":1,"mean_dice":0.5,"memory":{"measured":{"<b>gpu</b>":1048576}},)"
               R"("metrics":[{"label":1,"dice":0.5,"hd95_mm":2.0,"predicted":1,"truth":1,"false_positive":0,"false_negative":0}]}]})");
     }
     QVERIFY2(d->loadResults(path), qPrintable(d->statusLabel()->text()));
+    QVERIFY(d->table()->item(0, d->table()->columnCount() - 2) && d->table()->item(1, d->table()->columnCount() - 1));
     const QString summary = d->summaryLabel()->text(), peak = d->table()->item(0, d->table()->columnCount() - 2)->toolTip(),
                   failed = d->table()->item(1, d->table()->columnCount() - 1)->toolTip();
     QVERIFY2(summary.contains("&lt;b&gt;gpu&lt;/b&gt;") && !summary.contains("<b>gpu"), qPrintable(summary));

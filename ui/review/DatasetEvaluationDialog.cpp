@@ -1,9 +1,11 @@
 #include "ui/review/DatasetEvaluationDialog.h"
 
+#include "ui/placement/StageMemoryModel.h"
 #include "ui/session/Session.h"
 #include "ui/training/RankProcesses.h"
 
 #include "core/base/Units.h"
+#include "core/engine/PlannerDevices.h"
 #include "core/dataset/DatasetSource.h"
 
 #include <QComboBox>
@@ -41,17 +43,26 @@ QTableWidgetItem* item(const QString& text) {
   return i;
 }
 
-QTableWidgetItem* peakItem(const evaluate::DevicePeaks& peaks) {
-  // The device that held most (what decides whether a larger case fits); every device in the tip.
+QTableWidgetItem* peakItem(const evaluate::DevicePeaks& peaks, const evaluate::DevicePeaks& planned) {
+  // The device that held most (what decides whether a larger case fits); every device in the tip,
+  // each beside its plan.
   if (peaks.empty()) return nullptr;
   const auto top = std::max_element(peaks.begin(), peaks.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   auto* cell = item(DatasetEvaluationDialog::tr("%1 (%2)").arg(QString::fromStdString(formatBytes(double(top->second))), QString::fromStdString(top->first)));
   cell->setData(Qt::UserRole, QVariant::fromValue<qlonglong>(top->second));
   QStringList tip;
-  for (const auto& [device, bytes] : peaks) tip << DatasetEvaluationDialog::tr("%1: %2").arg(QString::fromStdString(device), QString::fromStdString(formatBytes(double(bytes))));
+  for (const auto& [device, bytes] : peaks) {
+    QString line = DatasetEvaluationDialog::tr("%1: %2 measured").arg(QString::fromStdString(device), QString::fromStdString(formatBytes(double(bytes))));
+    // Rank 0's devices are named with or without "r0:" on either side.
+    auto plan = planned.find(device);
+    if (plan == planned.end()) plan = planned.find(device.rfind("r0:", 0) == 0 ? device.substr(3) : "r0:" + device);
+    if (plan != planned.end())
+      line += DatasetEvaluationDialog::tr(", %1 planned").arg(QString::fromStdString(formatBytes(double(plan->second))));
+    tip << line;
+  }
   // Plain text: device names may come from someone else's summary.json.
   cell->setToolTip(Qt::convertFromPlainText(
-      DatasetEvaluationDialog::tr("Measured tensor peak over this case, per device (as the planner counts them):\n%1").arg(tip.join("\n"))));
+      DatasetEvaluationDialog::tr("Tensor peak over this case, per device, measured and as the memory planner expected it:\n%1").arg(tip.join("\n"))));
   return cell;
 }
 } // namespace
@@ -255,6 +266,11 @@ bool DatasetEvaluationDialog::evaluate() {
   DatasetEvaluationJob job;
   job.network = session_->network();
   job.run = session_->run();
+  // Planned as Review plans a volume (ReviewPanel::inferenceRequest): this host's device columns
+  // and the ranks', one window a pass in one process, a micro-batch each over ranks.
+  job.planDevices = StageMemoryModel::devices(*session_);
+  engine::addPlacedDevices(job.planDevices, session_->placement(), session_->remoteRanks());
+  job.windowsPerPass = session_->placement().rankCount() > 1 ? std::max(1, job.run.microBatches) : 1;
   try {
     job.plan = evaluate::planEvaluation(*dataset_, evaluate::caseSetFromString(cases_->currentData().toString().toStdString()),
                                         job.run.data.validationFraction, output_->text().trimmed().toStdString());
@@ -363,7 +379,7 @@ void DatasetEvaluationDialog::showCase(int row, const evaluate::CaseResult& r) {
   if (infinite > 0) h->setToolTip(tr("%n label(s) on one side only (infinite HD95) left out of the mean", nullptr, infinite));
   table_->setItem(row, statusColumn - 3, h);
   table_->setItem(row, statusColumn - 2, item(QString::number(r.seconds, r.seconds < 10 ? 'f' : 'g', r.seconds < 10 ? 2 : 3)));
-  if (auto* peak = peakItem(r.peakBytes)) table_->setItem(row, statusColumn - 1, peak);
+  if (auto* peak = peakItem(r.peakBytes, r.plannedBytes)) table_->setItem(row, statusColumn - 1, peak);
   int removed = 0;
   for (const auto& k : r.kept) removed += static_cast<int>(std::min<std::int64_t>(k.removed, 1 << 30));
   table_->setItem(row, statusColumn, item(removed > 0 ? tr("written; %n voxel(s) outside the largest regions removed", nullptr, removed) : tr("written")));

@@ -6,6 +6,7 @@
 #include "core/dist/RankRun.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Inferer.h"
+#include "core/engine/PlannedPeaks.h"
 
 #include <QElapsedTimer>
 
@@ -57,12 +58,21 @@ void DatasetEvaluationWorker::run(const DatasetEvaluationJob& job) {
       // Each case measured as `infer --dataset` measures it (and within the run's CPU budget):
       // this process's peaks, over ranks every other rank's over this case alone.
       const auto predict = [&](const Volume& source) {
+        evaluate::DevicePeaks planned;  // on the network's grid, as the review plans it
+        if (!job.planDevices.empty()) {
+          const auto g = job.run.preprocessing.networkGrid(source.geometry()).size;  // x, y, z
+          try {
+            planned = engine::tensorPeaks(engine::plannedInference(*job.network, job.run, job.planDevices, {g[2], g[1], g[0]},
+                                                                   job.windowsPerPass));
+          } catch (const std::exception&) {  // not planned: the measured figures stand alone
+          }
+        }
         dist::PeakMeter meter(local.namedRank, local.modules, job.run.cpuBudgetBytes);
         meter.holdOnCpu(engine::predictLabelsImageBytes(source, job.run.preprocessing));
         Volume labels = engine::predictLabels(inferer, source, job.run.preprocessing, o, &sink, &token_);
         dist::DevicePeaks peaks = meter.peaks();
         for (const auto& [device, bytes] : inferer.restartOtherPeaks()) peaks[device] = bytes;
-        return evaluate::Predicted(std::move(labels), peaks);
+        return evaluate::Predicted(std::move(labels), peaks, planned);
       };
       r.summary = evaluate::evaluateDataset(job.plan, predict, job.run.keepLargest, runFields, &sink);
     }, &token_);

@@ -5,6 +5,7 @@
 #include "core/base/CancelToken.h"
 #include "core/dist/RankEnv.h"
 #include "core/evaluate/DatasetEvaluation.h"
+#include "core/placement/MemoryPlanner.h"
 #include "core/run/RunSpec.h"
 
 #include <QMetaType>
@@ -22,6 +23,10 @@ struct DatasetEvaluationJob {
   run::RunSpec run;  // the session's (a copy)
   evaluate::EvaluationPlan plan;
   dist::RankEnv ranks;
+  // What each case is planned on (the devices Review plans with) and the windows a pass holds:
+  // each case's planned peaks beside its measured ones. No devices: not planned.
+  std::vector<placement::DeviceSpec> planDevices;
+  int windowsPerPass = 1;
 };
 
 struct DatasetCaseResult {

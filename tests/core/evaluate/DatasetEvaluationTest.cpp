@@ -232,8 +232,11 @@ private Q_SLOTS:
     const auto peaksOf = [](const Volume& v) {
       return evaluate::DevicePeaks{{"cpu", v.voxelCount() * 4}, {"r1:cuda:0", (std::int64_t{5} << 30) + v.size()[0]}};
     };
-    const auto s = evaluate::evaluateDataset(plan, [&](const Volume& v) { return evaluate::Predicted(p(v), peaksOf(v)); }, false, {}, &p);
+    const auto plannedOf = [](const Volume& v) { return evaluate::DevicePeaks{{"cpu", v.voxelCount() * 5}}; };
+    const auto s = evaluate::evaluateDataset(
+        plan, [&](const Volume& v) { return evaluate::Predicted(p(v), peaksOf(v), plannedOf(v)); }, false, {}, &p);
     QCOMPARE(s.cases[0].peakBytes, peaksOf(io::readVolume(ds.cases[0].images[0])));
+    QCOMPARE(s.cases[0].plannedBytes, plannedOf(io::readVolume(ds.cases[0].images[0])));
     QVERIFY(s.cases[1].peakBytes.empty());  // the failed case
     const auto back = evaluate::readEvaluation(s.summaryPath);
     QCOMPARE(back.plan.dataset, std::string("Toy"));
@@ -249,6 +252,7 @@ private Q_SLOTS:
       QCOMPARE(got.files.prediction, was.files.prediction);
       QCOMPARE(got.error, was.error);
       QCOMPARE(got.peakBytes, was.peakBytes);
+      QCOMPARE(got.plannedBytes, was.plannedBytes);
       QCOMPARE(got.metrics.size(), was.metrics.size());
       for (std::size_t m = 0; m < got.metrics.size(); ++m) {
         QCOMPARE(got.metrics[m].dice, was.metrics[m].dice);
@@ -280,10 +284,11 @@ private Q_SLOTS:
     QTest::newRow("past 64 MiB") << "" << "larger than 64 MiB";
     const QString memory = R"({"dataset":"Toy","cases":"all","metric_per_case":[{"case":"c0","image":"/i.nii.gz","label":"",)"
                            R"("seconds":1,"mean_dice":1,"metrics":[],"memory":%1}]})";
-    QTest::newRow("memory as a list") << memory.arg("[1]") << "memory: expected at most 64 devices";
-    QTest::newRow("negative bytes") << memory.arg(R"({"cpu":-1})") << "memory cpu: -1 is not a whole number";
-    QTest::newRow("bytes as a float") << memory.arg(R"({"cpu":1e300})") << "memory cpu: 1e+300 is not a whole number";
-    QTest::newRow("a 65-character device") << memory.arg(QString(R"({"%1":1})").arg(QString(65, 'x')))
+    QTest::newRow("memory as a list") << memory.arg("[1]") << "memory: expected measured and planned";
+    QTest::newRow("planned as a list") << memory.arg(R"({"planned":[1]})") << "memory planned: expected at most 64 devices";
+    QTest::newRow("negative bytes") << memory.arg(R"({"measured":{"cpu":-1}})") << "memory measured cpu: -1 is not a whole number";
+    QTest::newRow("bytes as a float") << memory.arg(R"({"planned":{"cpu":1e300}})") << "memory planned cpu: 1e+300 is not a whole number";
+    QTest::newRow("a 65-character device") << memory.arg(QString(R"({"measured":{"%1":1}})").arg(QString(65, 'x')))
                                            << "a device name of 1 to 64 characters";
   }
   void refusesHostileSummaries() {
