@@ -54,6 +54,13 @@ Closeness compare(const torch::Tensor& a, const torch::Tensor& b, double rtol, d
   return c;
 }
 
+bool allEqual(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!torch::equal(a[i], b[i])) return false;
+  return true;
+}
+
 torch::Tensor referenceForward(model::StagedNetwork& net, int d, const torch::Tensor& x) {
   auto run = [&net](std::size_t i, std::vector<torch::Tensor> in) {
     torch::Device dev(torch::kCPU);

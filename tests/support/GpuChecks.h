@@ -43,6 +43,9 @@ struct Closeness {
 };
 Closeness compare(const torch::Tensor& a, const torch::Tensor& b, double rtol, double atol);
 
+// Whether two lists of tensors are equal element for element (a snapshot before and after).
+bool allEqual(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
+
 // A U-Net wired by hand (decoder l takes encoder l's output), independent of the stage specs the
 // executor follows. Each stage runs on the device its parameters live on, with its inputs moved
 // there first, so dropout draws from that device's generator in the executor's order: with the

@@ -66,13 +66,6 @@ std::vector<torch::Tensor> snapshot(engine::Trainer& t, model::StagedNetwork& ne
   return out;
 }
 
-bool same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!torch::equal(a[i], b[i])) return false;
-  return true;
-}
-
 std::int64_t peakOn(const std::vector<engine::DeviceMemory>& memory, const std::string& device) {
   for (const auto& m : memory)
     if (m.device == device) return m.peak;
@@ -138,7 +131,7 @@ CheckResult outOfMemoryRecovers(const std::string& device, int edge) {
     }
     trainer.setCpuBudget(0);
     if (trainer.stepsDone() != 1) fail("training: the refused step was counted");
-    if (!same(snapshot(trainer, *net), before)) fail("training: weights or Adam's moments changed by the refused step");
+    if (!allEqual(snapshot(trainer, *net), before)) fail("training: weights or Adam's moments changed by the refused step");
     const auto after = trainer.step();
     f["loss_after"] = after.loss;
     if (!std::isfinite(after.loss) || trainer.stepsDone() != 2) fail("training: no step after the cap was lifted");

@@ -49,12 +49,7 @@ std::vector<torch::Tensor> snapshot(engine::Trainer& t, model::StagedNetwork& ne
   return out;
 }
 
-bool same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!torch::equal(a[i], b[i])) return false;
-  return true;
-}
+using checks::allEqual;
 } // namespace
 
 class TrainerOomTest : public QObject {
@@ -162,7 +157,7 @@ private Q_SLOTS:
       QVERIFY2(fails, e.what());
       QCOMPARE(QString::fromStdString(e.device()), QString("cpu"));
       QVERIFY2(QString(e.what()).contains("CPU budget"), e.what());
-      QVERIFY2(same(snapshot(trainer, *net), before), "weights or Adam moments changed by the refused step");
+      QVERIFY2(allEqual(snapshot(trainer, *net), before), "weights or Adam moments changed by the refused step");
     }
   }
 
@@ -192,7 +187,7 @@ private Q_SLOTS:
       QCOMPARE(QString::fromStdString(e.stage()), QString("optimizer"));
     }
     QCOMPARE(trainer.stepsDone(), std::int64_t(1));
-    QVERIFY2(same(snapshot(trainer, *net), before), "weights or Adam moments changed by the failed update");
+    QVERIFY2(allEqual(snapshot(trainer, *net), before), "weights or Adam moments changed by the failed update");
     // Training goes on once the budget allows it.
     trainer.setBeforeOptimizerStep(nullptr);
     trainer.setCpuBudget(0);
@@ -236,7 +231,7 @@ private Q_SLOTS:
       QCOMPARE(QString::fromStdString(e.device()), QString("cpu"));
     }
     QVERIFY(trainer.meter().cpu().exceeded());
-    QVERIFY(same(snapshot(trainer, *net), before));
+    QVERIFY(allEqual(snapshot(trainer, *net), before));
     trainer.setCpuBudget(0);
     QVERIFY(std::isfinite(trainer.step().loss));
   }
