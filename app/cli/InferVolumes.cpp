@@ -26,11 +26,9 @@ evaluate::Predict predictor(const InferArgs& a, const run::RunSpec& spec, engine
     const engine::InferOptions o = inferOptions(s);
     const nlohmann::json planned = plannedPeaks(s, net, {grid[2], grid[1], grid[0]});
     CliProgress progress(a.progress);
-    dist::PeakMeter meter(local.namedRank, local.modules, s.cpuBudgetBytes);
-    meter.holdOnCpu(engine::predictLabelsImageBytes(source, s.preprocessing));
-    Volume labels = engine::predictLabels(inferer, source, s.preprocessing, o, &progress);
+    dist::DevicePeaks measured;
+    Volume labels = dist::predictLabelsMeasured(inferer, local, source, s.preprocessing, o, s.cpuBudgetBytes, measured, &progress);
     line["window"] = s.window;
-    dist::DevicePeaks measured = meter.peaks();
     // Over ranks, every other rank's peak over this prediction alone (its meter then restarts).
     for (const auto& [device, bytes] : inferer.restartOtherPeaks()) measured[device] = bytes;
     line["memory"] = {{"planned", planned}, {"measured", measured}};

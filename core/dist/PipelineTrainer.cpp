@@ -84,8 +84,7 @@ PipelineTrainer::PipelineTrainer(Comm& comm, std::shared_ptr<model::StagedNetwor
   engine::allocateAdamState(*optimizer_);
   meter_ = std::make_unique<engine::MemoryMeter>(devices);
   // The run's CPU budget holds on every rank, as the Trainer keeps to it in one process.
-  meter_->cpu().setBudget(spec_.cpuBudgetBytes);
-  meter_->cpu().setHeld(engine::cpuBytesHeld(*optimizer_));
+  engine::applyCpuBudget(meter_->cpu(), spec_.cpuBudgetBytes, *optimizer_);
   // One set of initial weights for all: rank 0's. LibTorch's generator restarts from the seed
   // after the network is built, as the Trainer's does (checkpoints store it).
   scatter(false, nullptr);
@@ -336,9 +335,7 @@ engine::StepMetrics PipelineTrainer::step() {
                                          classes == 1 ? 1 : static_cast<int>(classes - 1)))
       result.push_back(d);
   }
-  // Without the host caching allocator (which refuses at allocation time) the budget is seen here.
-  if (meter_->cpu().exceeded())
-    throw OutOfMemoryError("r" + std::to_string(me) + ":cpu", "a training step", "allocation beyond " + engine::cpuBudgetText(meter_->cpu()));
+  engine::checkCpuBudget(meter_->cpu(), "r" + std::to_string(me) + ":cpu", "a training step");
   auto memory = meter_->read();
   std::int64_t peak = 0;
   for (const auto& d : memory) peak = std::max(peak, d.peak);

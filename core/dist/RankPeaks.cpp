@@ -64,6 +64,16 @@ LocalStages localStages(model::StagedNetwork& network, const placement::Placemen
   return out;
 }
 
+Volume predictLabelsMeasured(engine::Inferer& inferer, const LocalStages& local, const Volume& source,
+                             const Preprocessing& preprocessing, const engine::InferOptions& options,
+                             std::int64_t cpuBudget, DevicePeaks& peaks, ProgressSink* progress, CancelToken* cancel) {
+  PeakMeter meter(local.namedRank, local.modules, cpuBudget);
+  meter.holdOnCpu(engine::predictLabelsImageBytes(source, preprocessing));
+  Volume labels = engine::predictLabels(inferer, source, preprocessing, options, progress, cancel);
+  peaks = meter.peaks();
+  return labels;
+}
+
 void rethrowOutOfMemory(const c10::OutOfMemoryError& e, int rank, const torch::Device& device, const std::string& stage) {
   const std::string what = e.what_without_backtrace();
   std::string where = "cpu";

@@ -5,6 +5,7 @@
 // the rank's stages, which existed before, as the planner counts them. The other ranks send theirs
 // to rank 0 when it lets them go, so that `infer` over ranks reports every rank's peak beside the plan.
 #include "core/dist/Comm.h"
+#include "core/engine/Inferer.h"
 #include "core/engine/MemoryMeter.h"
 #include "core/model/StagedNetwork.h"
 #include "core/placement/Placement.h"
@@ -59,6 +60,15 @@ struct LocalStages {
   int namedRank = -1;
 };
 LocalStages localStages(model::StagedNetwork& network, const placement::Placement& placement, bool distributed);
+
+// engine::predictLabels measured as the planner counts it: a PeakMeter over this process's stages
+// (`local`) within `cpuBudget` (the run's), the image the Inferer takes held. `peaks` gets this
+// process's; the other ranks' are the caller's (Inferer::restartOtherPeaks, or at the run's end).
+// The one way Review, Evaluate dataset and `infer` measure a prediction.
+Volume predictLabelsMeasured(engine::Inferer& inferer, const LocalStages& local, const Volume& source,
+                             const Preprocessing& preprocessing, const engine::InferOptions& options,
+                             std::int64_t cpuBudget, DevicePeaks& peaks, ProgressSink* progress = nullptr,
+                             CancelToken* cancel = nullptr);
 
 // c10's out-of-memory on a rank as the engine's OutOfMemoryError, naming the device as the planner
 // names this rank's: the CUDA device when CUDA's allocator refused (`device`, or the GPU its message

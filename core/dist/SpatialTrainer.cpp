@@ -86,8 +86,7 @@ SpatialTrainer::SpatialTrainer(Comm& comm, std::shared_ptr<model::StagedNetwork>
                                                     torch::optim::AdamOptions(spec_.learningRate));
   engine::allocateAdamState(*optimizer_);
   // The run's CPU budget holds on every rank, as the Trainer keeps to it in one process.
-  meter_->cpu().setBudget(spec_.cpuBudgetBytes);
-  meter_->cpu().setHeld(engine::cpuBytesHeld(*optimizer_));
+  engine::applyCpuBudget(meter_->cpu(), spec_.cpuBudgetBytes, *optimizer_);
   shareFromRankZero(false);  // one set of initial weights: rank 0's
   torch::manual_seed(spec_.seed);  // as the Trainer restarts LibTorch's generator after building
 }
@@ -323,9 +322,7 @@ engine::StepMetrics SpatialTrainer::step() {
   m.seconds = since(t0);
   // Every rank's figures to rank 0 (compute = the step's time not spent waiting for another rank;
   // all ranks run every layer at once, so there is no idle time apart from those waits).
-  // Without the host caching allocator (which refuses at allocation time) the budget is seen here.
-  if (meter_->cpu().exceeded())
-    throw OutOfMemoryError("r" + std::to_string(me) + ":cpu", "a training step", "allocation beyond " + engine::cpuBudgetText(meter_->cpu()));
+  engine::checkCpuBudget(meter_->cpu(), "r" + std::to_string(me) + ":cpu", "a training step");
   std::int64_t peak = 0;
   for (const auto& d : meter_->read()) peak = std::max(peak, d.peak);
   const auto& cnt = comm_.counters();

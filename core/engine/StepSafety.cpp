@@ -1,4 +1,5 @@
 #include "core/engine/StepSafety.h"
+#include "core/base/Error.h"
 #include "core/base/Units.h"
 #include "core/engine/MemoryMeter.h"
 
@@ -35,6 +36,15 @@ std::string cpuBudgetText(const CpuMemoryCounter& counter) {
   std::string text = "the CPU budget of " + formatBytes(double(counter.budget()));
   if (counter.held() > 0) text += " (the weights and Adam's moments hold " + formatBytes(double(counter.held())) + " of it)";
   return text;
+}
+
+void applyCpuBudget(CpuMemoryCounter& counter, std::int64_t budget, const torch::optim::Adam& adam) {
+  counter.setBudget(budget);
+  counter.setHeld(cpuBytesHeld(adam));
+}
+
+void checkCpuBudget(const CpuMemoryCounter& counter, const std::string& device, const std::string& stage) {
+  if (counter.exceeded()) throw OutOfMemoryError(device, stage, "allocation beyond " + cpuBudgetText(counter));
 }
 
 void allocateAdamState(torch::optim::Adam& adam) {

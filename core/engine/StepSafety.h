@@ -31,6 +31,11 @@ std::int64_t cpuBytesHeld(const torch::optim::Adam& adam);
 // "the CPU budget of 2.0 GiB (the weights and Adam's moments hold 1.1 MiB of it)": out-of-memory
 // messages of a step beyond `counter`'s budget.
 std::string cpuBudgetText(const CpuMemoryCounter& counter);
+// The run's CPU budget on a trainer's counter, what `adam` keeps on the CPU held against it.
+void applyCpuBudget(CpuMemoryCounter& counter, std::int64_t budget, const torch::optim::Adam& adam);
+// Without the host caching allocator (which refuses at allocation time) a budget passed is seen
+// after the fact: OutOfMemoryError(device, stage) once `counter` went beyond it.
+void checkCpuBudget(const CpuMemoryCounter& counter, const std::string& device, const std::string& stage);
 
 // Sets every parameter group's rate (RunSpec::learningRateAt) before a step.
 void setLearningRate(torch::optim::Adam& adam, double lr);

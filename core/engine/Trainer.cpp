@@ -71,11 +71,9 @@ Trainer::Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<
                                                     torch::optim::AdamOptions(spec_.learningRate));
   allocateAdamState(*optimizer_);  // moments exist before the first step, beside their parameters
   meter_ = std::make_unique<MemoryMeter>(executor_.placement().devices());
-  meter_->cpu().setBudget(spec_.cpuBudgetBytes);
-  meter_->cpu().setHeld(cpuBytesHeld(*optimizer_));
+  applyCpuBudget(meter_->cpu(), spec_.cpuBudgetBytes, *optimizer_);
   executor_.setAfterStage([this](const std::string& stage, const torch::Device& device) {
-    if (device.is_cpu() && meter_->cpu().exceeded())
-      throw OutOfMemoryError("cpu", stage, "allocation beyond " + cpuBudgetText(meter_->cpu()));
+    if (device.is_cpu()) checkCpuBudget(meter_->cpu(), "cpu", stage);
   });
 }
 
@@ -309,8 +307,7 @@ void Trainer::setPlacement(const placement::Placement& p) {
   spec_.setPlacement(p);
   applyCpuLayout();
   meter_ = std::make_unique<MemoryMeter>(p.devices());
-  meter_->cpu().setBudget(spec_.cpuBudgetBytes);
-  meter_->cpu().setHeld(cpuBytesHeld(*optimizer_));  // the weights may have moved
+  applyCpuBudget(meter_->cpu(), spec_.cpuBudgetBytes, *optimizer_);  // the weights may have moved
 }
 
 void Trainer::setCpuBudget(std::int64_t bytes) {
@@ -367,7 +364,7 @@ void Trainer::loadCheckpoint(const std::string& path) {
   // Loading put tensors on the CPU; the current placement decides where they live.
   setPlacement(executor_.placement());
   allocateAdamState(*optimizer_);  // parameters the checkpoint had no moments for (saved before a step)
-  meter_->cpu().setHeld(cpuBytesHeld(*optimizer_));
+  applyCpuBudget(meter_->cpu(), spec_.cpuBudgetBytes, *optimizer_);
 }
 
 CheckpointInfo readCheckpointInfo(const std::string& path) { return checkpoint::CheckpointFile::read(path).info; }

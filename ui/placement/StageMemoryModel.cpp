@@ -2,6 +2,8 @@
 
 #include "core/engine/PlannerDevices.h"
 
+#include <algorithm>
+
 namespace splitseg::ui {
 
 std::vector<placement::DeviceSpec> StageMemoryModel::devices(const Session& session) {
@@ -14,6 +16,16 @@ std::vector<placement::DeviceSpec> StageMemoryModel::devices(const Session& sess
   }
   engine::setRankThreads(devices, session.placement(), session.remoteRanks());  // as the run will start them
   return devices;
+}
+
+std::vector<placement::DeviceSpec> StageMemoryModel::inferenceDevices(const Session& session) {
+  auto out = devices(session);
+  engine::addPlacedDevices(out, session.placement(), session.remoteRanks());
+  return out;
+}
+
+int StageMemoryModel::inferenceWindowsPerPass(const Session& session) {
+  return session.placement().rankCount() > 1 ? std::max(1, session.run().microBatches) : 1;
 }
 
 placement::PlanRequest StageMemoryModel::request(const Session& session) {

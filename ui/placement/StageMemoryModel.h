@@ -39,6 +39,11 @@ public:
   static placement::PlanRequest request(const Session& session);
   // The session's devices as the planner takes them (measured speeds included).
   static std::vector<placement::DeviceSpec> devices(const Session& session);
+  // What a prediction is planned on (Review, Evaluate dataset): those devices and every rank's the
+  // placement names ("r0:cpu" planned like this host's), and the windows a pass holds (one in one
+  // process; a micro-batch each over ranks, as the inference workers run them).
+  static std::vector<placement::DeviceSpec> inferenceDevices(const Session& session);
+  static int inferenceWindowsPerPass(const Session& session);
 };
 
 } // namespace splitseg::ui

@@ -5,7 +5,6 @@
 #include "ui/training/RankProcesses.h"
 
 #include "core/base/Units.h"
-#include "core/engine/PlannerDevices.h"
 #include "core/dataset/DatasetSource.h"
 
 #include <QComboBox>
@@ -266,11 +265,9 @@ bool DatasetEvaluationDialog::evaluate() {
   DatasetEvaluationJob job;
   job.network = session_->network();
   job.run = session_->run();
-  // Planned as Review plans a volume (ReviewPanel::inferenceRequest): this host's device columns
-  // and the ranks', one window a pass in one process, a micro-batch each over ranks.
-  job.planDevices = StageMemoryModel::devices(*session_);
-  engine::addPlacedDevices(job.planDevices, session_->placement(), session_->remoteRanks());
-  job.windowsPerPass = session_->placement().rankCount() > 1 ? std::max(1, job.run.microBatches) : 1;
+  // Planned as Review plans a volume.
+  job.planDevices = StageMemoryModel::inferenceDevices(*session_);
+  job.windowsPerPass = StageMemoryModel::inferenceWindowsPerPass(*session_);
   try {
     job.plan = evaluate::planEvaluation(*dataset_, evaluate::caseSetFromString(cases_->currentData().toString().toStdString()),
                                         job.run.data.validationFraction, output_->text().trimmed().toStdString());

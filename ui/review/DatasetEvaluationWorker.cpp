@@ -67,10 +67,9 @@ void DatasetEvaluationWorker::run(const DatasetEvaluationJob& job) {
           } catch (const std::exception&) {  // not planned: the measured figures stand alone
           }
         }
-        dist::PeakMeter meter(local.namedRank, local.modules, job.run.cpuBudgetBytes);
-        meter.holdOnCpu(engine::predictLabelsImageBytes(source, job.run.preprocessing));
-        Volume labels = engine::predictLabels(inferer, source, job.run.preprocessing, o, &sink, &token_);
-        dist::DevicePeaks peaks = meter.peaks();
+        dist::DevicePeaks peaks;
+        Volume labels = dist::predictLabelsMeasured(inferer, local, source, job.run.preprocessing, o, job.run.cpuBudgetBytes,
+                                                    peaks, &sink, &token_);
         for (const auto& [device, bytes] : inferer.restartOtherPeaks()) peaks[device] = bytes;
         return evaluate::Predicted(std::move(labels), peaks, planned);
       };

@@ -82,10 +82,8 @@ void InferenceWorker::run(const InferenceJob& job) {
     if (job.ranks.distributed()) Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
     const auto others = withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages& local,
                                                                         const engine::InferOptions& o) {
-      dist::PeakMeter meter(local.namedRank, local.modules, job.run.cpuBudgetBytes);
-      meter.holdOnCpu(engine::predictLabelsImageBytes(*job.image, job.run.preprocessing));
-      labels = std::make_shared<Volume>(engine::predictLabels(inferer, *job.image, job.run.preprocessing, o, &sink, &token_));
-      r.measured = meter.peaks();
+      labels = std::make_shared<Volume>(dist::predictLabelsMeasured(inferer, local, *job.image, job.run.preprocessing, o,
+                                                                    job.run.cpuBudgetBytes, r.measured, &sink, &token_));
     }, &token_);
     for (const auto& [device, bytes] : others) r.measured[device] = bytes;
 #ifdef SPLITSEG_HAVE_POSTPROCESS

@@ -2,7 +2,6 @@
 #ifdef SPLITSEG_HAVE_EVALUATE
 #include "ui/review/DatasetEvaluationDialog.h"
 #endif
-#include "core/engine/PlannerDevices.h"
 
 #include "ui/placement/StageMemoryModel.h"
 #include "ui/training/RankProcesses.h"
@@ -272,12 +271,8 @@ placement::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>
   // The grid the network sees (the run's spacing), as the review resamples the image to it.
   const auto size = run.preprocessing.networkGrid(session_->image()->geometry()).size;  // x, y, z
   if (grid) *grid = size;
-  // Over ranks a pass holds one window per micro-batch (InferenceWorker); one process, one window.
-  const int perPass = session_->placement().rankCount() > 1 ? std::max(1, run.microBatches) : 1;
-  // Every stage sharded over ranks names rank 0's devices "r0:cpu": planned like this host's.
-  auto devices = StageMemoryModel::devices(*session_);
-  engine::addPlacedDevices(devices, session_->placement(), session_->remoteRanks());
-  auto request = run.inferencePlanRequest(session_->stageNames(), devices, {size[2], size[1], size[0]}, perPass);
+  auto request = run.inferencePlanRequest(session_->stageNames(), StageMemoryModel::inferenceDevices(*session_),
+                                          {size[2], size[1], size[0]}, StageMemoryModel::inferenceWindowsPerPass(*session_));
   request.placement = session_->placement();
   return request;
 }
