@@ -1,6 +1,7 @@
 #include "core/evaluate/DatasetEvaluation.h"
 
 #include "core/base/Error.h"
+#include "core/base/JsonNumbers.h"
 #include "core/dataset/DatasetSource.h"
 #include "core/io/AtomicWrite.h"
 #include "core/io/SafePath.h"
@@ -201,13 +202,7 @@ constexpr std::size_t kMaxCases = 100000;
 // A whole number in lo..hi: a float (1e300) is refused rather than cast, which would be undefined.
 std::int64_t integerOf(const nlohmann::json& v, std::int64_t lo, std::int64_t hi, const std::string& summaryPath,
                        const std::string& field) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u <= static_cast<std::uint64_t>(hi) && static_cast<std::int64_t>(u) >= lo) return static_cast<std::int64_t>(u);
-  } else if (v.is_number_integer()) {
-    const auto i = v.get<std::int64_t>();
-    if (i >= lo && i <= hi) return i;
-  }
+  if (const auto n = wholeNumberIn(v, lo, hi)) return *n;
   throw FormatError(summaryPath, field + ": " + v.dump().substr(0, 40) + " is not a whole number in " + std::to_string(lo) +
                                      ".." + std::to_string(hi));
 }

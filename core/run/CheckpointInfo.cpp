@@ -1,5 +1,6 @@
 #include "core/run/CheckpointInfo.h"
 #include "core/base/Error.h"
+#include "core/base/JsonNumbers.h"
 
 #include <limits>
 
@@ -14,20 +15,20 @@ namespace {
 // The sampler state is 312 numbers of at most 20 digits; anything much longer is not one.
 constexpr std::size_t kMaxRngText = 312 * 21 + 64;
 
+// Version 1 kept the run's fields at the top level. They move where version 2 keeps them, as they
+// are, so RunSpec::fromJson checks their types and ranges (a float batch must not be cast).
 RunSpec versionOneRun(const nlohmann::json& meta) {
-  RunSpec r;
-  r.architecture = meta.at("architecture").get<std::string>();
-  r.networkOptions = meta.at("options");
-  const auto& stages = meta.at("placement").contains("stages") ? meta.at("placement").at("stages") : meta.at("placement");
-  for (auto it = stages.begin(); it != stages.end(); ++it) r.placement[it.key()] = it.value().get<std::string>();
-  r.precision = placement::StagePrecisions::parse(meta.value("precision", std::string("fp32")));
-  r.patch = meta.value("patch", std::array<std::int64_t, 3>{32, 32, 32});
-  r.batch = meta.value("batch", 1);
-  r.learningRate = meta.value("learning_rate", 1e-3);
-  r.seed = meta.value("seed", std::uint64_t{0});
-  r.preprocessing = Preprocessing::fromJson(meta.value("preprocessing", nlohmann::json::object()).dump());
-  // The same checks a version-2 run gets.
-  return RunSpec::fromJson(r.toJson());
+  nlohmann::json r = nlohmann::json::object();
+  r["splitseg_run"] = kRunSpecVersion;
+  r["network"] = {{"architecture", meta.at("architecture")}, {"options", meta.at("options")}};
+  const auto& placement = meta.at("placement");
+  r["placement"] = placement.is_object() && placement.contains("stages") ? placement.at("stages") : placement;
+  for (const char* key : {"precision", "patch", "batch", "learning_rate", "seed"})
+    if (meta.contains(key)) r[key] = meta.at(key);
+  // Version 1's preprocessing is read leniently (unknown keys ignored), as it always was.
+  r["preprocessing"] =
+      nlohmann::json::parse(Preprocessing::fromJson(meta.value("preprocessing", nlohmann::json::object()).dump()).toJson());
+  return RunSpec::fromJson(r);
 }
 } // namespace
 
@@ -36,15 +37,19 @@ CheckpointInfo CheckpointInfo::fromMetaJson(const std::string& text, const std::
   try {
     const auto meta = nlohmann::json::parse(text);
     if (!meta.is_object()) throw FormatError(path, "checkpoint metadata is not a JSON object");
-    const int version = meta.at("version").get<int>();
-    if (version < 1) throw FormatError(path, "checkpoint version " + std::to_string(version) + " does not exist");
-    if (version > kCheckpointVersion)
-      throw FormatError(path, "checkpoint version " + std::to_string(version) + " is newer than this SplitSeg reads");
-    info.step = meta.at("step").get<std::int64_t>();
-    if (info.step < 0) throw FormatError(path, "checkpoint step " + std::to_string(info.step) + " is negative");
+    const auto& versionJson = meta.at("version");
+    const auto version = wholeNumberIn(versionJson, 1, INT32_MAX);
+    if (!version)
+      throw FormatError(path, "checkpoint version " + versionJson.dump().substr(0, 40) + " does not exist");
+    if (*version > kCheckpointVersion)
+      throw FormatError(path, "checkpoint version " + std::to_string(*version) + " is newer than this SplitSeg reads");
+    const auto& stepJson = meta.at("step");
+    const auto step = wholeNumberIn(stepJson, 0, INT64_MAX);
+    if (!step) throw FormatError(path, "checkpoint step " + stepJson.dump().substr(0, 40) + " is not a whole number >= 0");
+    info.step = *step;
     info.sampleRng = meta.value("sample_rng", std::string());
     if (info.sampleRng.size() > kMaxRngText) throw FormatError(path, "checkpoint sample_rng is not a generator state");
-    info.run = version >= 2 ? RunSpec::fromJson(meta.at("run")) : versionOneRun(meta);
+    info.run = *version >= 2 ? RunSpec::fromJson(meta.at("run")) : versionOneRun(meta);
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(path, std::string("checkpoint metadata is damaged: ") + e.what());
   } catch (const FormatError&) {

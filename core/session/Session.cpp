@@ -1,6 +1,7 @@
 #include "core/session/Session.h"
 #include "core/base/DurableFile.h"
 #include "core/base/Error.h"
+#include "core/base/JsonNumbers.h"
 #include "core/base/Units.h"
 
 #include <filesystem>
@@ -115,9 +116,9 @@ Session fromJson(const nlohmann::json& j, const std::string& baseDir) {
   try {
     if (!j.is_object() || !j.contains("splitseg_session"))
       throw InvalidArgument("not a SplitSeg session (no \"splitseg_session\" version)");
-    if (!j.at("splitseg_session").is_number_integer())
-      throw InvalidArgument("splitseg_session: expected a whole number");
-    s.version = j.at("splitseg_session").get<int>();
+    const auto version = wholeNumberIn(j.at("splitseg_session"), INT32_MIN, INT32_MAX);
+    if (!version) throw InvalidArgument("splitseg_session: expected a whole number");
+    s.version = static_cast<int>(*version);
     if (s.version > kSessionVersion)
       throw InvalidArgument("session version " + std::to_string(s.version) + " is newer than this SplitSeg reads (" +
                             std::to_string(kSessionVersion) + ")");

@@ -1,6 +1,7 @@
 #include "core/volume/Preprocessing.h"
 
 #include "core/base/Error.h"
+#include "core/base/JsonNumbers.h"
 #include "core/volume/Orientation.h"
 
 #include <nlohmann/json.hpp>
@@ -42,7 +43,9 @@ Preprocessing Preprocessing::fromJson(const std::string& text) {
   }
   if (!j.is_object()) throw InvalidArgument("preprocessing JSON must be an object");
   try {
-    if (j.contains("version") && j["version"].get<int>() > 1)
+    if (j.contains("version") && !wholeNumberIn(j["version"], INT64_MIN, INT64_MAX))
+      throw InvalidArgument("preprocessing JSON version " + j["version"].dump().substr(0, 40) + " is not a whole number");
+    if (j.contains("version") && *wholeNumberIn(j["version"], INT64_MIN, INT64_MAX) > 1)
       throw InvalidArgument("preprocessing JSON version " + j["version"].dump() + " is newer than this build understands");
     p.canonical = j.value("canonical", p.canonical);
     if (j.contains("targetSpacing")) {

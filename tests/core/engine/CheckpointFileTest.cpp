@@ -247,8 +247,13 @@ private Q_SLOTS:
     QTest::newRow("valid") << good(nlohmann::json::object()) << "";
     QTest::newRow("future version") << good({{"version", 99}}) << "newer than this SplitSeg reads";
     QTest::newRow("version 0") << good({{"version", 0}}) << "does not exist";
-    QTest::newRow("negative step") << good({{"step", -4}}) << "is negative";
-    QTest::newRow("step as text") << good({{"step", "4"}}) << "metadata is damaged";
+    QTest::newRow("negative step") << good({{"step", -4}}) << "step -4 is not a whole number >= 0";
+    QTest::newRow("step beyond any integer") << good({{"step", 1e300}}) << "step 1e+300 is not a whole number";
+    QTest::newRow("fractional step") << good({{"step", 4.5}}) << "step 4.5 is not a whole number";
+    // The fuzzer's find (CI, 2026-12-06): a float version was cast to int, undefined behaviour.
+    QTest::newRow("version beyond any integer") << good({{"version", 2.22222e92}}) << "version 2.22222e+92 does not exist";
+    QTest::newRow("version 2^40") << good({{"version", std::int64_t{1} << 40}}) << "does not exist";
+    QTest::newRow("step as text") << good({{"step", "4"}}) << "step \"4\" is not a whole number";
     QTest::newRow("not JSON") << "{not json" << "metadata is damaged";
     QTest::newRow("array") << "[1,2]" << "not a JSON object";
     QTest::newRow("huge rng text") << good({{"sample_rng", std::string(100000, '1')}}) << "not a generator state";
@@ -288,6 +293,33 @@ private Q_SLOTS:
     QCOMPARE(info.run.batch, 2);
     QCOMPARE(info.run.learningRate, 0.002);
     QCOMPARE(info.run.seed, std::uint64_t(5));
+  }
+
+  // Version 1's numbers go through the run description's checked reader, not a cast.
+  void versionOneNumbersAreChecked_data() {
+    QTest::addColumn<QString>("field");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("batch 1e300") << "batch" << "1e300" << "batch: expected a whole number";
+    QTest::newRow("batch 2^40") << "batch" << "1099511627776" << "batch: too large";
+    QTest::newRow("patch of floats") << "patch" << "[1e300, 32, 32]" << "patch";
+    QTest::newRow("negative seed") << "seed" << "-1" << "seed: must not be negative";
+    QTest::newRow("seed 1.5") << "seed" << "1.5" << "seed: expected a whole number";
+    QTest::newRow("learning rate text") << "learning_rate" << "\"fast\"" << "learning_rate";
+  }
+  void versionOneNumbersAreChecked() {
+    QFETCH(QString, field);
+    QFETCH(QString, value);
+    QFETCH(QString, message);
+    nlohmann::json meta{{"version", 1},          {"architecture", "unet3d"}, {"options", {{"base_channels", 4}}},
+                        {"placement", {{"enc0", "cpu"}}}, {"step", 7},    {"sample_rng", ""}};
+    meta[field.toStdString()] = nlohmann::json::parse(value.toStdString());
+    try {
+      run::CheckpointInfo::fromMetaJson(meta.dump(), "v1.pt");
+      QFAIL("version-1 metadata with a bad number was accepted");
+    } catch (const FormatError& e) {
+      QVERIFY2(QString(e.what()).contains(message) && QString(e.what()).contains("v1.pt"), e.what());
+    }
   }
 };
 
