@@ -64,6 +64,13 @@ struct PlannerOptions {
   // 1.0 it is 1-7 % over on all 9 (0.5: 4-12 % under; 1.5: 13-18 % over). In-sample: the next
   // lease's peaks (384^3 too) and tests/gpu/peak_snapshot.py test it.
   double cudaConvBackwardScratch = 1.0;
+  // Its forward holds one too, while its output exists: this many times the bytes of its input
+  // and output. Fitted to the H100's allocator peaks of `infer` on the 2026-12-06 lease
+  // (docs/bench/gpu.json "inference_memory": base 32, 256^3 whole and 384^3 in 128^3 windows,
+  // four a pass, fp32): without it the plan was 27.3 % and 27.2 % under; with 1.0 it is within
+  // 0.05 % of both (0.5: 14 % under). Two rows, one network, in-sample; a training step's peak
+  // lies in its backward, so the term left the lease's 15 training rows unchanged.
+  double cudaConvForwardScratch = 1.0;
   // The Trainer zeroes gradients with set_to_none, so a stage's weight gradients exist from its
   // backward to the optimizer step, not during forward.
   bool gradientsPersist = false;

@@ -207,9 +207,11 @@ void Simulator::layer(int s, const LayerSpec& l, int& x, const std::vector<int>&
         if (c.forward > 0) unref(alloc(dev, c.forward, s));
         op.backwardScratch = c.backward;
         vals_[y].cl = c.outputChannelsLast;
-      } else {  // PlannerOptions::cudaConvBackwardScratch says where this comes from
-        op.backwardScratch = static_cast<std::int64_t>(o_.cudaConvBackwardScratch *
-                                                       static_cast<double>(bytesOf(vals_[cin]) + bytesOf(vals_[y])));
+      } else {  // PlannerOptions::cudaConv{Forward,Backward}Scratch say where these come from
+        const auto inOut = static_cast<double>(bytesOf(vals_[cin]) + bytesOf(vals_[y]));
+        const auto forward = static_cast<std::int64_t>(o_.cudaConvForwardScratch * inOut);
+        if (forward > 0) unref(alloc(dev, forward, s));
+        op.backwardScratch = static_cast<std::int64_t>(o_.cudaConvBackwardScratch * inOut);
       }
       if (save) {
         ref(vals_[cin].storage);

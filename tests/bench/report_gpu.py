@@ -194,14 +194,20 @@ def gpu_section(path):
                          f"{ok} ({r.get('bound', 0):.0e}) | {fmt_s(r.get('seconds'))} | {fmt_s(r.get('single_seconds'))} |")
     mem = g.get("inference_memory") or []
     if mem:
+        infer_now = {r["tag"]: r["predicted"] for r in replan_rows(path) if r["kind"] == "infer"}
         lines += ["", "Inference memory: `splitseg-cli infer`'s planned tensor peak (plan --inference) against the "
-                  "measured one (the allocator's peak on CUDA, every LibTorch allocation on the CPU):", "",
-                  "| volume | window | windows a pass | device | planned | measured | error | seconds |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "measured one (the allocator's peak on CUDA, every LibTorch allocation on the CPU); 'planner now' "
+                  "is this commit's plan of the same prediction (tests/gpu/replan.py):", "",
+                  "| volume | window | windows a pass | device | planned (lease day) | measured | error | planner now "
+                  "| error now | seconds |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in mem:
             err = f"{r['error_pct']:+.1f}%" if r.get("error_pct") is not None else f"not measured: {r.get('error', '?')}"
+            now = infer_now.get(r["tag"])
+            err_now = pct((now - r["measured"]) / r["measured"] * 100) if now and r.get("measured") else "n/a"
             lines.append(f"| {r['size']}^3 | {'whole' if r['window'] == 0 else str(r['window']) + '^3'} | {r['per_pass']} | "
-                         f"{r['device']} | {mib(r.get('planned'))} | {mib(r.get('measured'))} | {err} | {fmt_s(r.get('seconds'))} |")
+                         f"{r['device']} | {mib(r.get('planned'))} | {mib(r.get('measured'))} | {err} | {mib(now)} | "
+                         f"{err_now} | {fmt_s(r.get('seconds'))} |")
     return "\n".join(lines) + "\n" + diagnosis_section(path) + snapshot_section(g)
 
 
@@ -258,7 +264,32 @@ def gpu_values(gpu_json):
     if not p.exists():
         return {}
     g = json.loads(p.read_text())
-    values = {"gpu_lease": {"date": g.get("date", "n/a")}}
+    checks = g.get("checks") or []
+    values = {"gpu_lease": {"date": g.get("date", "n/a"), "device": g.get("gpu", "n/a"),
+                            "checks": f"{sum(1 for c in checks if c.get('status') == 'pass')} of {len(checks)}"}}
+    replan = replan_rows(gpu_json)
+    mem = [r for r in g.get("inference_memory") or [] if r.get("measured") and r.get("error_pct") is not None]
+    infer_now = {r["tag"]: r["predicted"] for r in replan if r["kind"] == "infer"}
+    if mem and all(r["tag"] in infer_now for r in mem):
+        now = [(infer_now[r["tag"]] - r["measured"]) / r["measured"] * 100 for r in mem]
+        values["gpu_infer"] = {"rows": len(mem), "lease_lo": f"{min(r['error_pct'] for r in mem):+.1f}%",
+                               "lease_hi": f"{max(r['error_pct'] for r in mem):+.1f}%",
+                               "now_lo": f"{min(now):+.2f}%", "now_hi": f"{max(now):+.2f}%"}
+    total = next((d.get("total") for d in g.get("devices") or [] if d.get("name") == "cuda:0"), None)
+    run_now = {(r["size"], r["mode"]): r["predicted_peak"] for r in replan if r["kind"] == "run"}
+    oom = [r for r in g.get("runs") or [] if r.get("placement") == "single" and not r.get("measured_peak")
+           and (r["size"], r["mode"]) in run_now]
+    if oom and total:
+        r = oom[0]
+        values["gpu_oom"] = {"run": f"{r['size']}^3 {r['mode']}", "planned": mib(run_now[(r["size"], r["mode"])]),
+                             "total": mib(total)}
+    ratios = []
+    for mode, v in (g.get("largest") or {}).items():
+        hit = next((t for t in v.get("tried") or [] if t.get("size") == v.get("measured") and t.get("reserved_peak_bytes")), None)
+        if hit:
+            ratios.append(hit["reserved_peak_bytes"]["cuda:0"] / hit["peak_bytes"]["cuda:0"])
+    if ratios:
+        values["gpu_largest"] = {"reserved_lo": f"{min(ratios):.2f}", "reserved_hi": f"{max(ratios):.2f}"}
     peer = {r.get("kind"): r for r in g.get("peer") or [] if not r.get("error")}
     eager = (peer.get("pytorch:128") or {}).get("median_step_seconds")
     if eager:

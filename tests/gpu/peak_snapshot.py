@@ -28,7 +28,9 @@ SKIP = ("CUDACachingAllocator", "c10::", "CachingAllocator", "at::empty", "at::d
         "empty_generic", "at::TensorBase", "at::native::empty", "at::_ops::empty", "wrapper_CUDA", "c10::impl",
         "torch::autograd::VariableType", "torch::autograd::generated", "at::_ops::", "std::", "??", "_start",
         "__libc", "torch::autograd::Engine", "torch::autograd::Node", "torch::jit::", "_PyEval", "PyObject",
-        "python", "cfunction")
+        "python", "cfunction",
+        # The unwinder's own frames (the 2026-12-06 lease named every group torch::unwind::unwind()).
+        "torch::unwind::", "torch::CapturedTraceback", "CapturedTraceback", "gather_with_cpp", "unwind")
 
 
 def who(frames):

@@ -331,10 +331,11 @@ RUN_NORM=instance RUN_MODES="fp32 bf16+recompute" size_runs 150 ${GPU_NORM_SIZES
 
 # 7. Inference memory: `infer`'s own JSON holds the planner's tensor peak per device (plan
 # --inference: the network's forward pass and the Inferer's buffers) beside the measured one
-# (CUDA: the allocator's peak; CPU: every LibTorch allocation). Checked on the CPU only so far
-# (InferencePlanTest, within 5 %); on the GPU the planner has no model of cuDNN's forward
-# workspaces yet, so these rows report the gap rather than gate the exit status. SIZE:WINDOW:PER_PASS
-# (window 0: the whole volume in one pass).
+# (CUDA: the allocator's peak; CPU: every LibTorch allocation). On the CPU InferencePlanTest holds
+# it within 5 %; on CUDA the forward term (PlannerOptions::cudaConvForwardScratch) was fitted to
+# these rows of the 2026-12-06 lease, and core.LeasePeaksTest holds the committed rows to it. The
+# rows report the gap rather than gate the exit status. SIZE:WINDOW:PER_PASS (window 0: the whole
+# volume in one pass).
 if [ "$DEV" = cpu ]; then INFER_RUNS="32:0:1 48:32:2"; else INFER_RUNS="${GPU_INFER_RUNS:-256:0:1 384:128:4}"; fi
 for r in $INFER_RUNS; do
   IFS=: read -r s w b <<<"$r"
