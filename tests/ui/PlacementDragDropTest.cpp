@@ -137,6 +137,29 @@ private Q_SLOTS:
     QTRY_VERIFY(!view_->planning());
   }
 
+  // A rank's own words (its error, from another machine) stay text in its column: a label and a
+  // tooltip that rendered them as rich text would lay out <img> and markup from someone else.
+  void rankProblemStaysText() {
+    RankHost host;
+    host.device = "cpu";
+    const auto name = QString::fromStdString(session_->addRank(host));
+    auto* column = view_->column(name);
+    QVERIFY(column);
+    const QString hostile = "<img src=\"/etc/passwd\"><b>rank 1 failed</b>";
+    session_->setRankProblem(1, hostile);
+    auto* problem = column->findChild<QLabel*>("rankProblem");
+    QVERIFY(problem);
+    QTRY_VERIFY(problem->isVisible());
+    QCOMPARE(problem->textFormat(), Qt::PlainText);
+    QCOMPARE(problem->text(), hostile);
+    QVERIFY2(problem->toolTip().contains("&lt;img") && !problem->toolTip().contains("<img"), qPrintable(problem->toolTip()));
+    auto* description = column->findChild<QLabel*>("deviceDescription");
+    QVERIFY(description);
+    QCOMPARE(description->textFormat(), Qt::PlainText);
+    session_->setRankProblem(1, {});
+    QTRY_VERIFY(!problem->isVisible());
+  }
+
   void dragSeveralSelectedCards() {
     // Ctrl-click selects dec1 and dec0, then dragging one of them moves both in one undo step.
     QTest::mouseClick(view_->card("dec1"), Qt::LeftButton, Qt::ControlModifier);

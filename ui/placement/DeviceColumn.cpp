@@ -5,6 +5,7 @@
 #include "ui/placement/SlabCard.h"
 #include "ui/placement/StageCard.h"
 
+#include <QTextDocument>
 #include <QLabel>
 #include <QPainter>
 #include <QToolButton>
@@ -22,7 +23,8 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
   auto* head = new QHBoxLayout;
   title_ = new QLabel(this);
   rank_ = placement::splitRank(info_.name).rank;
-  QString title = QString("<b>%1</b>").arg(QString::fromStdString(info_.name));
+  // The name and description can come from a session file or a rank's host: shown as text.
+  QString title = QString("<b>%1</b>").arg(QString::fromStdString(info_.name).toHtmlEscaped());
   // A planning-only GPU says so in its description and with a dashed border: the title stays short.
   title_->setText(title);
   head->addWidget(title_, 1);
@@ -38,12 +40,15 @@ DeviceColumn::DeviceColumn(const engine::DeviceInfo& device, QWidget* parent) : 
   }
   layout->addLayout(head);
   auto* desc = new QLabel(QString::fromStdString(info_.description), this);
+  desc->setObjectName("deviceDescription");
+  desc->setTextFormat(Qt::PlainText);
   desc->setStyleSheet(info_.planningOnly ? "color: #e8c15a; font-size: 11px;" : "color: #9aa4b2; font-size: 11px;");
   desc->setWordWrap(true);
   layout->addWidget(desc);
   problem_ = new QLabel(this);
   problem_->setObjectName("rankProblem");
   problem_->setStyleSheet("color: #ff6b6b; font-size: 11px;");
+  problem_->setTextFormat(Qt::PlainText);  // a rank's own words
   problem_->setWordWrap(true);
   problem_->hide();
   layout->addWidget(problem_);
@@ -79,7 +84,7 @@ void DeviceColumn::setPredicted(std::int64_t bytes, bool fromPlanner) {
 
 void DeviceColumn::setProblem(const QString& text) {
   problem_->setText(text);
-  problem_->setToolTip(text);
+  problem_->setToolTip(text.isEmpty() ? QString() : Qt::convertFromPlainText(text));
   problem_->setVisible(!text.isEmpty());
   refreshStyle();
 }

@@ -1,5 +1,6 @@
 #include "ui/placement/PlacementView.h"
 
+#include <QTextDocument>
 #include <QMenu>
 
 #include "core/base/Units.h"
@@ -391,16 +392,18 @@ void PlacementView::showNumbers() {
     if (estimate_.plan)
       for (const auto& d : estimate_.plan->devices)
         if (d.name == col->device())
-          col->setToolTip(tr("Peak %1 during %2 of %3\nparameters+optimizer %4, activations %5, received %6")
+          col->setToolTip(Qt::convertFromPlainText(tr("Peak %1 during %2 of %3\nparameters+optimizer %4, activations %5, received %6")
                               .arg(QString::fromStdString(formatBytes(double(d.peak))), QString::fromStdString(d.peakPhase),
                                    QString::fromStdString(d.peakStage), QString::fromStdString(formatBytes(double(d.persistentBytes))),
                                    QString::fromStdString(formatBytes(double(d.activationBytes))),
-                                   QString::fromStdString(formatBytes(double(d.transferBytes)))));
+                                   QString::fromStdString(formatBytes(double(d.transferBytes))))));
   }
   overlay_->setTransfers(estimate_.transfers, cards_);
   std::int64_t traffic = 0;
   for (const auto& t : estimate_.transfers) traffic += t.bytesPerStep;
-  QString text = tr("Placement: %1").arg(QString::fromStdString(session_->placement().describe()));
+  // Stage and device names can come from a session or a rank's host, someone else's text: escaped.
+  const auto esc = [](const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); };
+  QString text = tr("Placement: %1").arg(esc(session_->placement().describe()));
   if (!estimate_.transfers.empty())
     text += tr("<br>%1 cross-device tensors, %2 MB per step").arg(estimate_.transfers.size()).arg(double(traffic) / 1e6, 0, 'f', 1);
   if (estimate_.plan && estimate_.plan->haloBytes > 0)
@@ -412,22 +415,22 @@ void PlacementView::showNumbers() {
     text += tr("<br>Host offload is on, but no recomputed stage runs on a GPU: nothing is offloaded");
   QStringList over;
   for (auto* col : columns_)
-    if (col->overCapacity()) over << QString::fromStdString(col->device());
+    if (col->overCapacity()) over << esc(col->device());
   if (!over.isEmpty()) text += tr("<br><span style='color:#ff6b6b'>Over capacity: %1</span>").arg(over.join(", "));
   if (estimate_.plan && estimate_.structure) {
     const auto& plan = *estimate_.plan;
     text += plan.fits ? tr("<br>Planner: fits at %1<sup>3</sup> × %2; tightest %3 (peak in %4)")
                             .arg(settings.patch[0]).arg(settings.batch)
-                            .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage))
+                            .arg(esc(plan.limitingDevice), esc(plan.limitingStage))
                       : tr("<br><span style='color:#ff6b6b'>Planner: does not fit at %1<sup>3</sup> × %2 — %3 runs out in %4</span>")
                             .arg(settings.patch[0]).arg(settings.batch)
-                            .arg(QString::fromStdString(plan.limitingDevice), QString::fromStdString(plan.limitingStage));
+                            .arg(esc(plan.limitingDevice), esc(plan.limitingStage));
     // What Auto-place ranks placements by: the predicted step time, with the speeds measured
     // here where there are some (Measure speed), else the planner's defaults.
     const auto time = placement::predictStepTime(plan, StageMemoryModel::devices(*session_), *estimate_.structure);
     QStringList speeds;
     for (const auto& [device, m] : session_->measuredSpeeds())
-      speeds << tr("%1 %2 GFLOP/s at %3×%4×%5").arg(QString::fromStdString(device)).arg(m.flopsPerSecond / 1e9, 0, 'f', 1)
+      speeds << tr("%1 %2 GFLOP/s at %3×%4×%5").arg(esc(device)).arg(m.flopsPerSecond / 1e9, 0, 'f', 1)
                     .arg(m.patch[0]).arg(m.patch[1]).arg(m.patch[2]);
     const QString compute = time.pipelinedRanks > 0
                                 ? tr("GPipe over %1 ranks × %2 micro-batches, busiest rank computes %3 s")
@@ -439,7 +442,7 @@ void PlacementView::showNumbers() {
   }
   if (!estimate_.error.empty())
     text += tr("<br><span style='color:#ff6b6b'>Planner: cannot plan this run — %1</span>")
-                .arg(QString::fromStdString(estimate_.error).toHtmlEscaped());
+                .arg(esc(estimate_.error));
   if (!largest_.isEmpty()) text += "<br>" + largest_;
   summary_->setText(text);
 }
@@ -602,11 +605,12 @@ void PlacementView::findLargestVolume() {
   planner_->largestCube(structure, StageMemoryModel::request(*session_),
                         [this, batch](std::optional<placement::LargestVolume> r, const QString& error) {
     if (!r)
-      largest_ = error == tr("cancelled") ? tr("Largest cube: cancelled") : tr("Largest volume: %1").arg(error);
+      largest_ = error == tr("cancelled") ? tr("Largest cube: cancelled") : tr("Largest volume: %1").arg(error.toHtmlEscaped());
     else
       largest_ = r->edge > 0 ? tr("Largest cube for this placement: <b>%1<sup>3</sup></b> × %2 (next size runs out on %3 in %4)")
                                    .arg(r->edge).arg(batch)
-                                   .arg(QString::fromStdString(r->next.limitingDevice), QString::fromStdString(r->next.limitingStage))
+                                   .arg(QString::fromStdString(r->next.limitingDevice).toHtmlEscaped(),
+                                        QString::fromStdString(r->next.limitingStage).toHtmlEscaped())
                              : tr("Not even the smallest cube fits with this placement");
     showNumbers();
     Q_EMIT largestDone();

@@ -1,6 +1,7 @@
 #include "ui/placement/SlabCard.h"
 #include "ui/placement/StageCard.h"
 
+#include <QTextDocument>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMouseEvent>
@@ -23,11 +24,11 @@ SlabCard::SlabCard(const QString& stage, QWidget* parent) : QFrame(parent), stag
 }
 
 void SlabCard::setSlab(int index, int count, std::int64_t planes, const QString& device) {
-  QString text = tr("<b>%1</b> slab %2/%3").arg(stage_).arg(index + 1).arg(count);
+  QString text = tr("<b>%1</b> slab %2/%3").arg(stage_.toHtmlEscaped()).arg(index + 1).arg(count);
   if (planes > 0) text += tr(" · %1 planes").arg(planes);
   label_->setText(text);
-  setToolTip(tr("Slab %1 of %2 of %3, computed on %4; the stage's parameters live with its first slab")
-                 .arg(index + 1).arg(count).arg(stage_, device));
+  setToolTip(Qt::convertFromPlainText(tr("Slab %1 of %2 of %3, computed on %4; the stage's parameters live with its first slab")
+                                          .arg(index + 1).arg(count).arg(stage_, device)));
 }
 
 QString SlabCard::text() const { return label_->text(); }

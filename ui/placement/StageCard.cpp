@@ -24,7 +24,7 @@ StageCard::StageCard(const QString& stage, QWidget* parent) : QFrame(parent), st
   layout->setSpacing(1);
   auto* top = new QHBoxLayout;
   top->setSpacing(2);  // compact: five device columns fit at 1440 pixels
-  title_ = new QLabel(QString("<b>%1</b>").arg(stage), this);
+  title_ = new QLabel(QString("<b>%1</b>").arg(stage.toHtmlEscaped()), this);
   top->addWidget(title_, 1);
   checkpoint_ = new QToolButton(this);
   checkpoint_->setText("CP");
