@@ -113,8 +113,12 @@ engine::StepMetrics PipelineTrainer::step() {
   shard::WholeBatchScope whole(spec_.batch);
   meter_->resetPeaks();
   network_->root().train();
+  working_ = "batch";
   const int me = comm_.rank();
   const int S = schedule_.stageCount(), M = schedule_.microBatches();
+  const auto micro = [M](const char* phase, int m) {
+    return std::string(" (") + phase + (M > 1 ? ", micro-batch " + std::to_string(m + 1) + " of " + std::to_string(M) : "") + ")";
+  };
   const int head = schedule_.headStage();
   const auto sizes = placement::PipelineOrder::microSizes(spec_.batch, M);
   double compute = 0;
@@ -180,6 +184,7 @@ engine::StepMetrics PipelineTrainer::step() {
   // Forward, on the wavefront order.
   for (const Cell& c : schedule_.forwardOrder(me)) {
     const auto& spec = schedule_.spec(c.stage);
+    working_ = spec.name + micro("forward", c.micro);
     const torch::Device device = deviceOf(c.stage);
     const bool bf16 = spec_.precision.of(spec.name) == placement::Precision::BF16;
     std::vector<torch::Tensor> in;
@@ -219,6 +224,7 @@ engine::StepMetrics PipelineTrainer::step() {
       torch::Tensor target = me == 0 ? targets[c.micro]
                                      : comm_.recv(0, PipelineSchedule::tag(Message::Target, 0, c.micro),
                                                   microName("the labels", c.micro));
+      working_ = "loss" + micro("forward", c.micro);
       const auto tl = Clock::now();
       const double lossStart = rec ? rec->now() : 0.0;
       target = target.to(out.device());
@@ -245,6 +251,7 @@ engine::StepMetrics PipelineTrainer::step() {
   // Backward, on the reverse wavefront.
   for (const Cell& c : schedule_.backwardOrder(me)) {
     const auto& spec = schedule_.spec(c.stage);
+    working_ = spec.name + micro("backward", c.micro);
     auto& out = outputs[at(c.stage, c.micro)];
     torch::Tensor grad = gradients[at(c.stage, c.micro)];
     const double waitStart = rec ? rec->now() : 0.0;
@@ -311,6 +318,7 @@ engine::StepMetrics PipelineTrainer::step() {
   const double optimizerStart = rec ? rec->now() : 0.0;
   const double lr = spec_.learningRateAt(step_);
   engine::setLearningRate(*optimizer_, lr);
+  working_ = "optimizer";
   engine::adamStep(*optimizer_);
   compute += since(to);
   if (rec) {
@@ -425,6 +433,7 @@ void PipelineTrainer::decodeSpans(const std::vector<double>& in, std::vector<eng
 }
 
 engine::ValidationMetrics PipelineTrainer::validate() {
+  working_ = "validation";
   torch::NoGradGuard noGrad;
   engine::EvalModeGuard eval(network_->root());
   engine::ValidationMetrics v;

@@ -59,6 +59,9 @@ public:
   void gatherWeights();                           // every stage's trained weights into rank 0's network
 
   std::int64_t stepsDone() const { return step_; }
+  // What step() or validate() was doing last ("enc1 (backward, micro-batch 2)"): the stage an
+  // out-of-memory names (RunLoop), as the one-process Trainer names its stage.
+  const std::string& working() const { return working_; }
   const run::RunSpec& spec() const { return spec_; }
   const PipelineSchedule& schedule() const { return schedule_; }
 
@@ -90,6 +93,7 @@ private:
   std::unique_ptr<engine::MemoryMeter> meter_;
   engine::BatchDrawer batches_;  // rank 0 draws the batches
   std::int64_t step_ = 0;
+  std::string working_;
   engine::TimelineRecorder timeline_;  // run.timeline: this rank's spans; rank 0 gathers them
 };
 

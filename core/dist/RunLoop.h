@@ -28,13 +28,14 @@ void runOverRanks(Trainer& trainer, Comm& comm, const run::RunSpec& spec, engine
     trainer.saveCheckpoint(spec.checkpoint);
     if (report) sink->onCheckpoint(spec.checkpoint, trainer.stepsDone());
   };
-  // Out of memory on this rank (a GPU, or the run's CPU budget) ends the run with the device and
-  // rank named: the others cannot go on without this rank's part of the step.
+  // Out of memory on this rank (a GPU, or the run's CPU budget) ends the run with the device, the
+  // rank and the stage it was in named: the others cannot go on without this rank's part.
   const auto guarded = [&](const char* what, auto&& work) {
     try {
       return work();
     } catch (const c10::OutOfMemoryError& e) {
-      rethrowOutOfMemory(e, comm.rank(), what);
+      const std::string& working = trainer.working();
+      rethrowOutOfMemory(e, comm.rank(), working.empty() ? std::string(what) : working);
     }
   };
   while (trainer.stepsDone() < total) {

@@ -223,6 +223,7 @@ engine::StepMetrics SpatialTrainer::step() {
   meter_->cpu().clearExceeded();
   meter_->resetPeaks();
   network_->root().train();
+  working_ = "batch";
   optimizer_->zero_grad(true);
   const int me = comm_.rank();
   const int dim = 2 + static_cast<int>(spec_.shardAxis);
@@ -251,7 +252,10 @@ engine::StepMetrics SpatialTrainer::step() {
     } else {
       slab = comm_.recv(0, inTag, "this rank's input slab");
     }
+    const auto micro = M > 1 ? ", micro-batch " + std::to_string(mb + 1) + " of " + std::to_string(M) : std::string();
+    working_ = "this rank's slab of every stage (forward" + micro + ")";
     torch::Tensor out = forwardSlab(*network_, spec_, shards, ranks_.device, slab.to(ranks_.device));
+    working_ = "this rank's slab of every stage (loss and backward" + micro + ")";
     slab = torch::Tensor();
     if (me == 0) {
       // The loss over the whole volume: every rank's output slab, as leaves whose gradients go back.
@@ -310,6 +314,7 @@ engine::StepMetrics SpatialTrainer::step() {
   }
   const double lr = spec_.learningRateAt(step_);
   engine::setLearningRate(*optimizer_, lr);
+  working_ = "optimizer";
   optimizer_->step();
   syncBuffers();
   // Rank 0 draws the next batch while its GPU may still run this step (pinned memory), as the
@@ -362,6 +367,7 @@ void SpatialTrainer::syncBuffers() {
 }
 
 engine::ValidationMetrics SpatialTrainer::validate() {
+  working_ = "validation";
   torch::NoGradGuard noGrad;
   engine::EvalModeGuard eval(network_->root());
   engine::ValidationMetrics v;

@@ -71,6 +71,9 @@ public:
   void gatherWeights() {}  // every rank holds the whole network, the same after every step
 
   std::int64_t stepsDone() const { return step_; }
+  // What step() or validate() was doing last ("forward of micro-batch 2"; every stage runs on
+  // every rank's slab): what an out-of-memory names (RunLoop).
+  const std::string& working() const { return working_; }
   const placement::ShardLayout& layout() const { return layout_; }
 
 private:
@@ -89,6 +92,7 @@ private:
   std::unique_ptr<engine::MemoryMeter> meter_;
   engine::BatchDrawer batches_;  // rank 0 draws the batches
   std::int64_t step_ = 0;
+  std::string working_;
 };
 
 } // namespace splitseg::dist

@@ -11,6 +11,7 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QRegularExpression>
 #include <QtTest>
 
 #include <torch/torch.h>
@@ -222,6 +223,10 @@ private Q_SLOTS:
       const QString rank = larger.startsWith("r") ? larger : "r0:" + larger;
       QVERIFY2(refused.err.contains("out of memory on " + rank), qPrintable(refused.err));
     }
+    // Named where it ran out, as one process names its stage (not "a training step").
+    const QRegularExpression where(sharded ? R"(in stage this rank's slab of every stage \((forward|loss and backward)(, micro-batch \d+ of \d+)?\))"
+                                           : R"(in stage (enc0|enc1|bottleneck|dec1|dec0|head|loss) \((forward|backward)\)|in stage optimizer)");
+    QVERIFY2(where.match(refused.err).hasMatch(), qPrintable(refused.err));
   }
 
   // Every stage sharded over both ranks (spatial parallelism) through the CLI: the same weights as
