@@ -25,6 +25,7 @@ RunSpec versionOneRun(const nlohmann::json& meta) {
   r["placement"] = placement.is_object() && placement.contains("stages") ? placement.at("stages") : placement;
   for (const char* key : {"precision", "patch", "batch", "learning_rate", "seed"})
     if (meta.contains(key)) r[key] = meta.at(key);
+  if (!meta.contains("patch")) r["patch"] = {32, 32, 32};  // version 1's default, not today's
   // Version 1's preprocessing is read leniently (unknown keys ignored), as it always was.
   r["preprocessing"] =
       nlohmann::json::parse(Preprocessing::fromJson(meta.value("preprocessing", nlohmann::json::object()).dump()).toJson());

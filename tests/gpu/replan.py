@@ -22,6 +22,7 @@ def plan(cli, *args):
 def mode_flags(mode):
     # MODE or MODE@NORM (tests/gpu/run.sh's size_runs); the kit's other runs have no norm layers.
     base, _, norm = mode.partition("@")
+    base = base.split(":")[0]  # "bf16+recompute:expandable": an allocator setting the planner does not see
     return ["--precision", base.split("+")[0], "--checkpoint", "all" if base == "bf16+recompute" else "none",
             "--norm", norm or "none"]
 

@@ -321,6 +321,16 @@ if [ "$CAP" != 0 ]; then
     record "plan_largest:$m" "$BIN/splitseg-cli" plan --size 64 --base "$BASE" --norm none --precision "$prec" --checkpoint "$rc" \
       --devices "cuda:0=${CAP}GiB" --allowance "${WS}B" --largest --json
   done
+  # The cap bounds what the caching allocator reserves: at the largest cubes of the 2026-12-06
+  # lease the reserved peak was 1.28-1.42x the allocated one the planner counts. Expandable
+  # segments (PyTorch's remedy for fragmentation) might close that gap: the same search with them.
+  if [ "$(left)" -gt 60 ]; then
+    record "largest:bf16+recompute:expandable" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+      "$BIN/splitseg-bench" train --base "$BASE" --precision bf16 --recompute all --warmup 0 --repeats 1 \
+      --cap-gib "$CAP" --largest "$LARGEST"
+  else
+    log "time budget: skipping largest bf16+recompute:expandable"
+  fi
 fi
 
 # 5b. The default network since 2026-12-04 (instance norm after each convolution): the planner's

@@ -76,9 +76,9 @@ def main():
                      "planner_device_peak": plan["peak"] if plan else None,
                      "planner_allowance": plan.get("allowance") if plan else None, "error": r.get("error")})
     largest = {}
-    for m in ("bf16+recompute", "fp32"):
+    for m in ("bf16+recompute", "fp32", "bf16+recompute:expandable"):
         meas = by_tag.get(f"largest:{m}") or {}
-        plan = by_tag.get(f"plan_largest:{m}") or {}
+        plan = by_tag.get(f"plan_largest:{m.split(':')[0]}") or {}  # the planner knows no allocator setting
         if meas or plan:
             largest[m] = {"measured": meas.get("largest"), "predicted": (plan.get("largest") or {}).get("edge"),
                           "tried": meas.get("tried"), "error": meas.get("error") or plan.get("error")}

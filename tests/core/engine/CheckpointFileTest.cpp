@@ -293,6 +293,10 @@ private Q_SLOTS:
     QCOMPARE(info.run.batch, 2);
     QCOMPARE(info.run.learningRate, 0.002);
     QCOMPARE(info.run.seed, std::uint64_t(5));
+    // Without a patch, version 1's default (32^3), not today's.
+    auto noPatch = meta;
+    noPatch.erase("patch");
+    QVERIFY((run::CheckpointInfo::fromMetaJson(noPatch.dump(), "v1.pt").run.patch == std::array<std::int64_t, 3>{32, 32, 32}));
   }
 
   // Version 1's numbers go through the run description's checked reader, not a cast.
