@@ -4,7 +4,7 @@ For every single-device run, every largest-cube row and every CUDA inference row
 plan` (this checkout's build, a planning-only cuda:0) what it predicts now, the way the kit asked
 on the lease (tensors + the workspace measured there; for the largest cube, the cap and that
 workspace as the allowance). Writes docs/bench/gpu/replan.jsonl, which the report shows beside
-the lease's own predictions. Rerun after a planner change (MemoryPlannerTest checks the same runs).
+the lease's own predictions. Rerun after a planner change (LeasePeaksTest checks the same runs).
 """
 import json
 import subprocess
