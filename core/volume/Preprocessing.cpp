@@ -43,10 +43,13 @@ Preprocessing Preprocessing::fromJson(const std::string& text) {
   }
   if (!j.is_object()) throw InvalidArgument("preprocessing JSON must be an object");
   try {
-    if (j.contains("version") && !wholeNumberIn(j["version"], INT64_MIN, INT64_MAX))
-      throw InvalidArgument("preprocessing JSON version " + j["version"].dump().substr(0, 40) + " is not a whole number");
-    if (j.contains("version") && *wholeNumberIn(j["version"], INT64_MIN, INT64_MAX) > 1)
-      throw InvalidArgument("preprocessing JSON version " + j["version"].dump() + " is newer than this build understands");
+    if (j.contains("version")) {
+      const auto version = wholeNumberIn(j["version"], INT64_MIN, INT64_MAX);
+      if (!version)
+        throw InvalidArgument("preprocessing JSON version " + j["version"].dump().substr(0, 40) + " is not a whole number");
+      if (*version > 1)
+        throw InvalidArgument("preprocessing JSON version " + j["version"].dump() + " is newer than this build understands");
+    }
     p.canonical = j.value("canonical", p.canonical);
     if (j.contains("targetSpacing")) {
       const auto s = j["targetSpacing"].get<std::vector<double>>();

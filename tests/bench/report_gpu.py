@@ -194,7 +194,7 @@ def gpu_section(path):
                          f"{ok} ({r.get('bound', 0):.0e}) | {fmt_s(r.get('seconds'))} | {fmt_s(r.get('single_seconds'))} |")
     mem = g.get("inference_memory") or []
     if mem:
-        infer_now = {r["tag"]: r["predicted"] for r in replan_rows(path) if r["kind"] == "infer"}
+        infer_now = replanned_inference(path)
         lines += ["", "Inference memory: `splitseg-cli infer`'s planned tensor peak (plan --inference) against the "
                   "measured one (the allocator's peak on CUDA, every LibTorch allocation on the CPU); 'planner now' "
                   "is this commit's plan of the same prediction (tests/gpu/replan.py):", "",
@@ -215,6 +215,11 @@ def replan_rows(gpu_json):
     """This commit's planner on the lease's runs (tests/gpu/replan.py), if it was run."""
     p = Path(gpu_json).parent / "gpu" / "replan.jsonl"
     return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+
+
+def replanned_inference(gpu_json):
+    """This commit's planned tensor peak of each CUDA inference row, by its tag."""
+    return {r["tag"]: r["predicted"] for r in replan_rows(gpu_json) if r["kind"] == "infer"}
 
 
 def diagnosis_path(gpu_json):
@@ -269,7 +274,7 @@ def gpu_values(gpu_json):
                             "checks": f"{sum(1 for c in checks if c.get('status') == 'pass')} of {len(checks)}"}}
     replan = replan_rows(gpu_json)
     mem = [r for r in g.get("inference_memory") or [] if r.get("measured") and r.get("error_pct") is not None]
-    infer_now = {r["tag"]: r["predicted"] for r in replan if r["kind"] == "infer"}
+    infer_now = replanned_inference(gpu_json)
     if mem and all(r["tag"] in infer_now for r in mem):
         now = [(infer_now[r["tag"]] - r["measured"]) / r["measured"] * 100 for r in mem]
         values["gpu_infer"] = {"rows": len(mem), "lease_lo": f"{min(r['error_pct'] for r in mem):+.1f}%",
