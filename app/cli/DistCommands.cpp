@@ -1,4 +1,5 @@
 #include "app/cli/CliSupport.h"
+#include "core/base/JsonText.h"
 #include "app/cli/Commands.h"
 #include "app/cli/DistTraining.h"
 #include "core/base/Error.h"
@@ -42,12 +43,13 @@ void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_pt
 
 void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
   dist::Comm comm(env, dist::rankIdentity(), seconds(timeoutSeconds));
-  const auto message = nlohmann::json::parse(comm.fetch("run"), nullptr, false);
+  nlohmann::json message = nlohmann::json::object();
   std::string problem;
   run::RunSpec spec;
   std::shared_ptr<model::StagedNetwork> net;
   try {
-    if (message.is_discarded() || !message.contains("run")) throw FormatError("rank 0", "an unreadable run description");
+    message = parseJson(comm.fetch("run"), "rank 0's run message", dist::kRankMessageLimits);
+    if (!message.is_object() || !message.contains("run")) throw FormatError("rank 0", "an unreadable run description");
     spec = run::RunSpec::fromJson(message.at("run"));
     torch::manual_seed(spec.seed);
     net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());

@@ -1,4 +1,6 @@
 #include "app/cli/RunOptions.h"
+#include "core/base/JsonText.h"
+#include "core/base/Printable.h"
 #include "core/base/Error.h"
 #include "core/base/Units.h"
 #include "core/plugin/PluginRegistry.h"
@@ -14,21 +16,21 @@ namespace splitseg::cli {
 namespace {
 nlohmann::json parseObject(const std::string& text, const std::string& flag) {
   if (text.empty()) return nlohmann::json::object();
-  std::string json = text;
-  if (text.front() != '{') {  // a file holding the JSON
-    std::ifstream in(text);
-    if (!in) throw InvalidArgument(flag + ": neither a JSON object nor a readable file: " + text);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json = ss.str();
-  }
+  nlohmann::json j;
   try {
-    auto j = nlohmann::json::parse(json);
-    if (!j.is_object()) throw InvalidArgument(flag + " must be a JSON object");
-    return j;
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(flag + ": bad JSON: " + e.what());
+    if (text.front() != '{') {  // a file holding the JSON
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(text, ec))
+        throw InvalidArgument(flag + ": neither a JSON object nor a readable file: " + text);
+      j = readJsonFile(text);
+    } else {
+      j = parseJson(text, flag);
+    }
+  } catch (const JsonRefused& e) {
+    throw InvalidArgument(flag + ": bad JSON: " + e.detail());
   }
+  if (!j.is_object()) throw InvalidArgument(flag + " must be a JSON object");
+  return j;
 }
 
 std::array<double, 3> parseSpacing(const std::string& text) {
@@ -131,7 +133,8 @@ run::RunSpec RunOptions::build(const run::RunSpec& base) const {
   run::RunSpec r = base;
   if (!session_.empty()) {
     auto loaded = session::loadSession(session_);
-    for (const auto& w : loaded.warnings) std::cerr << "session " << session_ << ": " << w << "\n";
+    // The session's paths are someone else's bytes: escaped, one line each, never raw to a terminal.
+    for (const auto& w : loaded.warnings) std::cerr << printable("session " + session_ + ": " + w) << "\n";
     r = loaded.session.run;
   }
   // Network: a new architecture starts from its defaults; the U-Net flags set their keys.

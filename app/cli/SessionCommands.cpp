@@ -2,6 +2,8 @@
 // missing; `session save` writes one from options (for scripts and tests). `--session FILE` on
 // train and infer (RunOptions) starts from the session's run description.
 #include "app/cli/Commands.h"
+#include "core/base/JsonText.h"
+#include "core/base/Printable.h"
 #include "core/base/Error.h"
 #include "core/session/Session.h"
 
@@ -30,8 +32,12 @@ void addSessionCommands(CLI::App& app) {
   show->callback([showPath] {
     const auto r = session::loadSession(*showPath);
     nlohmann::json out = session::toJson(r.session, "");  // absolute paths
-    out["warnings"] = r.warnings;
-    std::cout << out.dump(2) << "\n";
+    // Warnings escaped as every message is; a path that is not UTF-8 is printed with U+FFFD for
+    // the bytes it cannot hold (JSON escapes control characters itself), never thrown on.
+    nlohmann::json warnings = nlohmann::json::array();
+    for (const auto& w : r.warnings) warnings.push_back(printable(w));
+    out["warnings"] = warnings;
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   });
 
   auto a = std::make_shared<SaveArgs>();
@@ -62,9 +68,9 @@ void addSessionCommands(CLI::App& app) {
     }
     r.architecture = a->arch;
     try {
-      if (!a->options.empty()) r.networkOptions = nlohmann::json::parse(a->options);
+      if (!a->options.empty()) r.networkOptions = parseJson(a->options, "--options");
       if (!a->placement.empty()) {
-        const auto p = nlohmann::json::parse(a->placement);
+        const auto p = parseJson(a->placement, "--placement");
         const auto& stages = p.contains("stages") ? p.at("stages") : p;
         for (auto it = stages.begin(); it != stages.end(); ++it) r.placement[it.key()] = it.value().get<std::string>();
       }

@@ -1,6 +1,7 @@
 // info and import-invesalius: looking at volumes and creating the demo case.
 #include "app/cli/Commands.h"
 #include "core/base/Error.h"
+#include "core/base/Printable.h"
 #include "core/io/DicomSeries.h"
 #include "core/io/InVesalius.h"
 #include "core/io/VolumeReader.h"
@@ -43,50 +44,37 @@ void addInfo(CLI::App& app) {
       const auto list = io::listDicomSeries(*path);
       nlohmann::json js = nlohmann::json::array();
       for (const auto& s : list)
-        js.push_back({{"uid", s.uid}, {"description", s.description}, {"modality", s.modality}, {"slices", s.sliceCount}});
+        js.push_back({{"uid", printable(s.uid)}, {"description", printable(s.description)}, {"modality", printable(s.modality)},
+                      {"slices", s.sliceCount}});
       out["series"] = js;
       if (list.size() > 1 && series->empty()) {
         if (*json) std::cout << out.dump(2) << "\n";
         else {
-          std::printf("%s holds %zu DICOM series (choose one with --series UID):\n", path->c_str(), list.size());
+          std::printf("%s holds %zu DICOM series (choose one with --series UID):\n", printable(*path).c_str(), list.size());
           for (const auto& s : list)
-            std::printf("  %s  %s %s (%zu slices)\n", s.uid.c_str(), s.modality.c_str(), s.description.c_str(), s.sliceCount);
+            std::printf("  %s  %s %s (%zu slices)\n", printable(s.uid).c_str(), printable(s.modality).c_str(),
+                        printable(s.description).c_str(), s.sliceCount);
         }
         return;
       }
     }
     io::ReadOptions ro;
     ro.dicomSeriesUid = *series;
-    std::string nonFiniteNote;
-    Volume v;
-    try {
-      v = io::readVolume(*path, ro);
-    } catch (const FormatError& e) {
-      // info reports NaN/Inf instead of refusing (NIfTI readers may show them as 0).
-      if (std::string(e.what()).find("NaN or infinite") == std::string::npos) throw;
-      nonFiniteNote = e.what();
-      ro.allowNonFinite = true;
-      v = io::readVolume(*path, ro);
-    }
-    const auto& g = v.geometry();
-    std::int64_t nonFinite = 0;
-    float lo = 0, hi = 0;
-    bool first = true;
-    for (float x : v.voxels()) {
-      if (!std::isfinite(x)) { ++nonFinite; continue; }
-      if (first || x < lo) lo = x;
-      if (first || x > hi) hi = x;
-      first = false;
-    }
-    out["file"] = *path;
-    out["format"] = fs::is_directory(*path, ec) ? "DICOM" : io::readHeader(*path).format;
+    // The header and a streamed range: info never holds the volume (VolumeSummary).
+    const io::VolumeSummary v = io::summarizeVolume(*path, ro);
+    const auto& g = v.header.geometry;
+    const float lo = v.min, hi = v.max;
+    const std::int64_t nonFinite = v.nonFinite;
+    const std::string nonFiniteNote = v.nonFiniteNote.empty() ? "" : printable(*path) + ": " + v.nonFiniteNote;
+    out["file"] = printable(*path);
+    out["format"] = v.header.format;
     out["size"] = g.size;
     out["spacing"] = g.spacing;
     out["origin"] = g.origin;
     out["direction"] = g.direction;
     out["orientation"] = orientationCode(g);
     out["oblique"] = isOblique(g);
-    out["pixelType"] = v.pixelType();
+    out["pixelType"] = v.header.pixelType;
     out["range"] = {lo, hi};
     out["nonFinite"] = nonFinite;
     if (!nonFiniteNote.empty()) out["warning"] = nonFiniteNote;
@@ -94,7 +82,7 @@ void addInfo(CLI::App& app) {
       std::cout << out.dump(2) << "\n";
       return;
     }
-    std::printf("file:        %s\n", path->c_str());
+    std::printf("file:        %s\n", printable(*path).c_str());
     std::printf("format:      %s\n", out["format"].get<std::string>().c_str());
     std::printf("size:        %lld x %lld x %lld\n", (long long)g.size[0], (long long)g.size[1], (long long)g.size[2]);
     std::printf("spacing:     %.6g x %.6g x %.6g mm\n", g.spacing[0], g.spacing[1], g.spacing[2]);
@@ -103,7 +91,7 @@ void addInfo(CLI::App& app) {
     std::printf("direction:  ");
     for (int i = 0; i < 9; ++i) std::printf("%s%.4g%s", i % 3 ? " " : " [", g.direction[i] + 0.0, i % 3 == 2 ? "]" : "");
     std::printf("\n");
-    std::printf("pixel type:  %s\n", v.pixelType().c_str());
+    std::printf("pixel type:  %s\n", v.header.pixelType.c_str());
     std::printf("range:       %g .. %g\n", lo, hi);
     if (nonFinite) std::printf("non-finite:  %lld voxels are NaN or infinite\n", (long long)nonFinite);
     if (!nonFiniteNote.empty()) std::printf("warning:     %s\n", nonFiniteNote.c_str());

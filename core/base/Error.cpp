@@ -1,6 +1,9 @@
 #include "core/base/Error.h"
+#include "core/base/Printable.h"
 
 namespace splitseg {
+
+Error::Error(const std::string& message) : std::runtime_error(printable(message)) {}
 
 IoError::IoError(const std::string& path, const std::string& what)
     : Error(path + ": " + what), path_(path) {}

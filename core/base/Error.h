@@ -1,6 +1,6 @@
 #pragma once
 // Typed errors of the engine. Every message names what failed (file, stage, device) so a
-// front end can show it as is.
+// front end can show it as is: one line, with what came from files escaped (Printable.h).
 #include <stdexcept>
 #include <string>
 
@@ -8,7 +8,7 @@ namespace splitseg {
 
 class Error : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message);
 };
 
 // Bad arguments or configuration given by the user (unknown stage, bad size, ...).

@@ -1,4 +1,5 @@
 #include "core/dataset/Dataset.h"
+#include "core/base/JsonText.h"
 
 #include "core/base/Error.h"
 #include "core/io/SafePath.h"
@@ -21,7 +22,7 @@ namespace splitseg::dataset {
 
 namespace {
 
-constexpr std::uintmax_t kMaxJsonBytes = 64u << 20;
+constexpr std::size_t kMaxJsonBytes = std::size_t{64} << 20;
 // Label values 0..kMaxLabel: the network gets one output channel per value.
 constexpr std::int64_t kMaxLabel = 255;
 
@@ -29,15 +30,7 @@ nlohmann::json readJson(const std::string& path) {
   const std::string problem = io::regularFileProblem(path);
   if (problem == "does not exist") throw IoError(path, "no such file");
   if (!problem.empty()) throw IoError(path, problem);  // a FIFO would block the read
-  std::error_code ec;
-  if (fs::file_size(path, ec) > kMaxJsonBytes) throw FormatError(path, "is larger than 64 MiB; not a dataset description");
-  std::ifstream f(path);
-  if (!f) throw IoError(path, "cannot open for reading");
-  try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path, std::string("not valid JSON: ") + e.what());
-  }
+  return readJsonFile(path, JsonLimits{kMaxJsonBytes});
 }
 
 // An entry of jsonPath, confined to root (no absolute paths, no escaping '..' or symlinks).

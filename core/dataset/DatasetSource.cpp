@@ -3,7 +3,9 @@
 #include "core/base/Error.h"
 #include "core/io/VolumeReader.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <set>
 #include <sstream>
 
@@ -29,12 +31,33 @@ DatasetSource::DatasetSource(Dataset dataset, DatasetSourceOptions options)
 PreparedCase DatasetSource::load(std::size_t index) const {
   const Case& c = dataset_.cases.at(index);
   Volume label = io::readVolume(c.label);
-  // Labels must be whole numbers the dataset declares; anything else is a broken file.
+  // Labels must be whole numbers the dataset declares; anything else is a broken file. A value
+  // that is not a whole number (or lies outside int) is refused first, named with its voxel, and
+  // never cast to int (that cast is undefined behaviour for huge floats, NaN and Inf).
+  const auto& vox = label.voxels();
+  for (std::size_t i = 0; i < vox.size(); ++i) {
+    const double v = vox[i];
+    const bool whole = std::isfinite(v) && std::floor(v) == v;
+    if (whole && v >= -2147483648.0 && v < 2147483648.0) continue;
+    const auto& n = label.size();
+    const auto x = static_cast<std::int64_t>(i) % n[0], y = static_cast<std::int64_t>(i) / n[0] % n[1],
+               z = static_cast<std::int64_t>(i) / (n[0] * n[1]);
+    char text[64];
+    const auto end = std::to_chars(text, text + sizeof text, vox[i]).ptr;  // shortest exact form
+    std::ostringstream s;
+    s << "label value " << std::string(text, end) << " at voxel (" << x << ',' << y << ',' << z << ") ";
+    if (whole)
+      s << "is a whole number outside the range of label values (labels hold whole numbers from -2147483648 to 2147483647";
+    else
+      s << "is not a whole number (labels hold whole numbers";
+    s << "; this file stores " << label.pixelType() << ')';
+    throw FormatError(c.label, s.str());
+  }
   std::set<int> bad;
-  for (float v : label.voxels()) {
-    const long r = std::lround(v);
-    if (std::fabs(v - static_cast<float>(r)) > 1e-3f || !dataset_.labels.count(static_cast<int>(r))) {
-      bad.insert(static_cast<int>(std::floor(v)));
+  for (float v : vox) {
+    const int r = static_cast<int>(v);  // whole and within int: checked above
+    if (!dataset_.labels.count(r)) {
+      bad.insert(r);
       if (bad.size() >= 5) break;
     }
   }

@@ -1,4 +1,5 @@
 #include "core/dist/Comm.h"
+#include "core/base/JsonText.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
@@ -99,8 +100,14 @@ Comm::Comm(const RankEnv& env, const std::string& identity, std::chrono::millise
         break;
       }
       const auto v = impl_->store->get(key);
-      nlohmann::json other = nlohmann::json::parse(std::string(v.begin(), v.end()), nullptr, false);
-      if (other.is_discarded() || !other.contains("world_size")) {
+      nlohmann::json other;
+      try {
+        other = parseJson(std::string_view(reinterpret_cast<const char*>(v.data()), v.size()), "rank " + std::to_string(r) + "'s greeting",
+                          kRankMessageLimits);
+      } catch (const FormatError&) {
+        other = nullptr;
+      }
+      if (!other.is_object() || !other.contains("world_size")) {
         problem = "rank " + std::to_string(r) + " sent an unreadable greeting";
       } else if (other["world_size"] != env_.worldSize) {
         problem = "rank " + std::to_string(r) + " has WORLD_SIZE=" + other["world_size"].dump() + ", rank 0 has " +

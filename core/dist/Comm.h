@@ -4,6 +4,7 @@
 // failure of another rank (it died, hangs past the timeout, cannot be reached) surfaces as one
 // RankError line naming that rank and what this rank was waiting for.
 #include "core/base/CancelToken.h"
+#include "core/base/JsonText.h"
 #include "core/base/Error.h"
 #include "core/dist/RankEnv.h"
 
@@ -16,6 +17,9 @@
 #include <vector>
 
 namespace splitseg::dist {
+
+// What a message from another rank may be: the run description and small tables.
+inline const JsonLimits kRankMessageLimits{std::size_t{16} << 20, 64};
 
 class RankError : public Error {
 public:

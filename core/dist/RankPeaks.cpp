@@ -1,4 +1,5 @@
 #include "core/dist/RankPeaks.h"
+#include "core/base/JsonText.h"
 #include "core/base/Error.h"
 #include "core/base/Units.h"
 
@@ -106,7 +107,8 @@ DevicePeaks receivePeaks(Comm& comm, int tag) {
     const auto bytes = comm.recv(r, tag, "the rank's memory peaks").contiguous();
     const auto* p = bytes.data_ptr<std::uint8_t>();
     try {
-      const auto j = nlohmann::json::parse(std::string(p, p + bytes.numel()));
+      const auto j = parseJson(std::string_view(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bytes.numel())),
+                               "rank " + std::to_string(r) + "'s memory peaks", kRankMessageLimits);
       const std::string prefix = "r" + std::to_string(r) + ":";
       for (const auto& [device, peak] : j.items())
         if (device.rfind(prefix, 0) == 0 && peak.is_number_integer()) out[device] = peak.get<std::int64_t>();

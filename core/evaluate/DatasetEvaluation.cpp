@@ -1,4 +1,5 @@
 #include "core/evaluate/DatasetEvaluation.h"
+#include "core/base/JsonText.h"
 
 #include "core/base/Error.h"
 #include "core/base/JsonNumbers.h"
@@ -196,7 +197,7 @@ EvaluationSummary evaluateDataset(const EvaluationPlan& plan, const Predict& pre
 }
 
 namespace {
-constexpr std::uintmax_t kMaxSummaryBytes = 64u << 20;
+constexpr std::size_t kMaxSummaryBytes = std::size_t{64} << 20;
 constexpr std::size_t kMaxCases = 100000;
 
 // A whole number in lo..hi: a float (1e300) is refused rather than cast, which would be undefined.
@@ -228,18 +229,7 @@ SavedEvaluation readEvaluation(const std::string& summaryPath) {
   const std::string problem = io::regularFileProblem(summaryPath);
   if (problem == "does not exist") throw IoError(summaryPath, "no such file");
   if (!problem.empty()) throw IoError(summaryPath, problem);
-  std::error_code ec;
-  if (fs::file_size(summaryPath, ec) > kMaxSummaryBytes) throw FormatError(summaryPath, "is larger than 64 MiB; not an evaluation summary");
-  nlohmann::json j;
-  {
-    std::ifstream f(summaryPath);
-    if (!f) throw IoError(summaryPath, "cannot open for reading");
-    try {
-      j = nlohmann::json::parse(f);
-    } catch (const nlohmann::json::exception& e) {
-      throw FormatError(summaryPath, std::string("not valid JSON: ") + e.what());
-    }
-  }
+  const nlohmann::json j = readJsonFile(summaryPath, JsonLimits{kMaxSummaryBytes});
   SavedEvaluation out;
   std::string field = "the top level";
   try {

@@ -14,6 +14,11 @@
 #include <itkImageSeriesWriter.h>
 #include <itkMetaDataObject.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -24,6 +29,7 @@
 #include <iterator>
 #include <random>
 #include <sstream>
+#include <string_view>
 
 namespace fs = std::filesystem;
 
@@ -91,43 +97,84 @@ std::string num(double v) {
 } // namespace
 
 namespace {
-// GDCM zero-fills the missing tail of a truncated Pixel Data element and reports success. The
-// element's declared length says how much should follow it: the file must hold that much.
-// Empty when whole (or when the element is not found: GDCM judges such a file itself).
-std::string pixelDataProblem(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  static const std::string tag("\xE0\x7F\x10\x00", 4);  // (7FE0,0010), little endian
-  const auto at = bytes.rfind(tag);
-  if (at == std::string::npos) return {};
-  auto u32 = [&](std::size_t o) -> std::uint64_t {
-    if (o + 4 > bytes.size()) return ~std::uint64_t{0};
-    return static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[o])) |
-           static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[o + 1])) << 8 |
-           static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[o + 2])) << 16 |
-           static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[o + 3])) << 24;
-  };
-  std::uint64_t length = 0, value = 0;
-  const std::string vr = bytes.substr(at + 4, 2);
-  if ((vr == "OB" || vr == "OW" || vr == "OD" || vr == "OF" || vr == "UN") && bytes.size() >= at + 12) {
-    length = u32(at + 8);  // explicit VR: 2 reserved bytes, then a 32-bit length
-    value = at + 12;
-  } else {
-    length = u32(at + 4);  // implicit VR
-    value = at + 8;
+// The file's bytes, mapped read-only (a slice or a multi-frame file is not copied into memory).
+class MappedFile {
+public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p != MAP_FAILED) {
+        data_ = static_cast<const char*>(p);
+        size_ = static_cast<std::size_t>(st.st_size);
+      }
+    }
+    ::close(fd);
   }
-  if (length == 0xFFFFFFFFu) {
-    // Encapsulated (compressed) frames end with a sequence delimiter (FFFE,E0DD).
-    static const std::string end("\xFE\xFF\xDD\xE0", 4);
-    return bytes.find(end, value) == std::string::npos ? "truncated: the compressed pixel data has no end" : "";
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<char*>(data_), size_);
   }
-  if (value + length > bytes.size())
-    return "truncated: the pixel data declares " + std::to_string(length) + " bytes, the file holds " +
-           std::to_string(bytes.size() > value ? bytes.size() - value : 0);
-  return {};
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {data_ ? data_ : "", size_}; }
+
+private:
+  const char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+std::uint64_t u32At(std::string_view b, std::size_t o) {
+  if (o + 4 > b.size()) return ~std::uint64_t{0};
+  return static_cast<std::uint64_t>(static_cast<unsigned char>(b[o])) |
+         static_cast<std::uint64_t>(static_cast<unsigned char>(b[o + 1])) << 8 |
+         static_cast<std::uint64_t>(static_cast<unsigned char>(b[o + 2])) << 16 |
+         static_cast<std::uint64_t>(static_cast<unsigned char>(b[o + 3])) << 24;
+}
+
+// Encapsulated frames: items (FFFE,E000) with their lengths, ended by (FFFE,E0DD).
+std::string fragmentsProblem(std::string_view b, std::size_t at) {
+  static const std::string_view item("\xFE\xFF\x00\xE0", 4), end("\xFE\xFF\xDD\xE0", 4);
+  for (;;) {
+    if (at + 8 > b.size())
+      return "truncated: the compressed pixel data ends at byte " + std::to_string(b.size()) + " without its end marker";
+    const std::string_view tag = b.substr(at, 4);
+    const std::uint64_t length = u32At(b, at + 4);
+    if (tag == end) return {};
+    if (tag != item) return "corrupt: the compressed pixel data holds no fragment at byte " + std::to_string(at);
+    if (at + 8 + length > b.size())
+      return "truncated: a compressed fragment declares " + std::to_string(length) + " bytes, the file holds " +
+             std::to_string(b.size() - at - 8);
+    at += 8 + static_cast<std::size_t>(length);
+  }
 }
 } // namespace
+
+std::string dicomPixelDataProblem(const std::string& path, std::uint64_t expectedBytes) {
+  const MappedFile file(path);
+  const std::string_view bytes = file.bytes();
+  static const std::string_view tag("\xE0\x7F\x10\x00", 4);  // (7FE0,0010), little endian
+  const auto at = bytes.rfind(tag);
+  if (at == std::string_view::npos) return {};
+  std::uint64_t length = 0, value = 0;
+  const std::string_view vr = bytes.substr(at + 4, 2);
+  if ((vr == "OB" || vr == "OW" || vr == "OD" || vr == "OF" || vr == "UN") && bytes.size() >= at + 12) {
+    length = u32At(bytes, at + 8);  // explicit VR: 2 reserved bytes, then a 32-bit length
+    value = at + 12;
+  } else {
+    length = u32At(bytes, at + 4);  // implicit VR
+    value = at + 8;
+  }
+  if (length == 0xFFFFFFFFu) return fragmentsProblem(bytes, static_cast<std::size_t>(value));
+  const std::uint64_t held = bytes.size() > value ? bytes.size() - value : 0;
+  if (value + length > bytes.size())
+    return "truncated: the pixel data declares " + std::to_string(length) + " bytes, the file holds " + std::to_string(held);
+  if (expectedBytes > 0 && length < expectedBytes)
+    return "truncated: the pixel data holds " + std::to_string(length) + " bytes, the image needs " +
+           std::to_string(expectedBytes);
+  return {};
+}
 
 static std::vector<DicomSeriesInfo> listDicomSeriesHere(const std::string& folder) {
   auto names = scan(folder);
@@ -154,7 +201,7 @@ static std::vector<DicomSeriesInfo> listDicomSeriesHere(const std::string& folde
   return out;
 }
 
-static Volume readDicomSeriesHere(const std::string& folder, const std::string& seriesUid) {
+static void readDicomSeriesHere(const std::string& folder, const std::string& seriesUid, VoxelSink& sink) {
   auto names = scan(folder);
   const auto uids = names->GetSeriesUIDs();
   if (uids.empty()) throw FormatError(folder, "no DICOM series found in this folder");
@@ -162,7 +209,7 @@ static Volume readDicomSeriesHere(const std::string& folder, const std::string& 
   if (uid.empty()) {
     if (uids.size() > 1) {
       std::string list;
-      for (const auto& u : uids) list += "\n  " + u + " (" + std::to_string(names->GetFileNames(u).size()) + " slices)";
+      for (const auto& u : uids) list += std::string(list.empty() ? " " : "; ") + u + " (" + std::to_string(names->GetFileNames(u).size()) + " slices)";
       throw InvalidArgument(folder + ": holds " + std::to_string(uids.size()) + " DICOM series; choose one:" + list);
     }
     uid = uids.front();
@@ -179,7 +226,6 @@ static Volume readDicomSeriesHere(const std::string& folder, const std::string& 
   for (const auto& f : files) {
     const std::string problem = regularFileProblem(f);
     if (!problem.empty()) throw FormatError(f, problem);
-    if (const std::string cut = pixelDataProblem(f); !cut.empty()) throw FormatError(f, cut);
     auto io = itk::GDCMImageIO::New();
     try {
       io->SetFileName(f);
@@ -187,6 +233,8 @@ static Volume readDicomSeriesHere(const std::string& folder, const std::string& 
     } catch (const itk::ExceptionObject& e) {
       throw FormatError(f, "cannot read DICOM header (truncated or corrupt): " + itkMessage(e));
     }
+    const std::uint64_t sliceBytes = static_cast<std::uint64_t>(io->GetDimensions(0)) * io->GetDimensions(1) * io->GetComponentSize();
+    if (const std::string cut = dicomPixelDataProblem(f, sliceBytes); !cut.empty()) throw FormatError(f, cut);
     Geometry sg = geometryOf(io);
     if (io->GetNumberOfDimensions() > 2 && io->GetDimensions(2) != 1)
       throw FormatError(f, "multi-frame DICOM files are not supported in a series");
@@ -226,7 +274,7 @@ static Volume readDicomSeriesHere(const std::string& folder, const std::string& 
   const std::string problem = geometryProblem(g, sizeof(float) + 8);
   if (!problem.empty()) throw FormatError(folder, "DICOM series " + uid + ": " + problem);
   // Voxels slice by slice; a truncated slice (GDCM reads it as if whole) is refused.
-  Volume v(g);
+  float* dst = sink.start(g);
   const std::size_t perSlice = static_cast<std::size_t>(nx * ny);
   std::vector<unsigned char> raw;
   for (std::size_t k = 0; k < slices.size(); ++k) {
@@ -236,7 +284,7 @@ static Volume readDicomSeriesHere(const std::string& folder, const std::string& 
     } catch (const itk::ExceptionObject& e) {
       throw FormatError(files[k], "cannot read DICOM pixels (truncated or corrupt): " + itkMessage(e));
     }
-    if (!componentsToFloat(slices[k]->GetComponentType(), raw.data(), v.data() + k * perSlice, perSlice))
+    if (!componentsToFloat(slices[k]->GetComponentType(), raw.data(), dst + k * perSlice, perSlice))
       throw FormatError(files[k], "unsupported DICOM pixel type");
   }
   const auto& io = slices.front();
@@ -245,8 +293,7 @@ static Volume readDicomSeriesHere(const std::string& folder, const std::string& 
   // GDCM applies rescale slope/intercept; the values are then what the type says after it.
   if (io->GetRescaleSlope() != 1.0 || std::fmod(io->GetRescaleIntercept(), 1.0) != 0.0) pixelType = "float32";
   else if (io->GetRescaleIntercept() != 0.0 && (pixelType == "uint16" || pixelType == "uint8")) pixelType = "int16";
-  v.setPixelType(pixelType);
-  return v;
+  sink.setPixelType(pixelType);
 }
 
 // GDCM runs in a child process: Debian builds it with assert()s that abort on crafted files.
@@ -255,7 +302,7 @@ std::vector<DicomSeriesInfo> listDicomSeries(const std::string& folder) {
 }
 
 Volume readDicomSeries(const std::string& folder, const std::string& seriesUid) {
-  return isolatedVolume(folder, [&] { return readDicomSeriesHere(folder, seriesUid); });
+  return isolatedVolume(folder, [&](VoxelSink& sink) { readDicomSeriesHere(folder, seriesUid, sink); });
 }
 
 void writeDicomSeries(const Volume& v, const std::string& folder, const DicomWriteOptions& options) {

@@ -3,6 +3,7 @@
 // by position along the slice normal) and writing a volume as a series (one file a slice).
 #include "core/volume/Volume.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ std::vector<DicomSeriesInfo> listDicomSeries(const std::string& folder);
 // Reads one series. seriesUid "" picks the only series; several series without a choice
 // throw InvalidArgument listing them.
 Volume readDicomSeries(const std::string& folder, const std::string& seriesUid = "");
+
+// Empty when a DICOM file's Pixel Data is whole: the element's declared length (or, compressed,
+// every fragment's) is in the file, and it holds at least expectedBytes (0: not checked) when
+// uncompressed. Otherwise "truncated: ..." with the bytes found and expected. GDCM zero-fills a
+// short tail and reports success. Empty too when no Pixel Data element is found (GDCM judges).
+std::string dicomPixelDataProblem(const std::string& path, std::uint64_t expectedBytes = 0);
 
 struct DicomWriteOptions {
   std::string modality = "CT";

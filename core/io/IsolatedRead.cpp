@@ -1,5 +1,6 @@
 #include "core/io/IsolatedRead.h"
 #include "core/base/Error.h"
+#include "core/base/Printable.h"
 #include "core/volume/GeometryCheck.h"
 
 #include <fcntl.h>
@@ -84,6 +85,7 @@ public:
     return s;
   }
   std::uint64_t left() const { return size_ - pos_; }
+  std::uint64_t size() const { return size_; }
 
 private:
   int fd_;
@@ -122,7 +124,7 @@ void putError(int fd, char kind, const std::string& path, const std::string& mes
   const char kind = r.pod<char>();
   const std::string path = r.text(), message = r.text();
   // IoError's message already starts with "path: "; the constructor adds it again.
-  const std::string prefix = path + ": ";
+  const std::string prefix = printable(path) + ": ";
   const std::string what = message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
   switch (kind) {
   case 'I': throw IoError(path, what);
@@ -161,12 +163,7 @@ void runChild(const std::string& path, const std::function<void(Writer&)>& work,
   {
     std::ifstream statm("/proc/self/statm");
     std::uint64_t pages = 0;
-    std::uint64_t growth = availableMemoryBytes();
-    if (const char* v = std::getenv("SPLITSEG_READ_MEMORY")) {  // bytes; shared machines, tests
-      char* end = nullptr;
-      const unsigned long long bytes = std::strtoull(v, &end, 10);
-      if (end != v && *end == '\0' && bytes > 0) growth = std::min<std::uint64_t>(growth, bytes);
-    }
+    const std::uint64_t growth = readMemoryBytes();
     if (statm >> pages) addressLimit = pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)) + growth;
   }
   // One fork at a time: ITK registers fork handlers that stop and restart its thread pool, and
@@ -290,30 +287,144 @@ double readTimeoutSeconds() {
   return 300.0;
 }
 
+namespace {
+
+// The child's result for a volume: 'O', the grid, the voxel count and the pixel type at the start,
+// the floats from kVoxelsAt (page-aligned, so the child maps them there).
+constexpr std::uint64_t kVoxelsAt = 1 << 16;
+constexpr std::size_t kMaxPixelTypeText = 64;
+
+class LocalSink : public VoxelSink {
+public:
+  float* start(const Geometry& g) override {
+    volume = Volume(g);
+    return volume.data();
+  }
+  void setPixelType(const std::string& t) override { volume.setPixelType(t); }
+  Volume volume;
+};
+
+class SharedSink : public VoxelSink {
+public:
+  SharedSink(Writer& w, int fd, const std::string& path) : w_(w), fd_(fd), path_(path) {}
+  float* start(const Geometry& g) override {
+    if (started_) throw Error(path_ + ": the reader started a volume twice");
+    started_ = true;
+    const auto n = static_cast<std::uint64_t>(g.voxelCount());
+    putGeometry(w_, g);
+    w_.pod(n);
+    if (n == 0) return nullptr;
+    bytes_ = n * sizeof(float);
+    if (::ftruncate(fd_, static_cast<off_t>(kVoxelsAt + bytes_)) != 0)
+      throw FormatError(path_, std::string("no memory for its voxels: ") + std::strerror(errno));
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(kVoxelsAt));
+    if (p == MAP_FAILED) throw FormatError(path_, std::string("no memory for its voxels: ") + std::strerror(errno));
+    return static_cast<float*>(p);
+  }
+  void setPixelType(const std::string& t) override { pixelType_ = t.substr(0, kMaxPixelTypeText); }
+  bool started() const { return started_; }
+  const std::string& pixelType() const { return pixelType_; }
+
+private:
+  Writer& w_;
+  int fd_;
+  const std::string& path_;
+  bool started_ = false;
+  std::uint64_t bytes_ = 0;
+  std::string pixelType_;
+};
+
+// Takes the child's floats over in pieces, freeing each piece of shared memory once copied: the
+// volume is never held twice.
+std::vector<float> takeVoxels(int fd, std::uint64_t n, const std::string& path) {
+  std::vector<float> out;
+  out.reserve(static_cast<std::size_t>(n));
+  constexpr std::uint64_t kPiece = std::uint64_t{64} << 20;
+  const std::uint64_t bytes = n * sizeof(float);
+  for (std::uint64_t at = 0; at < bytes; at += kPiece) {
+    const std::uint64_t len = std::min(kPiece, bytes - at);
+    out.resize(out.size() + static_cast<std::size_t>(len / sizeof(float)));
+    char* dst = reinterpret_cast<char*>(out.data()) + at;
+    for (std::uint64_t got = 0; got < len;) {
+      const ssize_t r = ::pread(fd, dst + got, len - got, static_cast<off_t>(kVoxelsAt + at + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) throw FormatError(path, "the reader process returned an incomplete volume");
+      got += static_cast<std::uint64_t>(r);
+    }
+    // Not supported everywhere (then the memory goes when the file closes): no error.
+    (void)::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(kVoxelsAt + at),
+                      static_cast<off_t>(len));
+  }
+  return out;
+}
+
+} // namespace
+
+Volume isolatedVolume(const std::string& path, const std::function<void(VoxelSink&)>& read) {
+  if (!readIsolationEnabled()) {
+    LocalSink sink;
+    read(sink);
+    return std::move(sink.volume);
+  }
+  MemFile mem;
+  if (mem.fd() < 0) throw IoError(path, std::string("cannot start a reader process: ") + std::strerror(errno));
+  runChild(path,
+           [&](Writer& w) {
+             SharedSink sink(w, mem.fd(), path);
+             read(sink);
+             if (!sink.started()) throw FormatError(path, "the reader returned no volume");
+             w.text(sink.pixelType());
+           },
+           mem);
+  Reader r(mem.fd(), path);
+  if (r.pod<char>() == 'E') rethrow(r);
+  const Geometry g = getGeometry(r);
+  const auto n = r.pod<std::uint64_t>();
+  const std::string pixelType = r.text();
+  std::int64_t count = -1;
+  try {
+    count = g.voxelCount();
+  } catch (const Error&) {
+  }
+  const std::uint64_t end = n == 0 ? r.left() : 0;
+  if (count < 0 || static_cast<std::uint64_t>(count) != n || pixelType.size() > kMaxPixelTypeText || end != 0 ||
+      (n > 0 && r.size() != kVoxelsAt + n * sizeof(float)))
+    throw FormatError(path, "the reader process returned an inconsistent volume");
+  Volume v(g, takeVoxels(mem.fd(), n, path));
+  v.setPixelType(pixelType);
+  return v;
+}
+
 Volume isolatedVolume(const std::string& path, const std::function<Volume()>& read) {
-  return isolated<Volume>(
+  return isolatedVolume(path, [&](VoxelSink& sink) {
+    const Volume v = read();
+    float* dst = sink.start(v.geometry());
+    if (!v.voxels().empty()) std::memcpy(dst, v.data(), v.voxels().size() * sizeof(float));
+    sink.setPixelType(v.pixelType());
+  });
+}
+
+VolumeSummary isolatedSummary(const std::string& path, const std::function<VolumeSummary()>& read) {
+  return isolated<VolumeSummary>(
       path, read,
-      [](Writer& w, const Volume& v) {
-        putGeometry(w, v.geometry());
-        w.text(v.pixelType());
-        w.pod(static_cast<std::uint64_t>(v.voxels().size()));
-        w.bytes(v.data(), v.voxels().size() * sizeof(float));
+      [](Writer& w, const VolumeSummary& v) {
+        putGeometry(w, v.header.geometry);
+        w.text(v.header.pixelType);
+        w.text(v.header.format);
+        w.pod(v.min);
+        w.pod(v.max);
+        w.pod(v.nonFinite);
+        w.text(v.nonFiniteNote);
       },
-      [&](Reader& r) {
-        const Geometry g = getGeometry(r);
-        const std::string pixelType = r.text();
-        const auto n = r.pod<std::uint64_t>();
-        std::int64_t count = 0;
-        try {
-          count = g.voxelCount();
-        } catch (const Error&) {
-          count = -1;
-        }
-        if (count < 0 || static_cast<std::uint64_t>(count) != n || n > r.left() / sizeof(float))
-          throw FormatError(path, "the reader process returned an inconsistent volume");
-        Volume v(g);
-        r.bytes(v.data(), n * sizeof(float));
-        v.setPixelType(pixelType);
+      [](Reader& r) {
+        VolumeSummary v;
+        v.header.geometry = getGeometry(r);
+        v.header.pixelType = r.text();
+        v.header.format = r.text();
+        v.min = r.pod<float>();
+        v.max = r.pod<float>();
+        v.nonFinite = r.pod<std::int64_t>();
+        v.nonFiniteNote = r.text();
         return v;
       });
 }

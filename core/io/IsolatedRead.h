@@ -38,9 +38,23 @@ private:
 
 double readTimeoutSeconds();
 
+// Where a reader puts a volume: it names the grid once and gets the floats to fill. In a child
+// they are shared memory the parent takes over piece by piece, so a volume is held once in the
+// child and once in the parent, never twice in either (the child's own copy and the result's
+// transfer were 2x the float volume).
+class VoxelSink {
+public:
+  virtual ~VoxelSink() = default;
+  // geometry passed geometryProblem() already; returns geometry.voxelCount() floats to fill.
+  virtual float* start(const Geometry& geometry) = 0;
+  virtual void setPixelType(const std::string& pixelType) = 0;
+};
+
 // Each runs `read` in a child (or here, when isolation is off) and returns its result, or
 // rethrows its error with the same type (IoError, FormatError, InvalidArgument) and message.
+Volume isolatedVolume(const std::string& path, const std::function<void(VoxelSink&)>& read);
 Volume isolatedVolume(const std::string& path, const std::function<Volume()>& read);
+VolumeSummary isolatedSummary(const std::string& path, const std::function<VolumeSummary()>& read);
 ImageHeader isolatedHeader(const std::string& path, const std::function<ImageHeader()>& read);
 std::vector<DicomSeriesInfo> isolatedSeriesList(const std::string& path,
                                                 const std::function<std::vector<DicomSeriesInfo>()>& read);

@@ -68,14 +68,14 @@ void convert(const unsigned char* raw, float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
 }
 
-bool readOnce(itk::ImageIOBase* io, std::vector<unsigned char>& raw, unsigned char fill) {
+bool readOnce(itk::ImageIOBase* io, std::vector<unsigned char>& raw, unsigned char fill, const itk::ImageIORegion* part) {
   std::fill(raw.begin(), raw.end(), fill);
   itk::ImageIORegion region(io->GetNumberOfDimensions());
   for (unsigned d = 0; d < io->GetNumberOfDimensions(); ++d) {
     region.SetIndex(d, 0);
     region.SetSize(d, io->GetDimensions(d));
   }
-  io->SetIORegion(region);
+  io->SetIORegion(part ? *part : region);
   io->Read(raw.data());
   // A reader that stops early leaves at least the last byte unwritten; real data cannot end in
   // both patterns, so "last byte still the pattern" twice means the file ended early, even
@@ -101,8 +101,8 @@ bool componentsToFloat(itk::IOComponentEnum t, const unsigned char* raw, float* 
   }
 }
 
-bool readComplete(itk::ImageIOBase* io, std::vector<unsigned char>& raw) {
-  return readOnce(io, raw, 0xA5) || readOnce(io, raw, 0x5A);
+bool readComplete(itk::ImageIOBase* io, std::vector<unsigned char>& raw, const itk::ImageIORegion* part) {
+  return readOnce(io, raw, 0xA5, part) || readOnce(io, raw, 0x5A, part);
 }
 
 std::string itkMessage(const itk::ExceptionObject& e) {

@@ -26,7 +26,8 @@ bool componentsToFloat(itk::IOComponentEnum t, const unsigned char* raw, float* 
 // ended early. ITK readers (NIfTI, MetaImage, GDCM) leave a truncated file's tail unwritten
 // without an error, so raw is pre-filled with a pattern and, when its last byte still holds
 // it, read again with a second one.
-bool readComplete(itk::ImageIOBase* io, std::vector<unsigned char>& raw);
+// part: a region of it instead (raw sized for that region).
+bool readComplete(itk::ImageIOBase* io, std::vector<unsigned char>& raw, const itk::ImageIORegion* part = nullptr);
 
 // Short text of an ITK exception without its file/line preamble.
 std::string itkMessage(const itk::ExceptionObject& e);

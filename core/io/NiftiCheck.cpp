@@ -136,7 +136,7 @@ std::optional<NiftiInfo> checkNiftiHeader(const std::string& path) {
   std::int64_t voxels = 0;
   if (!checkedVoxelCount(size, voxels) || __builtin_mul_overflow(voxels, extra, &voxels))
     throw FormatError(path, "NIfTI size overflows a voxel count");
-  const std::int64_t cap = voxelCap(static_cast<std::size_t>(std::max(n.bytesPerVoxel, 1)) + 4);
+  const std::int64_t cap = voxelCap(1);  // sane numbers; the read judges what loading costs
   if (voxels > cap)
     throw FormatError(path, "NIfTI size " + std::to_string(size[0]) + "x" + std::to_string(size[1]) + "x" + std::to_string(size[2]) +
                                 " (" + std::to_string(voxels) + " voxels) exceeds what the available memory allows (" +
@@ -145,7 +145,7 @@ std::optional<NiftiInfo> checkNiftiHeader(const std::string& path) {
   return n;
 }
 
-void checkNiftiData(const std::string& path, const NiftiInfo& n, bool scanNonFinite) {
+void checkNiftiData(const std::string& path, const NiftiInfo& n, bool scanNonFinite, std::string* nonFinite) {
   if (!n.singleFile || n.bytesPerVoxel == 0) return;
   const std::uint64_t need = n.voxOffset + n.dataBytes;
   const bool isFloat = n.datatype == 16 || n.datatype == 64;
@@ -195,8 +195,10 @@ void checkNiftiData(const std::string& path, const NiftiInfo& n, bool scanNonFin
                                 std::to_string(n.dataBytes));
   if (bad) {
     const std::uint64_t nx = static_cast<std::uint64_t>(n.size[0]), ny = static_cast<std::uint64_t>(n.size[1]);
-    throw FormatError(path, std::to_string(bad) + " voxels are NaN or infinite (first at " + std::to_string(first % nx) + "," +
-                                std::to_string((first / nx) % ny) + "," + std::to_string(first / (nx * ny)) + ")");
+    const std::string text = std::to_string(bad) + " voxels are NaN or infinite (first at " + std::to_string(first % nx) + "," +
+                             std::to_string((first / nx) % ny) + "," + std::to_string(first / (nx * ny)) + ")";
+    if (!nonFinite) throw FormatError(path, text);
+    *nonFinite = text;
   }
 }
 

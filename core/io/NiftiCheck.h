@@ -26,6 +26,8 @@ std::optional<NiftiInfo> checkNiftiHeader(const std::string& path);
 
 // For single-file NIfTI: the file holds vox_offset + dataBytes (decompressed for .nii.gz);
 // with scanNonFinite, float data is scanned for NaN/Inf (ITK would turn them into zeros).
-void checkNiftiData(const std::string& path, const NiftiInfo& info, bool scanNonFinite);
+// With `nonFinite` given, NaN/Inf voxels are counted there ("N voxels are NaN or infinite (first
+// at x,y,z)", empty when none) instead of refused.
+void checkNiftiData(const std::string& path, const NiftiInfo& info, bool scanNonFinite, std::string* nonFinite = nullptr);
 
 } // namespace splitseg::io

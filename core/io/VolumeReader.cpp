@@ -17,7 +17,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
+#include <tuple>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -117,44 +120,97 @@ Opened openHeader(const std::string& path) {
   // A corrupted header can claim absurd sizes or a non-finite grid; refuse before allocating.
   for (unsigned d = 0; d < 3; ++d)
     if (io->GetDimensions(d) == 0) throw FormatError(path, "size is zero along axis " + std::to_string(d));
-  const std::string problem = geometryProblem(geometryOf(io), io->GetComponentSize() + sizeof(float));
+  // Sane numbers only: what reading the voxels costs is judged by the read that does it.
+  const std::string problem = geometryProblem(geometryOf(io), 1);
   if (!problem.empty()) throw FormatError(path, problem);
   opened.io = io;
   return opened;
 }
 
-void checkFinite(const Volume& v, const std::string& path) {
-  std::int64_t bad = 0, first = -1;
-  const auto& vox = v.voxels();
-  for (std::size_t i = 0; i < vox.size(); ++i)
-    if (!std::isfinite(vox[i])) {
-      if (first < 0) first = static_cast<std::int64_t>(i);
-      ++bad;
-    }
-  if (bad == 0) return;
-  const auto& s = v.size();
-  const std::int64_t x = first % s[0], y = (first / s[0]) % s[1], z = first / (s[0] * s[1]);
-  throw FormatError(path, std::to_string(bad) + " voxels are NaN or infinite (first at " + std::to_string(x) +
-                              "," + std::to_string(y) + "," + std::to_string(z) + ")");
+// The first non-finite voxel of values[0..n) as "N voxels are NaN or infinite (first at x,y,z)".
+struct NonFinite {
+  std::int64_t count = 0, first = -1;
+  void scan(const float* values, std::size_t n, std::int64_t offset) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (!std::isfinite(values[i]) && count++ == 0) first = offset + static_cast<std::int64_t>(i);
+  }
+  std::string text(const std::array<std::int64_t, 3>& s) const {
+    const std::int64_t x = first % s[0], y = (first / s[0]) % s[1], z = first / (s[0] * s[1]);
+    return std::to_string(count) + " voxels are NaN or infinite (first at " + std::to_string(x) + "," + std::to_string(y) +
+           "," + std::to_string(z) + ")";
+  }
+};
+
+// Bytes of raw voxels read at once, in whole xy-planes: 256 MiB, at most an eighth of what a read
+// may take (ITK's NIfTI reader holds a slab twice), or SPLITSEG_READ_SLAB_BYTES (tests).
+std::uint64_t slabBytes() {
+  if (const char* v = std::getenv("SPLITSEG_READ_SLAB_BYTES")) {
+    char* end = nullptr;
+    const unsigned long long b = std::strtoull(v, &end, 10);
+    if (end != v && *end == '\0' && b > 0) return b;
+  }
+  return std::min<std::uint64_t>(std::uint64_t{256} << 20, readMemoryBytes() / 8);
 }
 
-Volume readVoxels(itk::ImageIOBase* io, const std::string& path) {
+// The readers that read a z-slab of the file without decoding the rest into memory: NIfTI and
+// MetaImage. NRRD and single DICOM files are read whole (ITK cannot stream them).
+bool readsInSlabs(itk::ImageIOBase* io) {
+  const std::string f = formatName(io);
+  return f == "NIfTI" || (f == "MetaImage" && io->CanStreamRead());
+}
+
+// Reads the voxels in z-slabs, converting each into floatsFor(z0, dz) (dz whole xy-planes) and
+// then calling done(floats, z0, dz): at most one slab of raw bytes is held.
+void readSlabs(itk::ImageIOBase* io, const std::string& path, const std::function<float*(std::int64_t, std::int64_t)>& floatsFor,
+               const std::function<void(const float*, std::int64_t, std::int64_t)>& done) {
   const Geometry g = geometryOf(io);
-  const std::size_t n = static_cast<std::size_t>(g.voxelCount());
-  Volume v;
+  const std::int64_t plane = g.size[0] * g.size[1];
+  const std::uint64_t planeBytes = static_cast<std::uint64_t>(plane) * io->GetComponentSize();
+  const std::int64_t step =
+      readsInSlabs(io) ? std::clamp<std::int64_t>(static_cast<std::int64_t>(slabBytes() / std::max<std::uint64_t>(planeBytes, 1)), 1, g.size[2])
+                       : g.size[2];
   std::vector<unsigned char> raw;
-  try {
-    raw.resize(n * io->GetComponentSize());
-    v = Volume(g);
-    if (!readComplete(io, raw)) throw FormatError(path, "truncated: the file ends before all voxels were read");
-  } catch (const itk::ExceptionObject& e) {
-    throw FormatError(path, "truncated or corrupt voxel data: " + itkMessage(e));
-  } catch (const std::bad_alloc&) {
-    throw FormatError(path, "not enough memory to read the voxels (header corrupt?)");
+  for (std::int64_t z0 = 0; z0 < g.size[2]; z0 += step) {
+    const std::int64_t dz = std::min(step, g.size[2] - z0);
+    itk::ImageIORegion region(io->GetNumberOfDimensions());  // axes past z have size 1 (openHeader)
+    for (unsigned d = 0; d < io->GetNumberOfDimensions(); ++d) {
+      region.SetIndex(d, d == 2 ? z0 : 0);
+      region.SetSize(d, static_cast<itk::SizeValueType>(d == 2 ? dz : d < 2 ? g.size[d] : 1));
+    }
+    const std::size_t n = static_cast<std::size_t>(plane * dz);
+    try {
+      raw.resize(n * io->GetComponentSize());
+      if (!readComplete(io, raw, &region)) throw FormatError(path, "truncated: the file ends before all voxels were read");
+    } catch (const itk::ExceptionObject& e) {
+      throw FormatError(path, "truncated or corrupt voxel data: " + itkMessage(e));
+    } catch (const std::bad_alloc&) {
+      throw FormatError(path, "not enough memory to read the voxels (header corrupt?)");
+    }
+    float* out = floatsFor(z0, dz);
+    if (!componentsToFloat(io->GetComponentType(), raw.data(), out, n)) throw FormatError(path, "unsupported pixel type");
+    done(out, z0, dz);
   }
-  if (!componentsToFloat(io->GetComponentType(), raw.data(), v.data(), n)) throw FormatError(path, "unsupported pixel type");
-  v.setPixelType(pixelTypeName(io->GetComponentType()));
-  return v;
+}
+
+void readVoxels(itk::ImageIOBase* io, const std::string& path, VoxelSink& sink, bool allowNonFinite) {
+  const Geometry g = geometryOf(io);
+  float* dst = sink.start(g);
+  const std::int64_t plane = g.size[0] * g.size[1];
+  NonFinite bad;
+  readSlabs(io, path, [&](std::int64_t z0, std::int64_t) { return dst + z0 * plane; },
+            [&](const float* values, std::int64_t z0, std::int64_t dz) {
+              if (!allowNonFinite) bad.scan(values, static_cast<std::size_t>(plane * dz), z0 * plane);
+            });
+  if (bad.count > 0) throw FormatError(path, bad.text(g.size));
+  sink.setPixelType(pixelTypeName(io->GetComponentType()));
+}
+
+// A single DICOM file: GDCM reads a truncated Pixel Data element as whole (zero-filled).
+void checkDicomPixels(itk::ImageIOBase* io, const std::string& path) {
+  if (formatName(io) != "DICOM") return;
+  std::uint64_t expected = io->GetComponentSize();
+  for (unsigned d = 0; d < 3; ++d) expected *= io->GetDimensions(d);
+  if (const std::string cut = dicomPixelDataProblem(path, expected); !cut.empty()) throw FormatError(path, cut);
 }
 
 // The reader boundary: whatever escapes below becomes one line naming the file.
@@ -200,7 +256,55 @@ ImageHeader readHeader(const std::string& path, const ReadOptions& options) {
   return isolatedHeader(path, [&] {
     return guarded(path, [&] {
       const Opened o = openHeader(path);
+      checkDicomPixels(o.io, path);
       return ImageHeader{geometryOf(o.io), pixelTypeName(o.io->GetComponentType()), formatName(o.io)};
+    });
+  });
+}
+
+VolumeSummary summarizeVolume(const std::string& path, const ReadOptions& options) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const Volume v = readVolume(path, options);
+    VolumeSummary out{ImageHeader{v.geometry(), v.pixelType(), "DICOM"}};
+    std::tie(out.min, out.max) = v.range();
+    return out;
+  }
+  guarded(path, [&] { precheck(path); });
+  return isolatedSummary(path, [&] {
+    return guarded(path, [&] {
+      const Opened o = openHeader(path);
+      checkDicomPixels(o.io, path);
+      VolumeSummary out{ImageHeader{geometryOf(o.io), pixelTypeName(o.io->GetComponentType()), formatName(o.io)}};
+      // NIfTI: ITK reads NaN as 0, so non-finite voxels are counted in the file itself.
+      if (o.nifti) checkNiftiData(path, *o.nifti, true, &out.nonFiniteNote);
+      const std::int64_t plane = out.header.geometry.size[0] * out.header.geometry.size[1];
+      NonFinite bad;
+      bool any = false;
+      std::vector<float> slab;
+      readSlabs(o.io, path,
+                [&](std::int64_t, std::int64_t dz) {
+                  slab.resize(static_cast<std::size_t>(plane * dz));
+                  return slab.data();
+                },
+                [&](const float* values, std::int64_t z0, std::int64_t dz) {
+                  const std::size_t n = static_cast<std::size_t>(plane * dz);
+                  bad.scan(values, n, z0 * plane);
+                  for (std::size_t i = 0; i < n; ++i) {
+                    const float x = values[i];
+                    if (!std::isfinite(x)) continue;
+                    if (!any || x < out.min) out.min = x;
+                    if (!any || x > out.max) out.max = x;
+                    any = true;
+                  }
+                });
+      if (bad.count > 0) {
+        out.nonFinite = bad.count;
+        out.nonFiniteNote = bad.text(out.header.geometry.size);
+      } else if (!out.nonFiniteNote.empty()) {
+        out.nonFinite = std::stoll(out.nonFiniteNote);  // "N voxels are ..."
+      }
+      return out;
     });
   });
 }
@@ -208,19 +312,16 @@ ImageHeader readHeader(const std::string& path, const ReadOptions& options) {
 Volume readVolume(const std::string& path, const ReadOptions& options) {
   std::error_code ec;
   if (fs::is_directory(path, ec))
-    return guarded(path, [&] {
-      Volume v = readDicomSeries(path, options.dicomSeriesUid);
-      if (!options.allowNonFinite) checkFinite(v, path);
-      return v;
-    });
+    return guarded(path, [&] { return readDicomSeries(path, options.dicomSeriesUid); });  // whole numbers: finite
   guarded(path, [&] { precheck(path); });
-  return isolatedVolume(path, [&] {
-    return guarded(path, [&] {
+  return isolatedVolume(path, [&](VoxelSink& sink) {
+    guarded(path, [&] {
       const Opened o = openHeader(path);
-      if (o.nifti) checkNiftiData(path, *o.nifti, !options.allowNonFinite);
-      Volume v = readVoxels(o.io, path);
-      if (!options.allowNonFinite) checkFinite(v, path);
-      return v;
+      const std::string cost = loadCostProblem(geometryOf(o.io).voxelCount(), o.io->GetComponentSize());
+      if (!cost.empty()) throw FormatError(path, cost);
+      if (o.nifti) checkNiftiData(path, *o.nifti, !options.allowNonFinite);  // ITK reads NaN as 0
+      checkDicomPixels(o.io, path);
+      readVoxels(o.io, path, sink, options.allowNonFinite);
     });
   });
 }

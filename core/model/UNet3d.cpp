@@ -1,4 +1,5 @@
 #include "core/model/UNet3d.h"
+#include "core/base/JsonText.h"
 #include "core/base/Error.h"
 #include "core/shard/HaloConv3d.h"
 #include "core/shard/ShardNorm3d.h"
@@ -65,7 +66,7 @@ void checkUNet3dOptions(const UNet3dOptions& o) {
 UNet3dOptions UNet3dOptions::fromJson(const std::string& text) {
   UNet3dOptions o;
   try {
-    auto j = nlohmann::json::parse(text);
+    auto j = parseJson(text, "U-Net options");
     if (!j.is_object()) throw InvalidArgument("bad U-Net options: not a JSON object");
     // Read wide, check, then narrow: a huge depth must not wrap into a small one.
     auto wide = [&](const char* field, std::int64_t fallback) {

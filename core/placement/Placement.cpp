@@ -1,4 +1,5 @@
 #include "core/placement/Placement.h"
+#include "core/base/JsonText.h"
 #include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 
@@ -103,9 +104,9 @@ Placement Placement::parse(const std::string& text, const std::vector<std::strin
 Placement Placement::fromJson(const std::string& json, const std::vector<std::string>& stages) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(std::string("placement is not valid JSON: ") + e.what());
+    j = parseJson(json, "placement");
+  } catch (const JsonRefused& e) {
+    throw InvalidArgument(e.what());
   }
   const nlohmann::json& m = j.contains("stages") ? j["stages"] : j;
   if (!m.is_object()) throw InvalidArgument("placement JSON must map stage names to devices");
@@ -136,12 +137,9 @@ void Placement::save(const std::string& path) const {
 }
 
 Placement Placement::load(const std::string& path, const std::vector<std::string>& stages) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path, "cannot open placement file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = readJsonFile(path).dump();
   try {
-    return fromJson(ss.str(), stages);
+    return fromJson(text, stages);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(path + ": " + e.what());
   }

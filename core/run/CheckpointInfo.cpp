@@ -1,4 +1,5 @@
 #include "core/run/CheckpointInfo.h"
+#include "core/base/JsonText.h"
 #include "core/base/Error.h"
 #include "core/base/JsonNumbers.h"
 
@@ -36,7 +37,12 @@ RunSpec versionOneRun(const nlohmann::json& meta) {
 CheckpointInfo CheckpointInfo::fromMetaJson(const std::string& text, const std::string& path) {
   CheckpointInfo info;
   try {
-    const auto meta = nlohmann::json::parse(text);
+    nlohmann::json meta;
+    try {
+      meta = parseJson(text, path);
+    } catch (const JsonRefused& e) {
+      throw FormatError(path, "checkpoint metadata is damaged: " + e.detail());
+    }
     if (!meta.is_object()) throw FormatError(path, "checkpoint metadata is not a JSON object");
     const auto& versionJson = meta.at("version");
     const auto version = wholeNumberIn(versionJson, 1, INT32_MAX);

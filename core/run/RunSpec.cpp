@@ -1,4 +1,5 @@
 #include "core/run/RunSpec.h"
+#include "core/base/JsonText.h"
 #include "core/base/Error.h"
 
 #include <algorithm>
@@ -508,9 +509,9 @@ RunSpec RunSpec::fromJson(const nlohmann::json& j) {
 RunSpec RunSpec::fromText(const std::string& text) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(std::string("run description is not valid JSON: ") + e.what());
+    j = parseJson(text, "run description");
+  } catch (const JsonRefused& e) {
+    throw InvalidArgument(e.what());
   }
   return fromJson(j);
 }

@@ -1,4 +1,5 @@
 #include "core/session/Session.h"
+#include "core/base/JsonText.h"
 #include "core/base/DurableFile.h"
 #include "core/base/Error.h"
 #include "core/base/JsonNumbers.h"
@@ -154,13 +155,12 @@ Session fromJson(const nlohmann::json& j, const std::string& baseDir) {
 }
 
 LoadResult loadSession(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path, fs::exists(path) ? "cannot read session" : "session file not found");
+  if (!fs::exists(path)) throw IoError(path, "session file not found");
   nlohmann::json j;
   try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path, std::string("session is not valid JSON: ") + e.what());
+    j = readJsonFile(path);
+  } catch (const JsonRefused& e) {
+    throw FormatError(path, "session " + e.detail());
   }
   LoadResult r;
   try {

@@ -1,4 +1,5 @@
 #include "core/volume/GeometryCheck.h"
+#include "core/base/Units.h"
 
 #include "core/base/Error.h"
 
@@ -39,6 +40,16 @@ std::uint64_t availableMemoryBytes() {
   return std::uint64_t{16} << 30;
 }
 
+std::uint64_t readMemoryBytes() {
+  std::uint64_t bytes = availableMemoryBytes();
+  if (const char* v = std::getenv("SPLITSEG_READ_MEMORY")) {
+    char* end = nullptr;
+    const unsigned long long b = std::strtoull(v, &end, 10);
+    if (end != v && *end == '\0' && b > 0) bytes = std::min<std::uint64_t>(bytes, b);
+  }
+  return bytes;
+}
+
 std::int64_t voxelCap(std::size_t bytesPerVoxel) {
   const std::uint64_t perVoxel = bytesPerVoxel ? bytesPerVoxel : 1;
   std::uint64_t cap = std::min<std::uint64_t>(availableMemoryBytes() / perVoxel, std::uint64_t{1} << 34);
@@ -49,6 +60,19 @@ std::int64_t voxelCap(std::size_t bytesPerVoxel) {
     if (end != env && *end == '\0' && v > 0) cap = std::min<std::uint64_t>(cap, v);
   }
   return static_cast<std::int64_t>(cap);
+}
+
+std::string loadCostProblem(std::int64_t voxels, std::size_t bytesPerComponent) {
+  const double decoded = static_cast<double>(voxels) * static_cast<double>(bytesPerComponent);
+  const double need = decoded + static_cast<double>(voxels) * sizeof(float);
+  const double available = static_cast<double>(readMemoryBytes());
+  if (need <= available) {
+    const std::int64_t cap = voxelCap(bytesPerComponent + sizeof(float));  // 2^34, SPLITSEG_MAX_VOXELS
+    if (voxels <= cap) return {};
+    return "has " + std::to_string(voxels) + " voxels, more than this machine's limit of " + std::to_string(cap);
+  }
+  return "decodes to " + formatBytes(decoded) + "; with its float copy this needs " + formatBytes(need) +
+         ", more than the available memory (" + formatBytes(available) + ")";
 }
 
 bool checkedVoxelCount(const std::array<std::int64_t, 3>& size, std::int64_t& out) {

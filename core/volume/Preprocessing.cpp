@@ -1,4 +1,5 @@
 #include "core/volume/Preprocessing.h"
+#include "core/base/JsonText.h"
 
 #include "core/base/Error.h"
 #include "core/base/JsonNumbers.h"
@@ -37,9 +38,9 @@ Preprocessing Preprocessing::fromJson(const std::string& text) {
   if (text.empty()) return p;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(std::string("preprocessing JSON does not parse: ") + e.what());
+    j = parseJson(text, "preprocessing JSON");
+  } catch (const JsonRefused& e) {
+    throw InvalidArgument(e.what());
   }
   if (!j.is_object()) throw InvalidArgument("preprocessing JSON must be an object");
   try {

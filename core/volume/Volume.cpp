@@ -53,6 +53,12 @@ std::string Geometry::differenceTo(const Geometry& o, double tol) const {
 Volume::Volume(const Geometry& geometry, float fill)
     : geometry_(geometry), voxels_(static_cast<std::size_t>(geometry.voxelCount()), fill) {}
 
+Volume::Volume(const Geometry& geometry, std::vector<float>&& voxels) : geometry_(geometry), voxels_(std::move(voxels)) {
+  if (static_cast<std::int64_t>(voxels_.size()) != geometry.voxelCount())
+    throw InvalidArgument("volume: " + std::to_string(voxels_.size()) + " voxels for a grid of " +
+                          std::to_string(geometry.voxelCount()));
+}
+
 std::pair<float, float> Volume::range() const {
   if (voxels_.empty()) return {0.0f, 0.0f};
   auto [lo, hi] = std::minmax_element(voxels_.begin(), voxels_.end());

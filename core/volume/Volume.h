@@ -28,6 +28,8 @@ class Volume {
 public:
   Volume() = default;
   Volume(const Geometry& geometry, float fill = 0.0f);
+  // Adopts voxels (geometry.voxelCount() of them, x fastest; InvalidArgument otherwise).
+  Volume(const Geometry& geometry, std::vector<float>&& voxels);
 
   const Geometry& geometry() const { return geometry_; }
   Geometry& geometry() { return geometry_; }

@@ -19,6 +19,7 @@ from bench_stats import Estimate, per_round, pooled_median, ratio, verdict, verd
 from report_analysis import render_analysis  # noqa: E402
 from report_gpu import fmt_s, gpu_section, gpu_values  # noqa: E402
 from report_planner import planner_rows  # noqa: E402
+from report_memory import memory_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 HEAD = ("benchmark", "SplitSeg", "peer", "ratio: median [95% interval]", "goal", "verdict")
@@ -362,6 +363,7 @@ def build(rows):
     sharding(rep)
     inference(rep)
     volumes_and_ui(rep)
+    memory_rows(rep)
     return rep
 
 

@@ -50,7 +50,7 @@ OUTD="$WORK/results"; mkdir -p "$OUTD"
 # counts work, not waiting: on a shared 2-core machine wall time swings by 2-3x between rounds.
 export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 log() { echo "bench: $*" >&2; }
-# BENCH_ONLY=planner,ranks runs only those sections (training inference planner volume ranks ranks_infer
+# BENCH_ONLY=planner,ranks runs only those sections (training inference planner volume ranks ranks_infer volume_memory
 # ranks_plan sharding ui); with BENCH_MERGE=old-results.jsonl the other sections' records are taken from that file, so
 # the report is still regenerated whole from one results file.
 want() { [ -z "${BENCH_ONLY:-}" ] || [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
@@ -217,6 +217,30 @@ else
   echo '{"kind":"volume_splitseg:synthetic","error":"skipped: needs an ITK build (splitseg-bench volume) and SimpleITK in the venv (install-deps.sh --bench)"}' \
     >>"$OUTD/results.jsonl"
 fi
+fi
+
+# 4a. What opening a real-size CT costs in memory (issue 50): a 512x512x2000 int16 CT (1000 MiB
+# decoded), each command's peak resident growth (volume_memory.py). BENCH_MEMORY_ROUNDS (3).
+if want volume_memory; then
+  MSIZE="${BENCH_MEMORY_CT:-512,512,2000}"; [ "${BENCH_QUICK:-0}" = 1 ] && MSIZE=128,128,100
+  MCT="$WORK/memory_ct.nii.gz"
+  if "$BENCH" volume --write "$MCT" --size "$MSIZE" >/dev/null 2>&1; then
+    VM=("$PY" "$HERE/volume_memory.py" --cli "$CLI" --file "$MCT")
+    "$CLI" train --synthetic 32 --base 4 --steps 1 --save "$WORK/memory.pt" >/dev/null 2>&1
+    for ROUND in $(seq 1 "${BENCH_MEMORY_ROUNDS:-3}"); do
+      record mem_info "${VM[@]}" --what info -- "$CLI" info "$MCT"
+      record mem_load "${VM[@]}" --what load -- "$BENCH" volume --read "$MCT" --repeats 1
+      [ -x "$BUILD/bin/splitseg" ] && [ -n "${DISPLAY:-}" ] &&
+        record mem_open env QT_QPA_PLATFORM=xcb "${VM[@]}" --what open -- "$BUILD/bin/splitseg" "$MCT" --screenshot "$WORK/open.png"
+    done
+    # One round: a whole-volume prediction takes minutes on 2 cores (windows of 256^3, no overlap).
+    ROUND=1
+    record mem_infer "${VM[@]}" --what infer -- "$CLI" infer --checkpoint "$WORK/memory.pt" --image "$MCT" \
+      --out "$WORK/memory_seg.nii.gz" --window 256 --overlap 0
+    ROUND=0
+  else
+    echo '{"kind":"mem_load","error":"skipped: splitseg-bench volume cannot write the CT (an ITK build is needed)"}' >>"$OUTD/results.jsonl"
+  fi
 fi
 
 # 4b. Ranks (issue 13): 2 local ranks x 1 thread, the seed network at base $BASE, batch 4, ${SIZE}^3:

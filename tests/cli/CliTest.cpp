@@ -8,6 +8,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <filesystem>
+#include <fstream>
+
 namespace {
 struct Result {
   int code;
@@ -19,6 +22,22 @@ Result cli(const QStringList& args) {
   p.start(SPLITSEG_CLI, args);
   p.waitForFinished(300000);
   return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+
+// The same, as bytes and with how the process ended: for output that must hold no raw bytes
+// and for runs that used to die on a signal.
+struct RawResult {
+  QProcess::ExitStatus status;
+  int code;
+  QByteArray out;
+  QByteArray err;
+};
+RawResult cliRaw(const QString& program, const QStringList& args, const QString& workingDirectory = {}) {
+  QProcess p;
+  if (!workingDirectory.isEmpty()) p.setWorkingDirectory(workingDirectory);
+  p.start(program, args);
+  p.waitForFinished(300000);
+  return {p.exitStatus(), p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
 }
 
 QJsonObject parseObject(const QString& text) {
@@ -356,6 +375,80 @@ private Q_SLOTS:
     QVERIFY2(!r.out.contains("\"loss\""), qPrintable(r.out));  // no step ran
     QVERIFY(!QFile::exists(checkpoint));
     QVERIFY(!QFile::exists(checkpoint + ".tmp"));
+  }
+
+  // Issue 50: a 400 KB session nesting 200,000 arrays crashed train on a stack overflow (signal,
+  // exit 139) before anything ran. Now: exit 1 and one line saying why.
+  void deepSessionIsOneErrorLine() {
+    QTemporaryDir tmp;
+    const QString file = tmp.filePath("deep.splitseg");
+    QFile f(file);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"splitseg_session": 2, "volumes": [], "run": {"splitseg_run": 1}, "view": )" + QByteArray(200000, '[') +
+            QByteArray(200000, ']') + "}\n");
+    f.close();
+    const auto r = cliRaw(SPLITSEG_CLI, {"train", "--session", file, "--steps", "1"});
+    QCOMPARE(r.status, QProcess::NormalExit);
+    QCOMPARE(r.code, 1);
+    QCOMPARE(QString::fromUtf8(r.err),
+             "splitseg-cli: " + file + ": session nests JSON arrays and objects deeper than 64 levels; refused\n");
+    QVERIFY2(!r.out.contains("\"loss\""), r.out.constData());
+  }
+
+  // Issue 50: a session's paths are someone else's bytes. Not UTF-8 (0xFF) or a terminal control
+  // sequence (ESC [2J clears the screen): warnings and errors show them as \xNN text, and no raw
+  // 0xFF or ESC byte reaches the terminal. The bytes come from the file itself (then it is not
+  // JSON) or from the folder the session lies in (then its paths hold them).
+  void sessionPathBytesAreEscaped_data() {
+    QTest::addColumn<QString>("where");    // "file" | "folder"
+    QTest::addColumn<QString>("command");  // %1: the session file
+    QTest::addColumn<int>("code");
+    QTest::addColumn<QString>("stream");      // "err" | "out": where the escaped text is
+    QTest::addColumn<QByteArray>("expected");  // <tmp>: the temporary folder
+    QTest::addColumn<bool>("exact");          // the whole stream, or a part of it
+    QTest::newRow("in the file: train") << "file" << "train --session %1 --steps 1" << 1 << "err"
+                                        << QByteArray("last read: '\"scan\\xff'") << false;
+    QTest::newRow("in the folder: train --print-run")
+        << "folder" << "train --session %1 --print-run" << 0 << "err"
+        << QByteArray("session dir\\xff\\x1b[2J/s.splitseg: image volume not found: <tmp>/dir\\xff\\x1b[2J/scan\\x1b[2J.nii.gz\n")
+        << true;
+  }
+  void sessionPathBytesAreEscaped() {
+    QFETCH(QString, where);
+    QFETCH(QString, command);
+    QFETCH(int, code);
+    QFETCH(QString, stream);
+    QFETCH(QByteArray, expected);
+    QFETCH(bool, exact);
+    QTemporaryDir tmp;
+    namespace fs = std::filesystem;
+    const fs::path root = tmp.path().toStdString();
+    const std::string folder = where == "folder" ? "dir\xff\x1b[2J" : "plain";
+    fs::create_directories(root / folder);
+    {
+      std::ofstream f(root / folder / "s.splitseg", std::ios::binary);
+      if (where == "file")  // raw bytes in a JSON string: not JSON; refused naming them
+        f << "{\"splitseg_session\":2,\"volumes\":[{\"path\":\"scan\xff\x1b[2J.nii.gz\",\"role\":\"image\"}]}";
+      else  // JSON (ESC written as JSON escapes it); the 0xFF comes from the session's folder
+        f << "{\"splitseg_session\":2,\"volumes\":[{\"path\":\"scan\\u001b[2J.nii.gz\",\"role\":\"image\"}],\"run\":{\"splitseg_run\":1}}";
+    }
+    // A QString argument cannot hold byte 0xFF: the shell makes the path (printf octal) and runs
+    // the CLI in the temporary folder, the session path relative to it.
+    const QString octal = where == "folder" ? "dir\\377\\033[2J" : "plain";
+    const QString script = "exec \"$0\" " + command.arg("\"$(printf '" + octal + "/s.splitseg')\"");
+    const auto r = cliRaw("/bin/sh", {"-c", script, SPLITSEG_CLI}, tmp.path());
+    QCOMPARE(r.status, QProcess::NormalExit);
+    QVERIFY2(r.code == code, r.err.constData());
+    expected.replace("<tmp>", tmp.path().toUtf8());
+    const QByteArray& text = stream == "err" ? r.err : r.out;
+    if (exact) QCOMPARE(text, expected);
+    else QVERIFY2(text.contains(expected), text.constData());
+    for (const QByteArray* b : {&r.out, &r.err}) {
+      QVERIFY2(!b->contains('\xff'), b->toPercentEncoding(" /:\\[]'\"{},\n").constData());
+      QVERIFY2(!b->contains('\x1b'), b->toPercentEncoding(" /:\\[]'\"{},\n").constData());
+    }
+    if (stream == "err") QCOMPARE(r.err.count('\n'), 1);  // one line: the one warning, or the error
+    else QVERIFY2(r.err.isEmpty(), r.err.constData());      // session show: the warnings are in its JSON
   }
 
   void errors_data() {

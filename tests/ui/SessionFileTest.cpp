@@ -281,6 +281,56 @@ private Q_SLOTS:
     test::warnings().clear();
   }
 
+  // Issue 50: hostile session files. 200,000 nested arrays (400 KB) overflowed the stack; raw
+  // bytes or a control sequence in a path reached the status bar as they were. Now each is one
+  // escaped line in the status bar, and a file that is refused changes nothing.
+  void hostileSessionIsOneStatusLine_data() {
+    QTest::addColumn<QByteArray>("content");
+    QTest::addColumn<bool>("background");
+    QTest::addColumn<bool>("opens");
+    QTest::addColumn<QString>("status");  // <path>: the session file
+    QTest::addColumn<bool>("exact");      // the whole status line, or a part of it
+    const QByteArray deep = R"({"splitseg_session":2,"volumes":[],"run":{"splitseg_run":1},"view":)" +
+                            QByteArray(200000, '[') + QByteArray(200000, ']') + "}";
+    const QString refused = "Could not open session: <path>: session nests JSON arrays and objects deeper than 64 levels; refused";
+    QTest::newRow("200,000 deep") << deep << false << false << refused << true;
+    QTest::newRow("200,000 deep, in the background") << deep << true << false << refused << true;
+    QTest::newRow("raw 0xFF in a path (not JSON)")
+        << QByteArray("{\"splitseg_session\":2,\"volumes\":[{\"path\":\"scan\xff\x1b[2J.nii.gz\",\"role\":\"image\"}]}")
+        << false << false << "last read: '\"scan\\xff'" << false;
+    QTest::newRow("ESC in a path")
+        << QByteArray("{\"splitseg_session\":2,\"volumes\":[{\"path\":\"scan\\u001b[2J.nii.gz\",\"role\":\"image\"}],"
+                      "\"run\":{\"splitseg_run\":1}}")
+        << false << true << QString("1 problem(s): image volume not found: ") + dir_.path() + "/scan\\x1b[2J.nii.gz" << false;
+  }
+  void hostileSessionIsOneStatusLine() {
+    QFETCH(QByteArray, content);
+    QFETCH(bool, background);
+    QFETCH(bool, opens);
+    QFETCH(QString, status);
+    QFETCH(bool, exact);
+    const QString path = dir_.path() + "/hostile.splitseg";
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write(content);
+    f.close();
+    MainWindow w;
+    auto run = w.session()->run();
+    run.batch = 4;
+    w.session()->setRun(run);
+    const QStringList warnings = w.openSessionFile(path, background ? MainWindow::Loading::Background : MainWindow::Loading::Blocking);
+    status.replace("<path>", path);
+    const QString shown = w.statusText();
+    if (exact) QCOMPARE(shown, status);
+    else QVERIFY2(shown.contains(status), qPrintable(shown));
+    QCOMPARE(warnings.size(), 1);
+    for (const QString& text : {shown, warnings.front()})
+      for (const QChar c : {QChar(u'\n'), QChar(0x1b), QChar(0xff), QChar(QChar::ReplacementCharacter)})
+        QVERIFY2(!text.contains(c), qPrintable(text.toUtf8().toPercentEncoding(" /:\\[]'\"(),")));
+    if (!opens) QCOMPARE(w.session()->run().batch, 4);  // refused: nothing changed
+    test::warnings().clear();  // the status bar reported it on purpose
+  }
+
   void notASession() {
     const QString bogus = dir_.path() + "/bogus.splitseg";
     QFile f(bogus);

@@ -2,6 +2,7 @@
 #include "ui/mainwindow/ModelExport.h"
 #include "ui/mainwindow/SessionFile.h"
 
+#include "core/base/Printable.h"
 #include "core/base/Units.h"
 #include "core/data/Phantom.h"
 #include "ui/mainwindow/AsyncVolumeLoader.h"
@@ -273,8 +274,10 @@ QStringList MainWindow::openSessionFile(const QString& path, Loading mode) {
   try {
     loaded = session::loadSession(path.toStdString());
   } catch (const std::exception& e) {
-    showStatus(tr("Could not open session: %1").arg(e.what()), true);
-    return {tr("could not open session: %1").arg(e.what())};
+    // splitseg::Error messages are already one escaped line; any other exception is made so too.
+    const QString why = QString::fromStdString(printable(e.what()));
+    showStatus(tr("Could not open session: %1").arg(why), true);
+    return {tr("could not open session: %1").arg(why)};
   }
   const QStringList warnings = applySession(*this, loaded, mode);
   showStatus(warnings.isEmpty() ? tr("Session %1 opened").arg(QFileInfo(path).fileName())

@@ -1,5 +1,6 @@
 #include "ui/mainwindow/SessionFile.h"
 #include "core/base/Error.h"
+#include "core/base/Printable.h"
 #include "core/engine/NetworkFactory.h"
 #include "core/model/StagedNetwork.h"
 #include "ui/mainwindow/MainWindow.h"
@@ -34,7 +35,8 @@ session::Session captureSession(const MainWindow& window) {
 
 QStringList applySession(MainWindow& window, const session::LoadResult& loaded, MainWindow::Loading mode) {
   QStringList warnings;
-  for (const auto& w : loaded.warnings) warnings << QString::fromStdString(w);
+  // A session's paths are someone else's bytes: escaped (\xNN), so a warning is one readable line.
+  for (const auto& w : loaded.warnings) warnings << QString::fromStdString(printable(w));
   const session::Session& in = loaded.session;
   Session& s = *window.session();
 
@@ -45,7 +47,7 @@ QStringList applySession(MainWindow& window, const session::LoadResult& loaded, 
     const QString labelPath = label && !label->missing ? QString::fromStdString(label->path) : QString();
     // In the background the read supersedes the dataset's first case, started just above.
     if (!window.openVolume(QString::fromStdString(image->path), labelPath, mode))
-      warnings << QObject::tr("could not open %1").arg(QString::fromStdString(image->path));
+      warnings << QObject::tr("could not open %1").arg(QString::fromStdString(printable(image->path)));
   }
 
   // Hosts before the placement, so stages on their ranks stay there.

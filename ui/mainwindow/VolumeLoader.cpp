@@ -4,13 +4,12 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 
 #include <exception>
 
 #ifdef SPLITSEG_HAVE_IO
+#include "core/base/Error.h"
+#include "core/base/JsonText.h"
 #include "core/io/InVesalius.h"
 #include "core/io/VolumeReader.h"
 #include "core/io/VolumeWriter.h"
@@ -95,12 +94,18 @@ QString VolumeLoader::saveSegmentation(const Volume& labels, const Geometry& sou
 VolumeLoader::Dataset VolumeLoader::listDataset(const QString& folder) {
   Dataset ds;
   const QDir dir(folder);
-  QFile json(dir.filePath("dataset.json"));
-  if (json.open(QIODevice::ReadOnly)) {
-    const auto o = QJsonDocument::fromJson(json.readAll()).object();
-    for (const auto& v : o.value("training").toArray()) {
-      const auto c = v.toObject();
-      const QString img = c.value("image").toString(), lab = c.value("label").toString();
+  nlohmann::json o;
+  try {
+    o = readJsonFile(dir.filePath("dataset.json").toStdString());  // bounded in size and depth
+  } catch (const Error&) {
+    // No list, or a broken one: the folder is still scanned below.
+  }
+  const auto text = [](const nlohmann::json& c, const char* key) {
+    return c.is_object() && c.contains(key) && c.at(key).is_string() ? QString::fromStdString(c.at(key).get<std::string>()) : QString();
+  };
+  if (o.is_object() && o.contains("training") && o.at("training").is_array()) {
+    for (const auto& c : o.at("training")) {
+      const QString img = text(c, "image"), lab = text(c, "label");
       // MSD lists the image path; nnU-Net v2's dataset.json has no list (handled below).
       if (!img.isEmpty()) {
         ds.images << QDir::cleanPath(dir.filePath(img));

@@ -43,8 +43,8 @@ vtkSmartPointer<vtkImageData> toImageData(const Volume& volume, bool asLabels) {
     img->GetPointData()->SetScalars(arr);
   } else {
     auto arr = vtkSmartPointer<vtkFloatArray>::New();
-    arr->SetNumberOfValues(n);
-    std::memcpy(arr->GetPointer(0), volume.data(), sizeof(float) * static_cast<std::size_t>(n));
+    // save = 1: VTK never frees or writes it; volume_ (held beside image_) keeps it alive.
+    arr->SetArray(const_cast<float*>(volume.data()), n, 1);
     arr->SetName("intensity");
     img->GetPointData()->SetScalars(arr);
   }
@@ -70,9 +70,10 @@ VolumeView3d::VolumeView3d(QWidget* parent) : VtkOpenGLWidget(parent) {
 VolumeView3d::~VolumeView3d() = default;
 
 void VolumeView3d::setVolume(std::shared_ptr<const Volume> volume) {
-  volume_ = std::move(volume);
   if (actor_) renderer()->RemoveVolume(actor_);
   actor_ = nullptr;
+  image_ = nullptr;  // it refers to the old volume's voxels
+  volume_ = std::move(volume);
   clearLabelSurfaces();
   if (!volume_ || volume_->empty()) {
     update();

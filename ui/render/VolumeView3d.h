@@ -45,8 +45,9 @@ private:
   std::pair<float, float> range_{0.f, 1.f};
 };
 
-// Copies a Volume (x fastest, same as VTK) into image data with its spacing; origin and
-// direction are applied by patientMatrix on the actor.
+// Image data of a Volume (x fastest, same as VTK) with its spacing; origin and direction are
+// applied by patientMatrix on the actor. Intensities are not copied (a 1 GB CT would be held
+// twice): the image refers to the volume's voxels, which must outlive it. Labels become uint8.
 vtkSmartPointer<vtkImageData> toImageData(const Volume& volume, bool asLabels);
 vtkSmartPointer<vtkMatrix4x4> patientMatrix(const Geometry& geometry);
 

@@ -1,4 +1,5 @@
 #include "ui/training/NetworkOptionsDialog.h"
+#include "core/base/JsonText.h"
 
 #include <QCheckBox>
 #include <QDialogButtonBox>
@@ -80,8 +81,11 @@ nlohmann::json NetworkOptionsDialog::options() const {
         continue;
       }
       // A list field holds JSON; text that is not stays text, so the factory names the option.
-      auto parsed = nlohmann::json::parse(text, nullptr, false);
-      out[key] = parsed.is_discarded() ? nlohmann::json(text) : parsed;
+      try {
+        out[key] = parseJson(text, key);
+      } catch (const JsonRefused&) {
+        out[key] = text;
+      }
     }
   }
   return out;

@@ -1,4 +1,5 @@
 #include "ui/training/RunSettingsDialog.h"
+#include "core/base/JsonText.h"
 #include "core/base/Units.h"
 #include "core/placement/Placement.h"
 #include "core/placement/ShardLayout.h"
@@ -248,7 +249,7 @@ bool RunSettingsDialog::apply() {
   const auto stages = session_->stageNames();
   nlohmann::json options;
   try {
-    options = nlohmann::json::parse(options_->text().toStdString());
+    options = parseJson(options_->text().toStdString(), "network.options");
     if (!options.is_object()) bad("network.options", tr("must be a JSON object"));
   } catch (const std::exception& e) {
     bad("network.options", tr("not JSON (%1)").arg(e.what()));

@@ -133,6 +133,14 @@ private Q_SLOTS:
     QTest::newRow("size mismatch") << "size" << "FormatError" << "case_0.nii.gz" << "size 20x18x16 vs 20x18x15";
     QTest::newRow("spacing mismatch") << "spacing" << "FormatError" << "case_0.nii.gz" << "spacing";
     QTest::newRow("undeclared label value") << "labelvalue" << "FormatError" << "labelsTr/case_0.nii.gz" << "not declared";
+    // Issue 50: a label value that is not a whole number is refused for that reason, named with
+    // its voxel and the file's pixel type (never cast to int: 1e10 would be undefined behaviour).
+    QTest::newRow("label value 0.5") << "labelHalf" << "FormatError" << "labelsTr/case_0.nii.gz"
+                                     << "label value 0.5 at voxel (3,4,5) is not a whole number (labels hold whole numbers; this file stores float32)";
+    QTest::newRow("label value 1e10") << "label1e10" << "FormatError" << "labelsTr/case_0.nii.gz"
+                                      << "label value 1e+10 at voxel (3,4,5) is a whole number outside the range of label values (labels hold whole numbers from -2147483648 to 2147483647; this file stores float32)";
+    QTest::newRow("label value 1.0001") << "labelNearOne" << "FormatError" << "labelsTr/case_0.nii.gz"
+                                        << "label value 1.0001 at voxel (3,4,5) is not a whole number (labels hold whole numbers; this file stores float32)";
     QTest::newRow("NaN in image") << "nan" << "FormatError" << "imagesTr/case_0.nii.gz" << "NaN";
     QTest::newRow("nnU-Net channel missing") << "channel" << "FormatError" << "dataset.json" << "channel 1";
     // Issue 15: bounded labels (one network output per value) and confined paths.
@@ -171,6 +179,13 @@ private Q_SLOTS:
     if (k == "labelvalue") {
       auto p = phantom(0);
       p.label.at(3, 3, 3) = 3.0f;
+      io::writeVolume(p.label, lab0);
+    }
+    if (k == "labelHalf" || k == "label1e10" || k == "labelNearOne") {
+      auto p = phantom(0);
+      p.label.setPixelType("float32");
+      p.label.at(3, 4, 5) = k == "labelHalf" ? 0.5f : k == "label1e10" ? 1e10f : 1.0001f;
+      p.label.at(6, 6, 6) = 3.0f;  // undeclared too, but later: the not-whole value is the reason
       io::writeVolume(p.label, lab0);
     }
     if (k == "nan") {
@@ -215,6 +230,8 @@ private Q_SLOTS:
       QCOMPARE(QString("FormatError"), error);
       QVERIFY2(QString::fromStdString(e.path()).endsWith(fileEnds), qPrintable(QString::fromStdString(e.path())));
       QVERIFY2(std::string(e.what()).find(message.toStdString()) != std::string::npos, e.what());
+      if (message.startsWith("label value "))  // issue 50 rows: the whole message, exactly
+        QCOMPARE(QString::fromUtf8(e.what()), QString::fromStdString(lab0) + ": " + message);
       if (k == "size" || k == "spacing") QVERIFY2(std::string(e.what()).find(img0) != std::string::npos, e.what());
     } catch (const IoError& e) {
       QCOMPARE(QString("IoError"), error);

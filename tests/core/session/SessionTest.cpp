@@ -209,6 +209,41 @@ private Q_SLOTS:
     }
   }
 
+  // Issue 50: a 400 KB session whose "view" nests 200,000 arrays overflowed the stack when the
+  // view was copied. It is refused by depth in one line naming the file; the session object and
+  // the arrays in its view count together, and 64 levels in all still load.
+  void deepSessionIsRefused_data() {
+    QTest::addColumn<int>("viewDepth");  // arrays nested in "view"; the session object is one level more
+    QTest::addColumn<bool>("loads");
+    QTest::newRow("63 in the view: 64 levels") << 63 << true;
+    QTest::newRow("64 in the view: 65 levels") << 64 << false;
+    QTest::newRow("200,000 in the view") << 200000 << false;
+  }
+  void deepSessionIsRefused() {
+    QFETCH(int, viewDepth);
+    QFETCH(bool, loads);
+    QTemporaryDir tmp;
+    const auto file = (fs::path(tmp.path().toStdString()) / "deep.splitseg").string();
+    const std::string view = std::string(static_cast<std::size_t>(viewDepth), '[') + std::string(static_cast<std::size_t>(viewDepth), ']');
+    std::ofstream(file) << R"({"splitseg_session":2,"volumes":[],"run":{"splitseg_run":1},"view":)" << view << "}";
+    if (viewDepth == 200000) QVERIFY(fs::file_size(file) > 400000);
+    try {
+      const auto r = session::loadSession(file);
+      QVERIFY2(loads, "accepted a session nested too deep");
+      int depth = 0;  // the view came back whole
+      for (const nlohmann::json* v = &r.session.view; v->is_array(); v = &v->front()) {
+        ++depth;
+        if (v->empty()) break;
+      }
+      QCOMPARE(depth, viewDepth);
+    } catch (const FormatError& e) {
+      QVERIFY2(!loads, e.what());
+      QCOMPARE(QString::fromStdString(e.what()),
+               QString::fromStdString(file + ": session nests JSON arrays and objects deeper than 64 levels; refused"));
+      QCOMPARE(QString::fromStdString(e.path()), QString::fromStdString(file));
+    }
+  }
+
   void badFilesThrowClearErrors() {
     QTemporaryDir tmp;
     const fs::path root = tmp.path().toStdString();
