@@ -31,13 +31,12 @@ void addSessionCommands(CLI::App& app) {
   show->add_option("file", *showPath, "session file")->required();
   show->callback([showPath] {
     const auto r = session::loadSession(*showPath);
-    nlohmann::json out = session::toJson(r.session, "");  // absolute paths
-    // Warnings escaped as every message is; a path that is not UTF-8 is printed with U+FFFD for
-    // the bytes it cannot hold (JSON escapes control characters itself), never thrown on.
+    nlohmann::json out = session::toJson(r.session, "", true);  // absolute paths, escaped if not UTF-8
+    // Warnings escaped as every message is (JSON escapes control characters itself).
     nlohmann::json warnings = nlohmann::json::array();
     for (const auto& w : r.warnings) warnings.push_back(printable(w));
     out["warnings"] = warnings;
-    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << out.dump(2) << "\n";
   });
 
   auto a = std::make_shared<SaveArgs>();

@@ -35,6 +35,15 @@ std::size_t utf8Length(std::string_view s, std::size_t i) {
 
 } // namespace
 
+bool isUtf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8Length(text, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
 std::string printable(std::string_view text) {
   static const char* hex = "0123456789abcdef";
   std::string out;

@@ -9,4 +9,7 @@ namespace splitseg {
 
 std::string printable(std::string_view text);
 
+// Whether `text` is well-formed UTF-8 (what JSON can hold as a string).
+bool isUtf8(std::string_view text);
+
 } // namespace splitseg

@@ -89,19 +89,41 @@ std::pair<std::int64_t, std::int64_t> bf16OneDnnScratch(const LayerSpec& l, cons
 // Single layers with oneDNN capped to AVX2 on an AVX-512 AMD EPYC (CpuConvScratchTest, 2026-12-04)
 // added: the first layer (no input gradient) holds nothing in backward (the model had 3.75 MiB at
 // 1->8, batch 2, 32^3); a transposed convolution to fewer than 8 or not a multiple of 8 channels
-// holds two outputs in backward, as on AVX-512. Not modelled: below ~24^3 the 3x3x3 backward holds
-// 10-35 weight sizes more (1.6 MiB at 32->32, 16^3; not at 24^3 and up), small beside the
-// full-resolution layers where the steps peak.
+// holds two outputs in backward, as on AVX-512. The weight gradient's gemm scratch
+// (plainGemmScratch) makes the 3x3x3 backward's peak where it is larger: the small deep layers
+// with a batch (1.5 MiB more than the rest at 32->32, 16^3, batch 2).
 std::int64_t transposedBackward(const LayerSpec& l, std::int64_t in, std::int64_t out) {
   return in + (l.outChannels % 8 ? 2 : 1) * out;
 }
 
-std::pair<std::int64_t, std::int64_t> avx2OneDnnScratch(const LayerSpec& l, std::int64_t in, std::int64_t out,
+// oneDNN's gemm kernel for the weight gradient (src/cpu/gemm_convolution_utils.cpp, bwd_w): per
+// thread one depth slice's im2col (ic x k^3 x H x W) and weight-gradient partials (four weight
+// sizes); on all threads when batch > 1 and H x W / threads < 256, else on one. On AVX2 with
+// plain (NCDHW) tensors, 3x3x3 layers 8-64 channels, 8^3-32^3, batch 2-4 (CpuConvScratchTest,
+// AMD EPYC, 2 threads, torch 2.11, 2026-12-07): the backward peak is the larger of this and the
+// blocked buffers, exact to 1 KiB in every row below 24^3; NDHWC adds a transposed input copy.
+std::int64_t gemmThreads(const ConvTensor& in, int batch, int threads) {
+  const std::int64_t hw = in.dims[1] * in.dims[2];
+  return batch > 1 && hw / std::max(1, threads) < 256 ? std::max(1, threads) : 1;
+}
+
+std::int64_t plainGemmScratch(const LayerSpec& l, const ConvTensor& in, int batch, int threads) {
+  const std::int64_t ks = std::int64_t{l.kernel} * l.kernel * l.kernel;
+  const std::int64_t hw = in.dims[1] * in.dims[2];
+  return 4 * gemmThreads(in, batch, threads) * (l.inChannels * hw * ks + 4 * ks * l.inChannels * l.outChannels);
+}
+
+std::pair<std::int64_t, std::int64_t> avx2OneDnnScratch(const LayerSpec& l, const ConvTensor& inShape, int batch,
+                                                        int threads, std::int64_t in, std::int64_t out,
                                                         std::int64_t inBlocked, std::int64_t outBlocked,
                                                         bool inputGrad) {
   if (l.kind == LayerKind::ConvTranspose) return {2 * out, transposedBackward(l, in, out)};
+  // Forward: a layer that widens holds its blocked output beside the output; from 64 input
+  // channels also a reordered copy of the weights (none at 8-32; the rows of plainGemmScratch).
   if (l.kernel == 3 && l.stride == 1)
-    return {inBlocked + outBlocked - out, inputGrad ? std::max(inBlocked, inBlocked + outBlocked - in) : 0};
+    return {std::max(inBlocked + outBlocked - out, outBlocked) + (l.inChannels >= 64 ? weightBytes(l, 8) : 0),
+            inputGrad ? std::max({inBlocked, inBlocked + outBlocked - in, plainGemmScratch(l, inShape, batch, threads)})
+                      : 0};
   if (l.kernel == 1) return {inBlocked + outBlocked - out, inBlocked + outBlocked};
   return {in + out, in + out};  // not traced on AVX2 (the U-Nets have none): the AVX-512 model
 }
@@ -121,11 +143,8 @@ std::pair<std::int64_t, std::int64_t> avx2OneDnnScratch(const LayerSpec& l, std:
 // again in backward. The native kernels (small single-sample layers) give a plain output and copy
 // a channels-last input to plain first, in forward and in backward (1x1x1: forward only).
 std::int64_t channelsLastGemmScratch(const LayerSpec& l, const ConvTensor& in, int batch, int threads) {
-  const std::int64_t ks = std::int64_t{l.kernel} * l.kernel * l.kernel;
-  const std::int64_t hw = in.dims[1] * in.dims[2];
-  const std::int64_t nthr = batch > 1 && hw / std::max(1, threads) < 256 ? std::max(1, threads) : 1;
-  const std::int64_t ic = l.inChannels, oc = l.outChannels;
-  return 4 * nthr * (ic * hw * (ks + in.dims[0]) + 4 * ks * ic * oc);
+  return plainGemmScratch(l, in, batch, threads) +
+         4 * gemmThreads(in, batch, threads) * l.inChannels * voxels(in.dims);
 }
 
 } // namespace
@@ -165,8 +184,22 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
   // dispatches itself (batch > 1, or bf16; shard::callsOneDnn takes fp32 at batch 1): the output
   // comes back plain, with two outputs' worth beside it (single layers in InferenceMode, AVX-512
   // AMD EPYC, 2 threads, torch 2.11, 2026-12-05: 1->8 at 32^3, fp32 batch 2 and bf16 batch 1).
-  if (inference && cl && in.channels == 1 && l.kind == LayerKind::Conv && !(in.dtype == 4 && n == 1 && l.followsWhole))
+  // On AVX2 (fp32; CpuConvScratchTest's inference rows, AMD EPYC, 2 threads, torch 2.11,
+  // 2026-12-07) oneDNN holds one output blocked by 8 instead, also at batch 1 through
+  // shard::callsOneDnn, and the output is plain; LibTorch's own batch-1 call runs vol2col.
+  const bool avx2Fp32 = !o.cpuAvx512 && in.dtype == 4;
+  if (inference && cl && in.channels == 1 && l.kind == LayerKind::Conv && avx2Fp32 && (n > 1 || l.followsWhole))
+    return {n * padTo(l.outChannels, 8) * voxels(out.dims) * out.dtype, 0, false};
+  if (inference && cl && in.channels == 1 && l.kind == LayerKind::Conv && !avx2Fp32 &&
+      !(in.dtype == 4 && n == 1 && l.followsWhole))
     return {2 * bytesOf(out), 0, false};
+  // The same rows: a 1x1x1 layer on an NDHWC input at batch 1 through shard::callsOneDnn copies
+  // the input plain, then runs the blocked kernel (blocked input and output), plain output.
+  if (inference && cl && avx2Fp32 && n == 1 && l.followsWhole && l.kind == LayerKind::Conv && l.kernel == 1 &&
+      in.channelsLast && in.channels > 1) {
+    const auto padded8 = [&](const ConvTensor& t) { return padTo(t.channels, 8) * voxels(t.dims) * t.dtype; };
+    return {bytesOf(in) + padded8(in) + padded8(out) - bytesOf(out), 0, false};
+  }
   // A channels-last input (more than one channel) the kernel must copy to plain, or a plain one
   // it must copy to channels-last.
   const std::int64_t inCopy = in.channels > 1 && in.channelsLast != (cl && onednn) ? bytesOf(in) : 0;
@@ -213,7 +246,8 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
       return n * padTo(t.channels, block) * voxels(t.dims) * t.dtype;
     };
     if (!o.cpuAvx512) {
-      const auto [f, b] = avx2OneDnnScratch(l, bytesOf(in), bytesOf(out), padded(in), padded(out), in.requiresGrad);
+      const auto [f, b] = avx2OneDnnScratch(l, in, batch, o.cpuThreads, bytesOf(in), bytesOf(out), padded(in),
+                                            padded(out), in.requiresGrad);
       return {f, b, false};
     }
     if (l.kernel == 3 && l.stride == 1 && in.channels < block) {

@@ -1,4 +1,6 @@
 #include "core/session/Session.h"
+
+#include "core/base/Printable.h"
 #include "core/base/JsonText.h"
 #include "core/base/DurableFile.h"
 #include "core/base/Error.h"
@@ -99,12 +101,23 @@ run::RunSpec runFromVersion1(const nlohmann::json& j) {
 }
 } // namespace
 
-nlohmann::json toJson(const Session& s, const std::string& baseDir) {
+nlohmann::json toJson(const Session& s, const std::string& baseDir, bool forDisplay) {
+  // A Linux file name is bytes; a session file (JSON) holds UTF-8 text only. Refused by name
+  // rather than stored altered, so a saved session never points at another file.
+  const auto storable = [forDisplay](const std::string& text, const char* what) {
+    if (forDisplay && !isUtf8(text)) return printable(text);
+    if (!isUtf8(text))
+      throw InvalidArgument(std::string(what) + " " + printable(text) +
+                            " is not UTF-8 text, which a session file cannot hold; rename it and add it again");
+    return text;
+  };
   nlohmann::ordered_json volumes = nlohmann::ordered_json::array();
   for (const auto& v : s.volumes)
-    volumes.push_back({{"path", toStored(v.path, baseDir)}, {"role", v.role}, {"name", v.name}});
+    volumes.push_back({{"path", storable(toStored(v.path, baseDir), "volume path")},
+                       {"role", storable(v.role, "volume role")},
+                       {"name", storable(v.name, "volume name")}});
   run::RunSpec stored = s.run;
-  mapRunPaths(stored, [&](const std::string& p) { return toStored(p, baseDir); });
+  mapRunPaths(stored, [&](const std::string& p) { return storable(toStored(p, baseDir), "path"); });
   nlohmann::ordered_json out{{"splitseg_session", kSessionVersion},
                              {"volumes", volumes},
                              {"run", stored.toJson()},

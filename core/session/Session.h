@@ -47,8 +47,10 @@ struct Session {
 };
 
 // JSON text <-> Session. `baseDir` is the session file's folder: paths are written relative to
-// it (when the file lies under it or near it) and read back against it.
-nlohmann::json toJson(const Session& s, const std::string& baseDir);
+// it (when the file lies under it or near it) and read back against it. A path or name that is
+// not UTF-8 (JSON holds nothing else) throws InvalidArgument naming it, or with `forDisplay` is
+// written escaped (printable) for a person to read.
+nlohmann::json toJson(const Session& s, const std::string& baseDir, bool forDisplay = false);
 // Throws InvalidArgument naming the field for wrong types, unknown keys or a newer version.
 Session fromJson(const nlohmann::json& j, const std::string& baseDir);
 

@@ -412,6 +412,10 @@ private Q_SLOTS:
         << "folder" << "train --session %1 --print-run" << 0 << "err"
         << QByteArray("session dir\\xff\\x1b[2J/s.splitseg: image volume not found: <tmp>/dir\\xff\\x1b[2J/scan\\x1b[2J.nii.gz\n")
         << true;
+    // The session's absolute paths hold the folder's bytes: JSON cannot, so they are escaped.
+    QTest::newRow("in the folder: session show")
+        << "folder" << "session show %1" << 0 << "out"
+        << QByteArray("dir\\\\xff\\\\x1b[2J/scan\\\\x1b[2J.nii.gz\"") << false;
   }
   void sessionPathBytesAreEscaped() {
     QFETCH(QString, where);

@@ -32,6 +32,9 @@ private Q_SLOTS:
     const std::string got = splitseg::printable(std::string(in.constData(), static_cast<std::size_t>(in.size())));
     QCOMPARE(QByteArray(got.data(), static_cast<int>(got.size())), out);
     QCOMPARE(splitseg::printable(got), got);  // escaping twice changes nothing
+    // Valid UTF-8 exactly where nothing but control characters was escaped.
+    const bool controls = in.contains('\n') || in.contains('\x1b') || in.contains('\x7f') || in.startsWith("\xc2\x9b");
+    QCOMPARE(splitseg::isUtf8(std::string(in.constData(), static_cast<std::size_t>(in.size()))), in == out || controls);
   }
 
   // Every engine error carries the escaped text: the CLI and the workstation print what() as is.

@@ -11,6 +11,7 @@
 #include "core/engine/Trainer.h"
 #include "core/plugin/PluginRegistry.h"
 #include "core/dist/RankEnv.h"
+#include "core/shard/ShardNorm3d.h"
 
 #include <QElapsedTimer>
 #include <QProcess>
@@ -20,6 +21,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <set>
 #include <thread>
 
 using namespace splitseg;
@@ -347,15 +349,34 @@ private Q_SLOTS:
     engine::Trainer(reference, std::make_shared<data::PhantomSource>(), single).run();
 
     auto trained = reference->root().named_parameters();
-    double worst = 0, moved = 0;
+    // A convolution's bias before an instance norm has no gradient but rounding, which Adam turns
+    // into steps of the learning rate whose sign follows the order of the kernels' sums (0.017
+    // after 3 steps on an AVX2 host): it cannot change an output, so it is not compared. Its
+    // rounding reaches the other weights' small gradients, which Adam scales up too (1.4e-5 there,
+    // 0 on AVX-512): they are compared to 1% of how far the weights moved.
+    std::set<std::string> beforeNorm;
+    const auto modules = net->root().named_modules();
+    for (const auto& m : modules) {
+      const auto dot = m.key().rfind('.');
+      if (dot == std::string::npos || !m.value()->as<shard::ShardInstanceNorm3dImpl>()) continue;
+      const int index = std::stoi(m.key().substr(dot + 1));
+      if (index > 0) beforeNorm.insert(m.key().substr(0, dot + 1) + std::to_string(index - 1) + ".bias");
+    }
+    QVERIFY(!beforeNorm.empty());
+    double worst = 0, moved = 0, scale = 0;
+    std::string worstName;
     for (const auto& p : net->root().named_parameters()) {
+      if (beforeNorm.count(p.key())) continue;
       const auto here = p.value().detach().cpu();
-      worst = std::max(worst, (here - trained[p.key()].detach().cpu()).abs().max().item<double>());
+      const double d = (here - trained[p.key()].detach().cpu()).abs().max().item<double>();
+      if (d > worst) worst = d, worstName = p.key();
+      scale = std::max(scale, (here - before[p.key()]).abs().max().item<double>());
       if (p.key().rfind("dec0", 0) == 0 || p.key().rfind("bottleneck", 0) == 0)
         moved = std::max(moved, (here - before[p.key()]).abs().max().item<double>());
     }
     QVERIFY2(moved > 1e-4, qPrintable(QString("rank 1's stages did not change in rank 0's network (%1)").arg(moved)));
-    QVERIFY2(worst < 1e-5, qPrintable(QString("largest weight difference to one process: %1").arg(worst)));
+    QVERIFY2(worst < 0.01 * scale, qPrintable(QString("largest weight difference to one process: %1 (%2), weights moved up to %3")
+                                                   .arg(worst).arg(worstName.c_str()).arg(scale)));
   }
 };
 

@@ -212,6 +212,30 @@ private Q_SLOTS:
   // Issue 50: a 400 KB session whose "view" nests 200,000 arrays overflowed the stack when the
   // view was copied. It is refused by depth in one line naming the file; the session object and
   // the arrays in its view count together, and 64 levels in all still load.
+  // A file name that is not UTF-8 cannot go into JSON: saving refuses it by name, and the file
+  // already there stays as it was.
+  void nonUtf8PathIsRefusedOnSave() {
+    QTemporaryDir tmp;
+    const std::filesystem::path root = tmp.path().toStdString();
+    const auto file = (root / "work.splitseg").string();
+    session::Session s;
+    s.volumes.push_back({(root / "ct.nii.gz").string(), "image", "", false});
+    session::saveSession(s, file);
+    std::ifstream before(file);
+    const std::string kept((std::istreambuf_iterator<char>(before)), std::istreambuf_iterator<char>());
+    s.volumes.push_back({(root / "scan\xff.nii.gz").string(), "image", "", false});
+    try {
+      session::saveSession(s, file);
+      QFAIL("a path that is not UTF-8 was saved");
+    } catch (const InvalidArgument& e) {
+      QCOMPARE(QString(e.what()), QString("volume path scan\\xff.nii.gz is not UTF-8 text, which a session file cannot "
+                                          "hold; rename it and add it again"));
+    }
+    std::ifstream after(file);
+    QCOMPARE(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), kept);
+    QVERIFY(session::toJson(s, "", true).dump().find("scan\\\\xff.nii.gz") != std::string::npos);
+  }
+
   void deepSessionIsRefused_data() {
     QTest::addColumn<int>("viewDepth");  // arrays nested in "view"; the session object is one level more
     QTest::addColumn<bool>("loads");
