@@ -130,6 +130,9 @@ std::optional<NiftiInfo> checkNiftiHeader(const std::string& path) {
   n.voxOffset = static_cast<std::uint64_t>(off);
   if (n.singleFile && n.voxOffset < (v1 ? 348u : 540u))
     throw FormatError(path, "NIfTI vox_offset " + num(off) + " points inside the header");
+  n.sclSlope = real(112, 176);
+  n.sclInter = real(116, 184);
+  if (!std::isfinite(n.sclSlope) || !std::isfinite(n.sclInter)) n.sclSlope = 0, n.sclInter = 0;
   n.datatype = v1 ? r.get<std::int16_t>(70) : r.get<std::int16_t>(12);
   n.bytesPerVoxel = bytesOf(n.datatype);
   n.size = size;
@@ -200,6 +203,62 @@ void checkNiftiData(const std::string& path, const NiftiInfo& n, bool scanNonFin
     if (!nonFinite) throw FormatError(path, text);
     *nonFinite = text;
   }
+}
+
+namespace {
+
+double voxelValue(const Raw& e, int datatype) {
+  switch (datatype) {
+    case 2: return e.get<std::uint8_t>(0);
+    case 256: return e.get<std::int8_t>(0);
+    case 4: return e.get<std::int16_t>(0);
+    case 512: return e.get<std::uint16_t>(0);
+    case 8: return e.get<std::int32_t>(0);
+    case 768: return e.get<std::uint32_t>(0);
+    case 16: return e.get<float>(0);
+    case 64: return e.get<double>(0);
+    case 1024: return static_cast<double>(e.get<std::int64_t>(0));
+    default: return static_cast<double>(e.get<std::uint64_t>(0));  // 1280
+  }
+}
+
+} // namespace
+
+NiftiRange streamNiftiRange(const std::string& path, const NiftiInfo& n) {
+  if (!n.singleFile || n.bytesPerVoxel == 0) throw FormatError(path, "not a single-file NIfTI of a scalar type");
+  const bool scaled = n.sclSlope != 0 && !(n.sclSlope == 1 && n.sclInter == 0);
+  Gz f = openGz(path);
+  std::vector<unsigned char> buf(1 << 20);
+  for (std::uint64_t skip = n.voxOffset; skip > 0;) {
+    const std::uint64_t r = readSome(f.get(), buf.data(), std::min<std::uint64_t>(skip, buf.size()));
+    if (r == 0) throw FormatError(path, "truncated: ends before its voxel data (vox_offset " + std::to_string(n.voxOffset) + ")");
+    skip -= r;
+  }
+  const std::size_t elem = static_cast<std::size_t>(n.bytesPerVoxel);
+  NiftiRange out;
+  std::uint64_t got = 0;
+  while (got < n.dataBytes) {
+    const std::uint64_t want = std::min<std::uint64_t>(n.dataBytes - got, buf.size() / elem * elem);
+    const std::uint64_t r = readSome(f.get(), buf.data(), want);
+    if (r == 0) break;
+    for (std::size_t o = 0; o + elem <= r; o += elem) {
+      double v = voxelValue(Raw{buf.data() + o, n.swap}, n.datatype);
+      if (scaled) v = v * n.sclSlope + n.sclInter;
+      const float x = static_cast<float>(v);
+      if (!std::isfinite(x)) {
+        if (out.nonFinite++ == 0) out.first = (got + o) / elem;
+        continue;
+      }
+      if (!out.any || x < out.min) out.min = x;
+      if (!out.any || x > out.max) out.max = x;
+      out.any = true;
+    }
+    got += r;
+  }
+  if (got < n.dataBytes)
+    throw FormatError(path, "truncated: holds " + std::to_string(got) + " bytes of voxel data, the header needs " +
+                                std::to_string(n.dataBytes));
+  return out;
 }
 
 } // namespace splitseg::io

@@ -17,6 +17,7 @@ struct NiftiInfo {
   std::array<std::int64_t, 3> size{1, 1, 1};
   std::uint64_t voxOffset = 0;  // validated: finite, whole, below 1 GiB
   std::uint64_t dataBytes = 0;  // voxels * bytesPerVoxel (overflow-checked, under the voxel cap)
+  double sclSlope = 0, sclInter = 0;  // as stored (a slope of 0 means no scaling)
 };
 
 // nullopt when the file does not start like a NIfTI/Analyze header (ITK judges it then).
@@ -29,5 +30,17 @@ std::optional<NiftiInfo> checkNiftiHeader(const std::string& path);
 // With `nonFinite` given, NaN/Inf voxels are counted there ("N voxels are NaN or infinite (first
 // at x,y,z)", empty when none) instead of refused.
 void checkNiftiData(const std::string& path, const NiftiInfo& info, bool scanNonFinite, std::string* nonFinite = nullptr);
+
+// The range of a single-file NIfTI's voxels, streamed from the (decompressed) file once in
+// 1 MiB pieces: constant memory whatever its size. Values as the reader gives them (scl_slope and
+// scl_inter applied where the slope is neither 0 nor 1 with intercept 0); NaN and infinities
+// counted, not in the range. Throws FormatError for a truncated file.
+struct NiftiRange {
+  float min = 0, max = 0;
+  bool any = false;           // a finite voxel was seen
+  std::uint64_t nonFinite = 0;
+  std::uint64_t first = 0;    // index of the first non-finite voxel
+};
+NiftiRange streamNiftiRange(const std::string& path, const NiftiInfo& info);
 
 } // namespace splitseg::io

@@ -276,7 +276,23 @@ VolumeSummary summarizeVolume(const std::string& path, const ReadOptions& option
       const Opened o = openHeader(path);
       checkDicomPixels(o.io, path);
       VolumeSummary out{ImageHeader{geometryOf(o.io), pixelTypeName(o.io->GetComponentType()), formatName(o.io)}};
-      // NIfTI: ITK reads NaN as 0, so non-finite voxels are counted in the file itself.
+      // Single-file NIfTI: streamed from the file itself, once, in constant memory (ITK reads a
+      // .nii.gz region by decompressing from the start, and NaN as 0).
+      const auto& size = out.header.geometry.size;
+      if (o.nifti && o.nifti->singleFile && o.nifti->bytesPerVoxel > 0 &&
+          o.nifti->dataBytes == static_cast<std::uint64_t>(size[0] * size[1] * size[2] * o.nifti->bytesPerVoxel)) {
+        const NiftiRange r = streamNiftiRange(path, *o.nifti);
+        out.min = r.min;
+        out.max = r.max;
+        out.nonFinite = static_cast<std::int64_t>(r.nonFinite);
+        if (r.nonFinite) {
+          const auto nx = static_cast<std::uint64_t>(size[0]), ny = static_cast<std::uint64_t>(size[1]);
+          out.nonFiniteNote = std::to_string(r.nonFinite) + " voxels are NaN or infinite (first at " +
+                              std::to_string(r.first % nx) + "," + std::to_string((r.first / nx) % ny) + "," +
+                              std::to_string(r.first / (nx * ny)) + ")";
+        }
+        return out;
+      }
       if (o.nifti) checkNiftiData(path, *o.nifti, true, &out.nonFiniteNote);
       const std::int64_t plane = out.header.geometry.size[0] * out.header.geometry.size[1];
       NonFinite bad;

@@ -117,6 +117,43 @@ private Q_SLOTS:
     }
   }
 
+  // NIfTI's summary streams the file itself: scaled values (scl_slope, scl_inter) give the range
+  // the read gives, in the file as written and gzipped.
+  void summaryOfScaledNifti_data() {
+    QTest::addColumn<float>("slope");
+    QTest::addColumn<float>("inter");
+    QTest::newRow("none (slope 0)") << 0.0f << 0.0f;
+    QTest::newRow("identity") << 1.0f << 0.0f;
+    QTest::newRow("CT rescale") << 1.0f << -1024.0f;
+    QTest::newRow("slope 2.5, intercept -3") << 2.5f << -3.0f;
+  }
+  void summaryOfScaledNifti() {
+    QFETCH(float, slope);
+    QFETCH(float, inter);
+    const Volume v = test::makeTestVolume({7, 6, 5}, 13, true);
+    const std::string plain = path("scaled.nii");
+    io::writeVolume(v, plain);
+    std::string bytes = readAll(plain);
+    std::memcpy(&bytes[112], &slope, 4);
+    std::memcpy(&bytes[116], &inter, 4);
+    { std::ofstream(plain, std::ios::binary | std::ios::trunc) << bytes; }
+    const std::string packed = path("scaled.nii.gz");
+    {
+      gzFile f = gzopen(packed.c_str(), "wb1");
+      QVERIFY(f);
+      QCOMPARE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+      QCOMPARE(gzclose(f), Z_OK);
+    }
+    for (const std::string& p : {plain, packed}) {
+      const Volume r = io::readVolume(p);
+      const io::VolumeSummary s = io::summarizeVolume(p);
+      QCOMPARE(s.min, r.range().first);
+      QCOMPARE(s.max, r.range().second);
+      QCOMPARE(s.header.pixelType, r.pixelType());
+    }
+    if (slope != 0 && slope != 1) QVERIFY(io::summarizeVolume(plain).max != v.range().second);  // scaled indeed
+  }
+
   // NaN and infinities are counted by the summary (NIfTI in the file itself: ITK reads them as 0).
   void summaryCountsNonFinite_data() {
     QTest::addColumn<QString>("name");
