@@ -100,7 +100,7 @@ std::int64_t transposedBackward(const LayerSpec& l, std::int64_t in, std::int64_
 // thread one depth slice's im2col (ic x k^3 x H x W) and weight-gradient partials (four weight
 // sizes); on all threads when batch > 1 and H x W / threads < 256, else on one. On AVX2 with
 // plain (NCDHW) tensors, 3x3x3 layers 8-64 channels, 8^3-32^3, batch 2-4 (CpuConvScratchTest,
-// AMD EPYC, 2 threads, torch 2.11, 2026-12-07): the backward peak is the larger of this and the
+// AMD EPYC, 2 threads, torch 2.11; docs/planner-gaps.md): the backward peak is the larger of this and the
 // blocked buffers, exact to 1 KiB in every row below 24^3; NDHWC adds a transposed input copy.
 std::int64_t gemmThreads(const ConvTensor& in, int batch, int threads) {
   const std::int64_t hw = in.dims[1] * in.dims[2];
@@ -185,7 +185,7 @@ ConvScratch cpuConvScratch(const LayerSpec& l, const ConvTensor& in, const ConvT
   // comes back plain, with two outputs' worth beside it (single layers in InferenceMode, AVX-512
   // AMD EPYC, 2 threads, torch 2.11, 2026-12-05: 1->8 at 32^3, fp32 batch 2 and bf16 batch 1).
   // On AVX2 (fp32; CpuConvScratchTest's inference rows, AMD EPYC, 2 threads, torch 2.11,
-  // 2026-12-07) oneDNN holds one output blocked by 8 instead, also at batch 1 through
+  // docs/planner-gaps.md) oneDNN holds one output blocked by 8 instead, also at batch 1 through
   // shard::callsOneDnn, and the output is plain; LibTorch's own batch-1 call runs vol2col.
   const bool avx2Fp32 = !o.cpuAvx512 && in.dtype == 4;
   if (inference && cl && in.channels == 1 && l.kind == LayerKind::Conv && avx2Fp32 && (n > 1 || l.followsWhole))

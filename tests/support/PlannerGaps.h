@@ -1,6 +1,6 @@
 #pragma once
 // Rows whose planner figures were fitted with oneDNN's AVX-512 kernels and that an AVX2-only host
-// (no AVX-512; the CI machine of 2026-12-07, AMD EPYC) measures outside the 5% check: open gaps of
+// (no AVX-512) measures outside the 5% check: open gaps of
 // the planner's AVX2 model, listed in docs/planner-gaps.md with the errors measured there. On
 // such a host a listed row that misses is skipped with its error; every other row, and every row
 // on an AVX-512 host, is checked as before.

@@ -99,6 +99,18 @@ Measured measureInference(const QString& kind, int kernel, int cin, int cout, in
   return m;
 }
 
+// One single layer per row: its kind ("conv", "halo" or "up"), shape and layouts.
+void addLayerColumns() {
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<int>("kernel");
+    QTest::addColumn<int>("cin");
+    QTest::addColumn<int>("cout");
+    QTest::addColumn<int>("edge");
+    QTest::addColumn<int>("batch");
+    QTest::addColumn<bool>("clWeights");
+    QTest::addColumn<bool>("clInput");
+}
+
 // Small buffers (oneDNN's blocked weight copies, reduction scratch: tens of KiB) are not
 // modelled one by one: 128 KiB of slack, and 5% of the larger side.
 bool close(std::int64_t predicted, std::int64_t measured) {
@@ -114,14 +126,7 @@ private Q_SLOTS:
   void initTestCase() { at::set_num_threads(2); }
 
   void layerMatchesMeasurement_data() {
-    QTest::addColumn<QString>("kind");
-    QTest::addColumn<int>("kernel");
-    QTest::addColumn<int>("cin");
-    QTest::addColumn<int>("cout");
-    QTest::addColumn<int>("edge");
-    QTest::addColumn<int>("batch");
-    QTest::addColumn<bool>("clWeights");
-    QTest::addColumn<bool>("clInput");
+    addLayerColumns();
     // The U-Nets' layers at base 4-32: 3x3x3 convolutions (the first one without an input
     // gradient), the 1x1x1 head, the 2x2x2 transposed convolutions; batch 2+ runs oneDNN, batch 1
     // at these sizes ATen's native kernels.
@@ -150,14 +155,7 @@ private Q_SLOTS:
   // for single windows, shard::callsOneDnn): the network's layers (HaloConv3d, "halo") and
   // LibTorch's own Conv3d, one window and two; the first layer's one-channel plain input.
   void inferenceLayerMatchesMeasurement_data() {
-    QTest::addColumn<QString>("kind");
-    QTest::addColumn<int>("kernel");
-    QTest::addColumn<int>("cin");
-    QTest::addColumn<int>("cout");
-    QTest::addColumn<int>("edge");
-    QTest::addColumn<int>("batch");
-    QTest::addColumn<bool>("clWeights");
-    QTest::addColumn<bool>("clInput");
+    addLayerColumns();
     for (int b : {1, 2}) {
       for (int e : {16, 32}) {
         const QString t = QString(" b%1 %2^3").arg(b).arg(e);
@@ -235,14 +233,7 @@ private Q_SLOTS:
   // scratch makes the backward peak below 24^3, and widening layers or 64 input channels the
   // forward's (CpuConvScratch.cpp's AVX2 model, traced on this grid). Not traced on AVX-512.
   void deepLayerMatchesMeasurement_data() {
-    QTest::addColumn<QString>("kind");
-    QTest::addColumn<int>("kernel");
-    QTest::addColumn<int>("cin");
-    QTest::addColumn<int>("cout");
-    QTest::addColumn<int>("edge");
-    QTest::addColumn<int>("batch");
-    QTest::addColumn<bool>("clWeights");
-    QTest::addColumn<bool>("clInput");
+    addLayerColumns();
     const std::pair<int, int> widths[] = {{8, 16}, {16, 32}, {32, 32}, {32, 64}, {64, 32}, {64, 64}};
     for (int e : {8, 12, 16, 20, 24})
       for (const auto& [ci, co] : widths)
