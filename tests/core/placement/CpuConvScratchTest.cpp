@@ -99,6 +99,31 @@ Measured measureInference(const QString& kind, int kernel, int cin, int cout, in
   return m;
 }
 
+// The planner's description of a measured layer ("halo" follows its whole's kernel choice).
+struct PlannedLayer {
+  placement::LayerSpec layer;
+  placement::detail::ConvTensor in, out;
+};
+PlannedLayer plannedLayer(const QString& kind, int kernel, int cin, int cout, int edge, bool clInput, bool inputGrad) {
+  PlannedLayer p;
+  auto& l = p.layer;
+  l.kind = kind == "up" ? placement::LayerKind::ConvTranspose : placement::LayerKind::Conv;
+  l.followsWhole = kind == "halo";
+  l.inChannels = cin;
+  l.outChannels = cout;
+  l.kernel = kernel;
+  l.stride = kind == "up" ? 2 : 1;
+  l.padding = kind == "up" ? 0 : kernel / 2;
+  p.in.channels = cin;
+  p.in.dims = {edge, edge, edge};
+  p.in.channelsLast = clInput && cin > 1;
+  p.in.requiresGrad = inputGrad;
+  const int outEdge = kind == "up" ? 2 * edge : edge;
+  p.out.channels = cout;
+  p.out.dims = {outEdge, outEdge, outEdge};
+  return p;
+}
+
 // One single layer per row: its kind ("conv", "halo" or "up"), shape and layouts.
 void addLayerColumns() {
     QTest::addColumn<QString>("kind");
@@ -200,21 +225,7 @@ private Q_SLOTS:
     QFETCH(bool, clWeights);
     QFETCH(bool, clInput);
     const Measured m = measureInference(kind, kernel, cin, cout, edge, batch, clWeights, clInput);
-    placement::LayerSpec l;
-    l.kind = kind == "up" ? placement::LayerKind::ConvTranspose : placement::LayerKind::Conv;
-    l.followsWhole = kind == "halo";
-    l.inChannels = cin;
-    l.outChannels = cout;
-    l.kernel = kernel;
-    l.stride = kind == "up" ? 2 : 1;
-    l.padding = kind == "up" ? 0 : kernel / 2;
-    placement::detail::ConvTensor in, out;
-    in.channels = cin;
-    in.dims = {edge, edge, edge};
-    in.channelsLast = clInput && cin > 1;
-    const int outEdge = kind == "up" ? 2 * edge : edge;
-    out.channels = cout;
-    out.dims = {outEdge, outEdge, outEdge};
+    const auto [l, in, out] = plannedLayer(kind, kernel, cin, cout, edge, clInput, false);
     placement::PlannerOptions options;
     options.cpuThreads = 2;
     const auto p = placement::detail::cpuConvScratch(l, in, out, batch, options, std::int64_t{1} << 20, clWeights, true);
@@ -259,21 +270,7 @@ private Q_SLOTS:
     const bool inputGrad = cin > 1;  // the network's input has no gradient
     const Measured m = measure(kind, kernel, cin, cout, edge, batch, clWeights, clInput, inputGrad);
 
-    placement::LayerSpec l;
-    l.kind = kind == "up" ? placement::LayerKind::ConvTranspose : placement::LayerKind::Conv;
-    l.inChannels = cin;
-    l.outChannels = cout;
-    l.kernel = kernel;
-    l.stride = kind == "up" ? 2 : 1;
-    l.padding = kind == "up" ? 0 : kernel / 2;
-    placement::detail::ConvTensor in, out;
-    in.channels = cin;
-    in.dims = {edge, edge, edge};
-    in.channelsLast = clInput && cin > 1;
-    in.requiresGrad = inputGrad;
-    const int outEdge = kind == "up" ? 2 * edge : edge;
-    out.channels = cout;
-    out.dims = {outEdge, outEdge, outEdge};
+    const auto [l, in, out] = plannedLayer(kind, kernel, cin, cout, edge, clInput, inputGrad);
     placement::PlannerOptions options;  // this host's kernels (HostCpu, with ONEDNN_MAX_CPU_ISA)
     options.cpuThreads = 2;
     const auto p = placement::detail::cpuConvScratch(l, in, out, batch, options, 1, clWeights);
