@@ -1,6 +1,8 @@
-# Layering rules for sources: no file under core/ includes a Qt or VTK header, and no file under
-# core/placement includes a LibTorch header (torch/, ATen/, c10/, caffe2/) or a core/model or
-# core/engine header. Every offending include is reported as file:line.
+# Layering rules for sources: no file under core/ includes a Qt or VTK header; no file under
+# core/placement or core/planner includes a LibTorch header (torch/, ATen/, c10/, caffe2/) or a
+# core/model, core/engine or core/ranks header; core/placement includes nothing of core/planner and
+# core/engine nothing of core/ranks (dependencies point one way). Every offending include is
+# reported as file:line.
 #
 # As a script:  cmake -DSPLITSEG_ROOT=<source root> -P cmake/CheckLayering.cmake [-DSTAMP=<file>]
 # As a module:  include(cmake/CheckLayering.cmake); splitseg_scan_layering(<root> <out-var>)
@@ -8,7 +10,9 @@
 # Include lines (CMake regex: no \s). Qt: <QString>, <QtTest>, <QtCore/qstring.h>; VTK: <vtk...>.
 set(_splitseg_include "^[ \t]*#[ \t]*include[ \t]*[<\"]")
 set(_splitseg_qt_vtk_regex "${_splitseg_include}(Q[A-Za-z0-9_]*[>\"]|Qt[A-Za-z0-9_]*/|vtk)")
-set(_splitseg_placement_regex "${_splitseg_include}(torch/|ATen/|c10/|caffe2/|core/model/|core/engine/)")
+set(_splitseg_placement_regex "${_splitseg_include}(torch/|ATen/|c10/|caffe2/|core/model/|core/engine/|core/ranks/)")
+set(_splitseg_planner_regex "${_splitseg_include}core/planner/")
+set(_splitseg_ranks_regex "${_splitseg_include}core/ranks/")
 
 set(_splitseg_layering_script ${CMAKE_CURRENT_LIST_FILE})
 
@@ -53,9 +57,15 @@ function(splitseg_scan_layering root out)
   foreach(_f IN LISTS _files)
     _splitseg_report("${_f}" "${_splitseg_qt_vtk_regex}" "core/ is Qt- and VTK-free" _problems)
     file(RELATIVE_PATH _rel "${root}" "${_f}")
-    if(_rel MATCHES "^core/placement/")
+    if(_rel MATCHES "^core/(placement|planner)/")
       _splitseg_report("${_f}" "${_splitseg_placement_regex}"
-                       "core/placement is plain data: no LibTorch, no core/model or core/engine" _problems)
+                       "core/${CMAKE_MATCH_1} is plain data: no LibTorch, no core/model, core/engine or core/ranks" _problems)
+    endif()
+    if(_rel MATCHES "^core/placement/")
+      _splitseg_report("${_f}" "${_splitseg_planner_regex}" "core/placement is below core/planner" _problems)
+    endif()
+    if(_rel MATCHES "^core/engine/")
+      _splitseg_report("${_f}" "${_splitseg_ranks_regex}" "core/engine is below core/ranks" _problems)
     endif()
   endforeach()
   set(${out} ${_problems} PARENT_SCOPE)

@@ -1,6 +1,6 @@
 # Layering rules, checked when the project is configured, after all targets exist:
 #   - no target defined under core/ links Qt or VTK, directly or through the libraries it links;
-#   - splitseg_placement does not link LibTorch;
+#   - splitseg_placement and splitseg_planner do not link LibTorch;
 #   - no core/ source includes a Qt or VTK header, no core/placement source a LibTorch header
 #     (cmake/CheckLayering.cmake; rerun at build time whenever a core source changes).
 # A violation stops configuration (or the build) with the link chain or file:line.
@@ -89,12 +89,15 @@ function(splitseg_check_layering root)
       list(APPEND _problems "${_t} links Qt or VTK (core/ is GUI-free): ${_chain}")
     endif()
   endforeach()
-  if(TARGET splitseg_placement)
-    _splitseg_find_link(splitseg_placement "${_splitseg_torch_link}" _chain)
-    if(_chain)
-      list(APPEND _problems "splitseg_placement links LibTorch (placement is plain data): ${_chain}")
+  foreach(_t splitseg_placement splitseg_planner)
+    if(TARGET ${_t})
+      _splitseg_find_link(${_t} "${_splitseg_torch_link}" _chain)
+      if(_chain)
+        string(REPLACE "splitseg_" "" _folder ${_t})
+        list(APPEND _problems "${_t} links LibTorch (${_folder} is plain data): ${_chain}")
+      endif()
     endif()
-  endif()
+  endforeach()
   splitseg_scan_layering("${root}" _source_problems)
   list(APPEND _problems ${_source_problems})
   if(_problems)

@@ -1,7 +1,60 @@
 # Helpers shared by the leaf CMakeLists.
 
+# One precompiled <torch/torch.h> for every target that uses LibTorch (libraries, programs, tests),
+# made once by splitseg_torch_pch and reused. GCC takes a PCH only with the flags it was made with:
+# every user compiles with -fPIC (Qt's targets and the static libraries do anyway).
+add_library(splitseg_torch_pch STATIC ${PROJECT_SOURCE_DIR}/cmake/TorchPch.cpp)
+target_link_libraries(splitseg_torch_pch PUBLIC ${TORCH_LIBRARIES})
+target_compile_options(splitseg_torch_pch PRIVATE -Wall -Wextra)
+set_target_properties(splitseg_torch_pch PROPERTIES POSITION_INDEPENDENT_CODE ON AUTOMOC OFF AUTORCC OFF)
+target_precompile_headers(splitseg_torch_pch PRIVATE <torch/torch.h>)
+
+function(splitseg_use_torch_pch name)
+  target_precompile_headers(${name} REUSE_FROM splitseg_torch_pch)
+  target_compile_options(${name} PRIVATE -fPIC)
+  set_property(GLOBAL APPEND PROPERTY SPLITSEG_TORCH_TARGETS ${name})
+endfunction()
+
+# Whether `target` links LibTorch, directly or through the libraries it links.
+function(splitseg_links_torch target out)
+  get_property(torchTargets GLOBAL PROPERTY SPLITSEG_TORCH_TARGETS)
+  get_target_property(queue ${target} LINK_LIBRARIES)
+  set(seen "")
+  while(queue)
+    list(POP_FRONT queue item)
+    string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" item "${item}")
+    if(item IN_LIST seen OR NOT TARGET ${item})
+      continue()
+    endif()
+    list(APPEND seen ${item})
+    if(item IN_LIST torchTargets OR item STREQUAL "torch")
+      set(${out} TRUE PARENT_SCOPE)
+      return()
+    endif()
+    get_target_property(type ${item} TYPE)
+    if(type STREQUAL "STATIC_LIBRARY" OR type STREQUAL "SHARED_LIBRARY" OR type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(more ${item} INTERFACE_LINK_LIBRARIES)
+      if(more)
+        list(APPEND queue ${more})
+      endif()
+    endif()
+  endwhile()
+  set(${out} FALSE PARENT_SCOPE)
+endfunction()
+
+# The tests that link LibTorch reuse the precompiled header too (called once every test exists).
+function(splitseg_torch_pch_for_tests)
+  get_property(tests GLOBAL PROPERTY SPLITSEG_TESTS)
+  foreach(t IN LISTS tests)
+    splitseg_links_torch(${t} links)
+    if(links)
+      target_precompile_headers(${t} REUSE_FROM splitseg_torch_pch)
+    endif()
+  endforeach()
+endfunction()
+
 # splitseg_library(NAME SOURCES... [TORCH])
-#   One static library per leaf folder; TORCH adds LibTorch and a shared precompiled header.
+#   One static library per leaf folder; TORCH adds LibTorch and the shared precompiled header.
 function(splitseg_library name)
   cmake_parse_arguments(A "TORCH" "" "SOURCES;LINK" ${ARGN})
   add_library(${name} STATIC ${A_SOURCES})
@@ -14,7 +67,7 @@ function(splitseg_library name)
   endif()
   if(A_TORCH)
     target_link_libraries(${name} PUBLIC ${TORCH_LIBRARIES})
-    target_precompile_headers(${name} PRIVATE <torch/torch.h>)
+    splitseg_use_torch_pch(${name})
   endif()
 endfunction()
 
@@ -27,6 +80,7 @@ function(splitseg_test name)
   endif()
   list(GET A_LABELS 0 tier)
   add_executable(${name} ${A_SOURCES})
+  set_property(GLOBAL APPEND PROPERTY SPLITSEG_TESTS ${name})
   target_link_libraries(${name} PRIVATE Qt6::Test ${A_LINK})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   add_test(NAME ${tier}.${name} COMMAND ${name})

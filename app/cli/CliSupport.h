@@ -1,7 +1,7 @@
 #pragma once
 // Shared pieces of the CLI: progress/metrics printers and common options.
 #include "core/base/Progress.h"
-#include "core/engine/Metrics.h"
+#include "core/engine/TrainingMetrics.h"
 #include "core/model/UNet3d.h"
 
 #include <CLI/CLI.hpp>

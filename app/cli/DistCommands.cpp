@@ -1,15 +1,12 @@
 #include "app/cli/CliSupport.h"
-#include "core/base/JsonText.h"
 #include "app/cli/Commands.h"
 #include "app/cli/DistTraining.h"
 #include "core/base/Error.h"
-#include "core/dist/Comm.h"
-#include "core/dist/PipelineTrainer.h"
-#include "core/dist/RankRun.h"
-#include "core/dist/SpatialTrainer.h"
+#include "core/ranks/Comm.h"
+#include "core/ranks/LocalRanks.h"
+#include "core/ranks/RankRun.h"
 #include "core/engine/Devices.h"
 #include "core/placement/Placement.h"
-#include "core/plugin/PluginRegistry.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -27,53 +24,7 @@
 
 namespace splitseg::cli {
 
-namespace {
-std::chrono::milliseconds seconds(int s) { return std::chrono::milliseconds(std::int64_t(s) * 1000); }
-} // namespace
-
-void trainAsRankZero(const dist::RankEnv& env, run::RunSpec spec, std::shared_ptr<model::StagedNetwork> net,
-                     std::shared_ptr<data::SampleSource> source, const std::string& resume, const std::string& progress,
-                     const std::map<std::string, std::int64_t>& planned, const std::string& planNote) {
-  CliMetrics metrics(progress, planned, planNote);
-  dist::trainAsRankZero(env, std::move(spec), std::move(net), std::move(source), resume, &metrics, nullptr,
-                        [&](const std::string& line) {
-                          if (progress == "bar") std::cerr << line << "\n";
-                        });
-}
-
-void runAsWorker(const dist::RankEnv& env, int timeoutSeconds) {
-  dist::Comm comm(env, dist::rankIdentity(), seconds(timeoutSeconds));
-  nlohmann::json message = nlohmann::json::object();
-  std::string problem;
-  run::RunSpec spec;
-  std::shared_ptr<model::StagedNetwork> net;
-  try {
-    message = parseJson(comm.fetch("run"), "rank 0's run message", dist::kRankMessageLimits);
-    if (!message.is_object() || !message.contains("run")) throw FormatError("rank 0", "an unreadable run description");
-    spec = run::RunSpec::fromJson(message.at("run"));
-    torch::manual_seed(spec.seed);
-    net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
-    problem = dist::rankProblem(spec, net->stageNames(), env.rank, env.worldSize);
-  } catch (const std::exception& e) {
-    problem = e.what();
-  }
-  comm.agree("ready", problem);
-  comm.startGroup(seconds(spec.rankTimeoutSeconds));
-  const bool spatial = dist::SpatialTrainer::applies(spec.resolvePlacement(net->stageNames(), "cpu"), env.worldSize);
-  if (message.value("mode", std::string("train")) == "infer") {
-    dist::serveInference(comm, net, spec);
-    return;
-  }
-  if (spatial) {
-    dist::SpatialTrainer trainer(comm, net, nullptr, spec);
-    if (message.value("resume", false)) trainer.loadCheckpoint("");
-    trainer.run(nullptr);
-    return;
-  }
-  dist::PipelineTrainer trainer(comm, net, nullptr, spec);
-  if (message.value("resume", false)) trainer.loadCheckpoint("");
-  trainer.run(nullptr);
-}
+void runAsWorker(const ranks::RankEnv& env, int timeoutSeconds) { ranks::serveAsWorker(env, timeoutSeconds); }
 
 int rankTimeout(int value, bool flagGiven) {
   if (flagGiven) return value;
@@ -89,7 +40,7 @@ struct LaunchArgs {
 };
 
 int freePort() {
-  const int port = dist::freeLocalPort();
+  const int port = ranks::freeLocalPort();
   if (port <= 0) throw Error("launch: no free port on 127.0.0.1");
   return port;
 }
@@ -102,63 +53,25 @@ int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
     throw InvalidArgument("launch: give the command the ranks run (train or infer), e.g. launch --local-ranks 2 train "
                           "--synthetic 32 ...");
   const int port = a.port > 0 ? a.port : freePort();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < a.ranks; ++r) {
-    const pid_t pid = fork();
-    if (pid < 0) throw Error("launch: cannot start rank " + std::to_string(r));
-    if (pid == 0) {
-      // A rank does not outlive its launcher (killed, or a test that gave up): no orphan keeps training.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() == 1) _exit(1);  // the launcher died before the line above
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(a.ranks).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(a.ranks).c_str(), 1);
-      setenv("SPLITSEG_RANK_TIMEOUT", std::to_string(a.timeout).c_str(), 1);
-      // Ranks on one machine share its cores (as torchrun does): OpenMP threads that spin on cores
-      // another rank computes on slow both down.
-      // The planner plans each rank's CPU with these threads (engine::rankThreads).
-      setenv("OMP_NUM_THREADS", std::to_string(engine::rankThreads(a.ranks)).c_str(), 1);
-      // c10d logs each lost connection with a stack trace; the ranks' own one-line messages say it.
-      setenv("TORCH_CPP_LOG_LEVEL", "ERROR", 0);
-      std::vector<std::string> argv{"splitseg-cli"};
-      argv.insert(argv.end(), args.begin(), args.end());
-      std::vector<char*> cargv;
-      for (auto& s : argv) cargv.push_back(s.data());
-      cargv.push_back(nullptr);
-      execv("/proc/self/exe", cargv.data());
-      std::perror("launch: exec");
-      _exit(127);
-    }
-    pids.push_back(pid);
-    std::cerr << "launch: rank " << r << " pid " << pid << " (127.0.0.1:" << port << ")" << std::endl;
-  }
-  int status = 0, running = a.ranks;
+  std::vector<ranks::LocalRankSpec> specs;
+  for (int r = 0; r < a.ranks; ++r) specs.push_back({r, a.ranks, a.ranks, port, a.timeout});
+  ranks::LocalRankProcesses processes;
+  processes.start("/proc/self/exe", args, specs, /*captureStderr=*/false);
+  for (int r = 0; r < a.ranks; ++r)
+    std::cerr << "launch: rank " << r << " pid " << processes.pidOf(r) << " (127.0.0.1:" << port << ")" << std::endl;
+  int status = 0;
   std::chrono::steady_clock::time_point deadline{};
-  while (running > 0) {
-    int ws = 0;
-    const pid_t pid = waitpid(-1, &ws, WNOHANG);
-    if (pid > 0) {
-      --running;
-      const auto it = std::find(pids.begin(), pids.end(), pid);
-      const int rank = static_cast<int>(it - pids.begin());
-      const int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-      if (code != 0) {
-        std::cerr << "launch: rank " << rank << " "
-                  << (WIFEXITED(ws) ? "exited with status " + std::to_string(code)
-                                    : "was killed by signal " + std::to_string(WTERMSIG(ws)))
-                  << std::endl;
-        if (status == 0) {
-          status = code;
-          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout + 10);
-        }
+  while (processes.running() > 0) {
+    for (const auto& e : processes.poll()) {
+      if (!e.failed()) continue;
+      std::cerr << "launch: " << e.describe() << std::endl;
+      if (status == 0) {
+        status = e.exitCode;
+        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout + 10);
       }
-      continue;
     }
-    if (status != 0 && std::chrono::steady_clock::now() > deadline) {
-      for (pid_t p : pids) kill(p, SIGKILL);
+    if (status != 0 && processes.running() > 0 && std::chrono::steady_clock::now() > deadline) {
+      processes.signalAll(SIGKILL);
       std::cerr << "launch: ranks still running " << a.timeout + 10 << " s after a failure were killed" << std::endl;
       deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
     }
@@ -191,7 +104,7 @@ void addDistCommands(CLI::App& app) {
                                                  "SPLITSEG_RANK_TIMEOUT or 120)")
       ->check(CLI::Range(1, 86400));
   worker->callback([timeout, worker] {
-    const auto env = dist::RankEnv::fromEnvironment();
+    const auto env = ranks::RankEnv::fromEnvironment();
     if (env.rank == 0) throw InvalidArgument("worker: RANK=0 is the rank that starts the run (splitseg-cli train)");
     runAsWorker(env, rankTimeout(*timeout, worker->count("--rank-timeout") > 0));
   });

@@ -7,8 +7,9 @@
 #include "core/base/Error.h"
 #include "core/base/Units.h"
 #include "core/data/Phantom.h"
-#include "core/dist/RankPeaks.h"
-#include "core/dist/RankRun.h"
+#include "core/ranks/RankPeaks.h"
+#include "core/ranks/RankRun.h"
+#include "core/launch/RunLauncher.h"
 #include "core/engine/Devices.h"
 #include "core/engine/Inferer.h"
 #include "core/engine/Loss.h"
@@ -18,8 +19,8 @@
 #include "core/engine/PlannerDevices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/NetworkStructureOf.h"
-#include "core/placement/LargestVolume.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/LargestVolume.h"
+#include "core/planner/MemoryPlanner.h"
 
 #include <torch/serialize.h>
 
@@ -62,16 +63,16 @@ nlohmann::json plannedPeaks(const run::RunSpec& spec, model::StagedNetwork& net,
 // an image of `volumeZyx` voxels as the network sees it (as Review's "Largest that fits" and
 // `plan --inference --largest`). A window as large as the volume is one pass over it.
 void setLargestWindow(run::RunSpec& spec, model::StagedNetwork& net, const std::array<std::int64_t, 3>& volumeZyx) {
-  const placement::MemoryPlanner planner(model::networkStructure(net));
+  const planner::MemoryPlanner planner(model::networkStructure(net));
   const auto devices = engine::plannerDevices(spec.resolvePlacement(net.stageNames(), "cpu"));
   const auto request = spec.inferencePlanRequest(net.stageNames(), devices, volumeZyx, spec.batch);
-  const auto lv = placement::largestWindow(planner, request);
+  const auto lv = planner::largestWindow(planner, request);
   if (lv.edge == 0)
     throw InvalidArgument("--window largest: no window fits, not even " + std::to_string(lv.step) + "^3 (" +
                           lv.next.limitingDevice + " is the tightest device)");
   spec.window = {lv.edge, lv.edge, lv.edge};
   std::cerr << "note: --window largest: " << lv.edge << "^3"
-            << (lv.edge >= placement::wholeVolumeEdge(planner, request) ? " (the whole volume in one pass)" : "") << "\n";
+            << (lv.edge >= planner::wholeVolumeEdge(planner, request) ? " (the whole volume in one pass)" : "") << "\n";
 }
 
 // After the summary: the command fails when a case did not finish (each has its line above).
@@ -83,7 +84,7 @@ void failIfCasesFailed(int failed) {
 namespace {
 
 // Runs the inferer with the run's window and overlap; returns seconds taken. `measured` gets each
-// device's tensor peak over the prediction (dist::PeakMeter: CUDA's allocator peak; on the CPU
+// device's tensor peak over the prediction (ranks::PeakMeter: CUDA's allocator peak; on the CPU
 // every LibTorch allocation plus the CPU parameters of `mine`, the stages this process runs) and
 // the image, which existed before, as the planner counts them. `rank` >= 0 (over ranks): the
 // devices are named as the planner names that rank's ("r0:cpu").
@@ -92,10 +93,10 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
                     nlohmann::json& measured) {
   const engine::InferOptions o = inferOptions(spec);
   CliProgress progress(a.progress);
-  dist::DevicePeaks peaks;
+  ranks::DevicePeaks peaks;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    dist::PeakMeter meter(rank, mine, spec.cpuBudgetBytes);
+    ranks::PeakMeter meter(rank, mine, spec.cpuBudgetBytes);
     meter.holdOnCpu(image.numel() * image.element_size());
     prediction = inferer.predict(image, o, &progress);
     peaks = meter.peaks();
@@ -106,23 +107,8 @@ double timedPredict(const InferArgs& a, const run::RunSpec& spec, engine::Infere
 }
 
 
-void runInfer(const InferArgs& a) {
-  // Started as a rank other than 0 (torchrun): rank 0 sends the run and the windows.
-  const auto env = dist::RankEnv::fromEnvironment();
-  if (env.rank > 0) {
-    runAsWorker(env, rankTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
-    return;
-  }
-  // The run: the checkpoint's (network, preprocessing, precision), or the session's; flags overlay.
-  // A checkpoint named here is read once: its network and its run come from that one read.
-  run::RunSpec base;
-  std::shared_ptr<model::StagedNetwork> net;
-  engine::CheckpointInfo info;
-  if (!a.checkpoint.empty()) {
-    net = engine::loadNetwork(a.checkpoint, &info);
-    base = info.run;
-  }
-  run::RunSpec spec = a.run.build(base);
+// The inference flags over the run: window, overlap, largest component, mirroring.
+void overlayInferFlags(const InferArgs& a, run::RunSpec& spec) {
   if (a.window == "0") spec.window = {0, 0, 0};
   else if (!a.window.empty() && a.window != "largest") spec.window = run::parseSize(a.window);
   if (a.overlapGiven && a.overlapGiven->count() > 0) spec.overlap = a.overlap;  // else the run's
@@ -137,11 +123,14 @@ void runInfer(const InferArgs& a) {
       throw InvalidArgument(std::string("--mirror: ") + e.what());
     }
   }
-  const std::string checkpoint = a.checkpoint.empty() ? spec.checkpoint : a.checkpoint;
+}
+
+// --dataset, or --cases with the dataset the checkpoint trained on: every chosen case.
+bool predictsDataset(const InferArgs& a) { return a.run.given("--dataset") || !a.cases.empty(); }
+
+void checkInferInput(const InferArgs& a, const run::RunSpec& spec) {
   const bool synthetic = a.run.given("--synthetic");
-  // --dataset, or --cases with the dataset the checkpoint trained on: every chosen case.
-  const bool datasetMode = a.run.given("--dataset") || !a.cases.empty();
-  if (datasetMode) {
+  if (predictsDataset(a)) {
     if (synthetic || a.run.given("--image") || a.run.given("--label"))
       throw InvalidArgument("--dataset predicts the dataset's own cases: leave out --image, --label and --synthetic");
     if (spec.data.dataset.empty())
@@ -151,6 +140,22 @@ void runInfer(const InferArgs& a) {
   }
   if (synthetic && a.run.given("--label"))
     throw InvalidArgument("--label scores an --image prediction; --synthetic phantoms are scored against their own labels");
+}
+
+// The run to predict with and its network: the checkpoint's (network, preprocessing, precision),
+// or the session's; flags overlay. A checkpoint named here is read once: its network and its run
+// come from that one read.
+run::RunSpec inferRun(const InferArgs& a, const ranks::RankEnv& env, std::shared_ptr<model::StagedNetwork>& net) {
+  run::RunSpec base;
+  engine::CheckpointInfo info;
+  if (!a.checkpoint.empty()) {
+    net = engine::loadNetwork(a.checkpoint, &info);
+    base = info.run;
+  }
+  run::RunSpec spec = a.run.build(base);
+  overlayInferFlags(a, spec);
+  const std::string checkpoint = a.checkpoint.empty() ? spec.checkpoint : a.checkpoint;
+  checkInferInput(a, spec);
   if (!checkpoint.empty()) {
     if (!net) net = engine::loadNetwork(checkpoint, &info);  // the session's checkpoint
     spec.architecture = info.run.architecture;
@@ -172,10 +177,52 @@ void runInfer(const InferArgs& a) {
   if (!env.distributed() && dropRanks(spec))
     std::cerr << "note: the placement names ranks; this is one process, so each stage runs on its device here\n";
   spec.check(engine::runnableDeviceNames(), net->stageNames());
+  return spec;
+}
+
+// --synthetic: a phantom predicted and scored against its own label, with the planned and
+// measured memory peaks.
+nlohmann::json predictPhantom(const InferArgs& a, run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
+                              const placement::Placement& placement, const ranks::RankEnv& env) {
+  data::PhantomOptions po;
+  po.size = run::parseSize(a.run.synthetic);
+  po.seed = a.seed;
+  po.foregroundClasses = net.outChannels() == 1 ? 1 : static_cast<int>(net.outChannels() - 1);
+  auto phantom = data::makePhantom(po);
+  engine::Prediction pred;
+  const auto image = engine::toTensor(phantom.image).unsqueeze(0);
+  if (a.window == "largest") setLargestWindow(spec, net, {image.size(1), image.size(2), image.size(3)});
+  // The planner's inference peaks (before, so that its note comes first) beside the measured
+  // ones; over ranks, the other ranks' measured peaks join when they are let go.
+  const nlohmann::json planned = plannedPeaks(spec, net, {image.size(1), image.size(2), image.size(3)});
+  nlohmann::json measured;
+  const auto local = ranks::localStages(net, placement, env.distributed());
+  const double seconds = timedPredict(a, spec, inferer, image, pred, local.modules, local.namedRank, measured);
+  auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
+                                   po.foregroundClasses);
+  if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);
+  nlohmann::json out = {{"seconds", seconds},       {"dice", dice},
+                        {"size", po.size},          {"placement", placement.describe()},
+                        {"window", spec.window},    {"mirror", run::mirrorToString(spec.mirror)}};
+  out["memory"] = {{"planned", planned}, {"measured", measured}};
+  return out;
+}
+
+void runInfer(const InferArgs& a) {
+  // Started as a rank other than 0 (torchrun): rank 0 sends the run and the windows.
+  const auto env = ranks::RankEnv::fromEnvironment();
+  if (env.rank > 0) {
+    runAsWorker(env, rankTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
+    return;
+  }
+  std::shared_ptr<model::StagedNetwork> net;
+  run::RunSpec spec = inferRun(a, env, net);
   if (a.run.printRun()) {
     std::cout << spec.toJson().dump(2) << "\n";
     return;
   }
+  const bool synthetic = a.run.given("--synthetic");
+  const bool datasetMode = predictsDataset(a);
   if (!synthetic && a.out.empty())
     throw InvalidArgument(datasetMode ? "give --out DIR: the folder for <case>.nii.gz and summary.json"
                                       : "give --out FILE (.nii.gz, .nrrd or .mha) for the segmentation");
@@ -183,61 +230,32 @@ void runInfer(const InferArgs& a) {
   nlohmann::json out;  // printed once the ranks (if any) have reported their memory peaks
   int failedCases = 0;  // --dataset: cases that could not be predicted (reported, the rest went on)
   auto use = [&](engine::Inferer& inferer) {
-    if (!synthetic) {
-#ifdef SPLITSEG_WITH_ITK
-      const auto local = dist::localStages(*net, placement, env.distributed());
-      if (datasetMode) {
-        out = inferDataset(a, spec, inferer, *net, placement.describe(), local, failedCases);
-        return;
-      }
-      out = inferVolume(a, spec, inferer, *net, placement.describe(), local, spec.data.image,
-                        a.run.given("--label") ? spec.data.label : std::string(), a.out);
+    if (synthetic) {
+      out = predictPhantom(a, spec, inferer, *net, placement, env);
       return;
-#else
-      throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
-#endif
     }
-    data::PhantomOptions po;
-    po.size = run::parseSize(a.run.synthetic);
-    po.seed = a.seed;
-    po.foregroundClasses = net->outChannels() == 1 ? 1 : static_cast<int>(net->outChannels() - 1);
-    auto phantom = data::makePhantom(po);
-    engine::Prediction pred;
-    const auto image = engine::toTensor(phantom.image).unsqueeze(0);
-    if (a.window == "largest") setLargestWindow(spec, *net, {image.size(1), image.size(2), image.size(3)});
-    // The planner's inference peaks (before, so that its note comes first) beside the measured
-    // ones; over ranks, the other ranks' measured peaks join when they are let go.
-    const nlohmann::json planned = plannedPeaks(spec, *net, {image.size(1), image.size(2), image.size(3)});
-    nlohmann::json measured;
-    const auto local = dist::localStages(*net, placement, env.distributed());
-    const double seconds = timedPredict(a, spec, inferer, image, pred, local.modules, local.namedRank, measured);
-    auto dice = engine::dicePerClass(pred.labels, engine::toTensor(phantom.label).round().to(torch::kLong),
-                                     po.foregroundClasses);
-    if (!a.probabilities.empty()) torch::save(pred.probabilities, a.probabilities);
-    out = {{"seconds", seconds},       {"dice", dice},
-           {"size", po.size},          {"placement", placement.describe()},
-           {"window", spec.window},    {"mirror", run::mirrorToString(spec.mirror)}};
-    out["memory"] = {{"planned", planned}, {"measured", measured}};
+#ifdef SPLITSEG_WITH_ITK
+    const auto local = ranks::localStages(*net, placement, env.distributed());
+    if (datasetMode) {
+      out = inferDataset(a, spec, inferer, *net, placement.describe(), local, failedCases);
+      return;
+    }
+    out = inferVolume(a, spec, inferer, *net, placement.describe(), local, spec.data.image,
+                      a.run.given("--label") ? spec.data.label : std::string(), a.out);
+#else
+    throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
+#endif
   };
-  if (env.distributed()) {
-    const auto peaks = dist::inferAsRankZero(env, spec, net, use);
-    if (out.contains("memory"))
-      // The larger: a prediction's own peaks came per image (restartOtherPeaks); these are since.
-      for (const auto& [device, bytes] : peaks) {
-        auto& m = out["memory"]["measured"][device];
-        m = m.is_number() ? std::max(m.get<std::int64_t>(), bytes) : bytes;
-      }
-    if (!out.is_null()) std::cout << out.dump() << "\n";
-    failIfCasesFailed(failedCases);
-    return;
-  }
-  engine::SplitExecutor executor(net, placement, spec.precision);
-  executor.setSharding(spec.shardAxis, spec.shardSlabs);
-  // CPU weights channels-last, as Inferer::predict would make them itself: done before the
-  // measurement, whose counter cannot see the old copies freed (it would count them twice).
-  executor.setCpuChannelsLast(true);
-  engine::Inferer inferer(executor);
-  use(inferer);
+  launch::Launch how;
+  how.ranks = env;
+  const auto peaks = launch::infer(
+      spec, net, [&](engine::Inferer& inferer, const ranks::LocalStages&, const engine::InferOptions&) { use(inferer); }, how);
+  if (out.contains("memory"))
+    // The larger: a prediction's own peaks came per image (restartOtherPeaks); these are since.
+    for (const auto& [device, bytes] : peaks) {
+      auto& m = out["memory"]["measured"][device];
+      m = m.is_number() ? std::max(m.get<std::int64_t>(), bytes) : bytes;
+    }
   if (!out.is_null()) std::cout << out.dump() << "\n";
   failIfCasesFailed(failedCases);
 }

@@ -3,7 +3,7 @@
 // planner's peaks for a prediction and the largest window; with ITK, predictions of image files
 // and of a dataset's cases (InferVolumes.cpp).
 #include "app/cli/RunOptions.h"
-#include "core/dist/RankPeaks.h"
+#include "core/ranks/RankPeaks.h"
 #include "core/engine/Inferer.h"
 
 #include <nlohmann/json.hpp>
@@ -50,12 +50,12 @@ void failIfCasesFailed(int failed);
 // One image predicted into `outPath` (in the image's geometry); with `labelPath`, Dice and HD95
 // per label of what was written. Returns the JSON line.
 nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
-                           const std::string& placement, const dist::LocalStages& local, const std::string& imagePath,
+                           const std::string& placement, const ranks::LocalStages& local, const std::string& imagePath,
                            const std::string& labelPath, const std::string& outPath);
 // The dataset's chosen cases (a.cases) predicted into the folder a.out and scored; summary.json
 // beside them. Returns the summary line; `failed`: the cases that could not be predicted.
 nlohmann::json inferDataset(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
-                            const std::string& placement, const dist::LocalStages& local, int& failed);
+                            const std::string& placement, const ranks::LocalStages& local, int& failed);
 #endif
 
 } // namespace splitseg::cli

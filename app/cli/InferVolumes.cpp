@@ -5,7 +5,7 @@
 
 #include "core/base/Error.h"
 #include "core/dataset/Dataset.h"
-#include "core/dist/RankPeaks.h"
+#include "core/ranks/RankPeaks.h"
 #include "core/evaluate/DatasetEvaluation.h"
 #include "core/volume/Preprocessing.h"
 
@@ -18,7 +18,7 @@ namespace {
 // memory figures beside the measured ones (as timedPredict measures them: the preprocessing's own
 // copies are no LibTorch allocations) and the window used.
 evaluate::Predict predictor(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
-                            const dist::LocalStages& local, nlohmann::json& line) {
+                            const ranks::LocalStages& local, nlohmann::json& line) {
   return [&a, &spec, &inferer, &net, &local, &line](const Volume& source) {
     run::RunSpec s = spec;
     const auto grid = s.preprocessing.networkGrid(source.geometry()).size;  // x, y, z
@@ -26,8 +26,8 @@ evaluate::Predict predictor(const InferArgs& a, const run::RunSpec& spec, engine
     const engine::InferOptions o = inferOptions(s);
     const nlohmann::json planned = plannedPeaks(s, net, {grid[2], grid[1], grid[0]});
     CliProgress progress(a.progress);
-    dist::DevicePeaks measured;
-    Volume labels = dist::predictLabelsMeasured(inferer, local, source, s.preprocessing, o, s.cpuBudgetBytes, measured, &progress);
+    ranks::DevicePeaks measured;
+    Volume labels = ranks::predictLabelsMeasured(inferer, local, source, s.preprocessing, o, s.cpuBudgetBytes, measured, &progress);
     line["window"] = s.window;
     // Over ranks, every other rank's peak over this prediction alone (its meter then restarts).
     for (const auto& [device, bytes] : inferer.restartOtherPeaks()) measured[device] = bytes;
@@ -62,7 +62,7 @@ nlohmann::json caseLine(const run::RunSpec& spec, const std::string& placement, 
 } // namespace
 
 nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
-                           const std::string& placement, const dist::LocalStages& local, const std::string& imagePath,
+                           const std::string& placement, const ranks::LocalStages& local, const std::string& imagePath,
                            const std::string& labelPath, const std::string& outPath) {
   nlohmann::json line;
   const auto r = evaluate::predictCase({"", imagePath, labelPath, outPath}, predictor(a, spec, inferer, net, local, line), spec.keepLargest);
@@ -70,7 +70,7 @@ nlohmann::json inferVolume(const InferArgs& a, const run::RunSpec& spec, engine:
 }
 
 nlohmann::json inferDataset(const InferArgs& a, const run::RunSpec& spec, engine::Inferer& inferer, model::StagedNetwork& net,
-                            const std::string& placement, const dist::LocalStages& local, int& failed) {
+                            const std::string& placement, const ranks::LocalStages& local, int& failed) {
   const dataset::Dataset ds = dataset::openDataset(spec.data.dataset);
   const auto plan = evaluate::planEvaluation(ds, evaluate::caseSetFromString(a.cases.empty() ? "all" : a.cases),
                                              spec.data.validationFraction, a.out);

@@ -9,10 +9,10 @@
 #include "core/engine/PlannerDevices.h"
 #include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
-#include "core/placement/AutoPlacer.h"
-#include "core/placement/LargestVolume.h"
-#include "core/placement/MemoryPlanner.h"
-#include "core/placement/StepTime.h"
+#include "core/planner/AutoPlacer.h"
+#include "core/planner/LargestVolume.h"
+#include "core/planner/MemoryPlanner.h"
+#include "core/planner/StepTime.h"
 #include "core/run/RunSpec.h"
 
 #include <nlohmann/json.hpp>
@@ -28,6 +28,7 @@ namespace splitseg::cli {
 namespace {
 
 using namespace splitseg::placement;
+using namespace splitseg::planner;
 
 struct PlanArgs {
   std::string size = "128";
@@ -200,14 +201,9 @@ void runInferencePlan(const PlanArgs& a, const MemoryPlanner& planner, const Pla
   if (a.json) os << out.dump(2) << "\n";
 }
 
-void runPlan(const PlanArgs& a) {
-  model::UNet3dOptions o;
-  o.base_channels(a.base).depth(a.depth).in_channels(a.inChannels).out_channels(a.outChannels);
-  o.norm(model::normFromString(a.norm));
-  MemoryPlanner planner(model::unetStructure(o));
-  const auto names = planner.network().stageNames();
-
-  // The run this plan is for, then the planner's request from it (one vocabulary with train).
+// The run this plan is for (one vocabulary with train) and the devices it is planned on.
+run::RunSpec planSpec(const PlanArgs& a, const model::UNet3dOptions& o, const std::vector<std::string>& names,
+                      std::vector<DeviceSpec>& devices) {
   run::RunSpec spec;
   spec.patch = parsePatchXyz(a.size);
   // An inference pass's batch is its windows (inferencePlanRequest takes them): micro-batches over
@@ -217,9 +213,9 @@ void runPlan(const PlanArgs& a) {
   spec.precision = StagePrecisions::parse(a.precision, names);
   spec.recompute = run::parseStageList(a.checkpoint, names);
   spec.offload = a.offload;
-  spec.cpuLayout = placement::cpuLayoutFromString(a.cpuLayout);
+  spec.cpuLayout = planner::cpuLayoutFromString(a.cpuLayout);
   if (a.optimizer != "adam" && a.optimizer != "sgd") throw InvalidArgument("--optimizer must be adam or sgd");
-  auto devices = parseDevices(a.devices);
+  devices = parseDevices(a.devices);
   if (devices.empty()) throw DeviceError("no devices to plan for");
   if (!a.allowance.empty())
     for (auto& d : devices) d.allowance = parseBytes(a.allowance);
@@ -234,22 +230,96 @@ void runPlan(const PlanArgs& a) {
   spec.shardAxis = shardAxisFromString(a.shardAxis);
   spec.check({}, names);
   spec.networkOptions = nlohmann::json::parse(o.toJson());
-  // Measured speeds of the devices of this host (a rank's "r1:cpu" is taken to be like this
-  // host's CPU), at the planned patch or the largest like it under kMeasureVoxels; planning-only
-  // GPUs that are not here keep the defaults.
+  return spec;
+}
+
+// Measured speeds of the devices of this host (a rank's "r1:cpu" is taken to be like this
+// host's CPU), at the planned patch or the largest like it under kMeasureVoxels; planning-only
+// GPUs that are not here keep the defaults.
+std::map<std::string, engine::MeasuredSpeed> measureSpeeds(const run::RunSpec& spec, const MemoryPlanner& planner,
+                                                           std::vector<DeviceSpec>& devices) {
   std::map<std::string, engine::MeasuredSpeed> measured;
-  if (a.measureSpeed) {
-    for (auto& d : devices) {
-      const std::string local = splitRank(d.name).device;
-      const bool here = local == "cpu" || (local.rfind("cuda:", 0) == 0 &&
-                                            std::stoi(local.substr(5)) < engine::cudaDeviceCount());
-      if (!here) continue;
-      if (!measured.count(local))
-        measured[local] = engine::measureTrainingSpeed(
-            spec, local, engine::measurementPatch(spec.patch, planner.network().sizeDivisor));
-      d.flopsPerSecond = measured[local].flopsPerSecond;
-    }
+  for (auto& d : devices) {
+    const std::string local = splitRank(d.name).device;
+    const bool here = local == "cpu" || (local.rfind("cuda:", 0) == 0 &&
+                                          std::stoi(local.substr(5)) < engine::cudaDeviceCount());
+    if (!here) continue;
+    if (!measured.count(local))
+      measured[local] = engine::measureTrainingSpeed(
+          spec, local, engine::measurementPatch(spec.patch, planner.network().sizeDivisor));
+    d.flopsPerSecond = measured[local].flopsPerSecond;
   }
+  return measured;
+}
+
+std::string planHeader(const PlanArgs& a, const PlanRequest& req, const MemoryPlanner& planner,
+                       const std::vector<std::string>& names) {
+  return "U-Net base " + std::to_string(a.base) + " depth " + std::to_string(a.depth) + " (" +
+         std::to_string(planner.network().parameters()) + " parameters), input " + cube(req.size) + " x batch " +
+         std::to_string(a.batch) +
+         (a.microBatches > 1 ? " in " + std::to_string(a.microBatches) + " micro-batches" : "") + ", " +
+         req.precision.toString(names) + ", " + a.optimizer + (req.checkpoint.empty() ? "" : ", checkpointing") +
+         (req.offload ? ", host offload" : "") +
+         // The layout the fp32 CPU stages train in (--cpu-layout; auto follows the CPU).
+         (std::any_of(req.devices.begin(), req.devices.end(), [](const DeviceSpec& d) { return !d.isCuda(); })
+              ? (req.cpuChannelsLast ? ", channels-last CPU weights" : ", NCDHW CPU weights")
+              : "");
+}
+
+void printStepTime(const MemoryPlan& plan, const StepTime& time, const std::string& speeds, std::ostream& os) {
+  char line[320];
+  char how[96] = "";
+  if (time.pipelinedRanks > 0)
+    std::snprintf(how, sizeof how, "GPipe over %d ranks x %d micro-batches, busiest rank computes %.3g s; ",
+                  time.pipelinedRanks, plan.microBatches, time.computeSeconds);
+  else
+    std::snprintf(how, sizeof how, "compute %.3g s, ", time.computeSeconds);
+  std::snprintf(line, sizeof line, "predicted step time: %.3g s (%stransfers %.3g s; %s)\n", time.seconds, how,
+                time.transferSeconds, speeds.empty() ? "default device speeds" : ("measured: " + speeds).c_str());
+  os << line;
+}
+
+// The largest cube for `r` into out[key] and, without --json, onto os.
+void printLargestCube(const PlanArgs& a, const MemoryPlanner& planner, const PlanRequest& r, const char* key,
+                      const std::string& label, nlohmann::ordered_json& out, std::ostream& os) {
+  const LargestVolume lv = largestCube(planner, r, a.autoPlace);
+  nlohmann::ordered_json j{{"edge", lv.edge}, {"step", lv.step}, {"exact", lv.exact},
+                           {"limiting_device", lv.next.limitingDevice}, {"limiting_stage", lv.next.limitingStage},
+                           {"offload", r.offload}, {"offload_bytes", lv.plan.offloadBytes}};
+  // The auto-placer may recompute stages the request did not (AutoPlacer: it also tries every
+  // stage recomputed); the capacity is only what it is with them.
+  std::vector<std::string> recomputed;
+  for (const auto& st : lv.plan.stages)
+    if (st.checkpointed) recomputed.push_back(st.name);
+  if (lv.edge > 0) {
+    j["placement"] = nlohmann::json::parse(lv.placement.toJson());
+    j["recompute"] = recomputed;
+  }
+  out[key] = j;
+  if (a.json) return;
+  os << "\nLargest cube" << (a.autoPlace ? " with auto-placement" : " for this placement") << label << ": ";
+  if (lv.edge == 0) os << "none fits (not even " << lv.step << "^3)\n";
+  else
+    os << lv.edge << "^3 (peak " << fmt(lv.plan.maxPeak()) << ", placement " << lv.placement.describe()
+       << (recomputed.empty() ? std::string()
+           : recomputed.size() == lv.plan.stages.size() ? std::string(", every stage recomputed")
+                                                         : ", recomputed: " + join(recomputed))
+       << (lv.plan.offloadBytes > 0 ? ", host memory for offload " + fmt(lv.plan.offloadBytes) : "") << ")\n";
+  if (!lv.next.devices.empty())
+    os << "  next size " << cube(lv.next.size) << ": " << verdict(lv.next) << "\n";
+  if (!lv.exact) os << "  (auto-placement was heuristic for some sizes)\n";
+}
+
+void runPlan(const PlanArgs& a) {
+  model::UNet3dOptions o;
+  o.base_channels(a.base).depth(a.depth).in_channels(a.inChannels).out_channels(a.outChannels);
+  o.norm(model::normFromString(a.norm));
+  MemoryPlanner planner(model::unetStructure(o));
+  const auto names = planner.network().stageNames();
+  std::vector<DeviceSpec> devices;
+  run::RunSpec spec = planSpec(a, o, names, devices);
+  std::map<std::string, engine::MeasuredSpeed> measured;
+  if (a.measureSpeed) measured = measureSpeeds(spec, planner, devices);
   if (a.inference) {
     if (a.volume.empty()) throw InvalidArgument("--inference needs --volume X,Y,Z (the image as the network sees it)");
     if (a.perPass < 1) throw InvalidArgument("--windows-per-pass must be at least 1");
@@ -266,19 +336,9 @@ void runPlan(const PlanArgs& a) {
   }
   PlanRequest req = spec.planRequest(names, devices);
   req.adam = a.optimizer == "adam";
-  const auto& precisions = req.precision;
   nlohmann::ordered_json out;
   std::ostream& os = std::cout;
-  const std::string header = "U-Net base " + std::to_string(a.base) + " depth " + std::to_string(a.depth) +
-                             " (" + std::to_string(planner.network().parameters()) + " parameters), input " +
-                             cube(req.size) + " x batch " + std::to_string(a.batch) +
-                             (a.microBatches > 1 ? " in " + std::to_string(a.microBatches) + " micro-batches" : "") + ", " + precisions.toString(names) +
-                             ", " + a.optimizer + (req.checkpoint.empty() ? "" : ", checkpointing") +
-                             (req.offload ? ", host offload" : "") +
-                             // The layout the fp32 CPU stages train in (--cpu-layout; auto follows the CPU).
-                             (std::any_of(req.devices.begin(), req.devices.end(), [](const DeviceSpec& d) { return !d.isCuda(); })
-                                  ? (req.cpuChannelsLast ? ", channels-last CPU weights" : ", NCDHW CPU weights")
-                                  : "");
+  const std::string header = planHeader(a, req, planner, names);
   std::string method;
   if (a.autoPlace) {
     AutoPlaceResult r = AutoPlacer(planner).place(req);
@@ -308,55 +368,18 @@ void runPlan(const PlanArgs& a) {
     os << header << "\nplacement: " << req.placement.describe() << (a.autoPlace ? "  [auto: " + method + "]" : "")
        << "\n\n";
     printPlan(plan, os);
-    char line[320];
-    char how[96] = "";
-    if (time.pipelinedRanks > 0)
-      std::snprintf(how, sizeof how, "GPipe over %d ranks x %d micro-batches, busiest rank computes %.3g s; ",
-                    time.pipelinedRanks, plan.microBatches, time.computeSeconds);
-    else
-      std::snprintf(how, sizeof how, "compute %.3g s, ", time.computeSeconds);
-    std::snprintf(line, sizeof line, "predicted step time: %.3g s (%stransfers %.3g s; %s)\n", time.seconds, how,
-                  time.transferSeconds, speeds.empty() ? "default device speeds" : ("measured: " + speeds).c_str());
-    os << line;
+    printStepTime(plan, time, speeds, os);
     os << "\n" << verdict(plan) << "\n";
   }
   if (a.largest) {
     // The largest cube as asked, then (when it did not ask for it) with host offload of the
     // recomputed stages' inputs, so both capacities are on one screen.
-    auto largest = [&](const PlanRequest& r, const char* key, const std::string& label) {
-      const LargestVolume lv = largestCube(planner, r, a.autoPlace);
-      nlohmann::ordered_json j{{"edge", lv.edge}, {"step", lv.step}, {"exact", lv.exact},
-                               {"limiting_device", lv.next.limitingDevice}, {"limiting_stage", lv.next.limitingStage},
-                               {"offload", r.offload}, {"offload_bytes", lv.plan.offloadBytes}};
-      // The auto-placer may recompute stages the request did not (AutoPlacer: it also tries every
-      // stage recomputed); the capacity is only what it is with them.
-      std::vector<std::string> recomputed;
-      for (const auto& st : lv.plan.stages)
-        if (st.checkpointed) recomputed.push_back(st.name);
-      if (lv.edge > 0) {
-        j["placement"] = nlohmann::json::parse(lv.placement.toJson());
-        j["recompute"] = recomputed;
-      }
-      out[key] = j;
-      if (a.json) return;
-      os << "\nLargest cube" << (a.autoPlace ? " with auto-placement" : " for this placement") << label << ": ";
-      if (lv.edge == 0) os << "none fits (not even " << lv.step << "^3)\n";
-      else
-        os << lv.edge << "^3 (peak " << fmt(lv.plan.maxPeak()) << ", placement " << lv.placement.describe()
-           << (recomputed.empty() ? std::string()
-               : recomputed.size() == lv.plan.stages.size() ? std::string(", every stage recomputed")
-                                                             : ", recomputed: " + join(recomputed))
-           << (lv.plan.offloadBytes > 0 ? ", host memory for offload " + fmt(lv.plan.offloadBytes) : "") << ")\n";
-      if (!lv.next.devices.empty())
-        os << "  next size " << cube(lv.next.size) << ": " << verdict(lv.next) << "\n";
-      if (!lv.exact) os << "  (auto-placement was heuristic for some sizes)\n";
-    };
-    largest(req, "largest", req.offload ? " and host offload" : "");
+    printLargestCube(a, planner, req, "largest", req.offload ? " and host offload" : "", out, os);
     const bool anyCuda = std::any_of(req.devices.begin(), req.devices.end(), [](const DeviceSpec& d) { return d.isCuda(); });
     if (!req.offload && anyCuda && (a.autoPlace || !req.checkpoint.empty())) {
       PlanRequest withOffload = req;
       withOffload.offload = true;
-      largest(withOffload, "largest_offload", " and host offload");
+      printLargestCube(a, planner, withOffload, "largest_offload", " and host offload", out, os);
     }
   }
   if (a.json) os << out.dump(2) << "\n";
@@ -385,7 +408,7 @@ void addPlanCommands(CLI::App& app) {
   auto* au = cmd->add_flag("--auto", args->autoPlace, "Choose the placement automatically");
   pl->excludes(au);
   cmd->add_option("--recompute,--checkpoint", args->checkpoint, "activation checkpointing: all | none | enc0,dec0");
-  const placement::PlannerOptions defaults;
+  const planner::PlannerOptions defaults;
   cmd->add_option("--allowance", args->allowance,
                   "Fixed cost per device beyond its tensors (default: measured on present CUDA devices, else " +
                       formatBytes(static_cast<double>(defaults.cudaContextBytes + defaults.cudnnWorkspaceBytes)) +

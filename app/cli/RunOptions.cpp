@@ -1,4 +1,5 @@
 #include "app/cli/RunOptions.h"
+#include "core/base/JsonReader.h"
 #include "core/base/JsonText.h"
 #include "core/base/Printable.h"
 #include "core/base/Error.h"
@@ -29,8 +30,7 @@ nlohmann::json parseObject(const std::string& text, const std::string& flag) {
   } catch (const JsonRefused& e) {
     throw InvalidArgument(flag + ": bad JSON: " + e.detail());
   }
-  if (!j.is_object()) throw InvalidArgument(flag + " must be a JSON object");
-  return j;
+  return JsonField(j, flag).object("a JSON object");
 }
 
 std::array<double, 3> parseSpacing(const std::string& text) {
@@ -157,7 +157,7 @@ run::RunSpec RunOptions::build(const run::RunSpec& base) const {
   if (given("--rank-timeout")) r.rankTimeoutSeconds = rankTimeout;
   if (given("--timeline")) r.timeline = timeline;
   if (given("--offload")) r.offload = offload;
-  if (given("--cpu-layout")) r.cpuLayout = placement::cpuLayoutFromString(cpuLayout);
+  if (given("--cpu-layout")) r.cpuLayout = planner::cpuLayoutFromString(cpuLayout);
   if (given("--steps")) r.steps = steps;
   if (given("--epochs")) r.epochs = epochs;
   if (given("--steps-per-epoch")) r.stepsPerEpoch = stepsPerEpoch;

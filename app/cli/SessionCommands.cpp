@@ -2,6 +2,7 @@
 // missing; `session save` writes one from options (for scripts and tests). `--session FILE` on
 // train and infer (RunOptions) starts from the session's run description.
 #include "app/cli/Commands.h"
+#include "core/base/JsonReader.h"
 #include "core/base/JsonText.h"
 #include "core/base/Printable.h"
 #include "core/base/Error.h"
@@ -66,15 +67,14 @@ void addSessionCommands(CLI::App& app) {
       if (!a->labels.empty()) r.data.label = absolute(a->labels.front());
     }
     r.architecture = a->arch;
-    try {
-      if (!a->options.empty()) r.networkOptions = parseJson(a->options, "--options");
-      if (!a->placement.empty()) {
-        const auto p = parseJson(a->placement, "--placement");
-        const auto& stages = p.contains("stages") ? p.at("stages") : p;
-        for (auto it = stages.begin(); it != stages.end(); ++it) r.placement[it.key()] = it.value().get<std::string>();
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw InvalidArgument(std::string("session save: bad JSON: ") + e.what());
+    if (!a->options.empty()) r.networkOptions = parseJson(a->options, "--options");
+    if (!a->placement.empty()) {
+      // {"stages": {stage: device}} (placement::Placement's JSON) or {stage: device}.
+      const auto p = parseJson(a->placement, "--placement");
+      const JsonField placement(p, "--placement");
+      const auto stages = placement.fields(UnknownKeys::Ignore).take("stages");
+      for (const auto& [stage, device] : (stages ? *stages : placement).entries())
+        r.placement[stage] = device.as<std::string>();
     }
     r.checkpoint = absolute(a->checkpoint);
     session::saveSession(s, a->out);

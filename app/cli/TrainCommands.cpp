@@ -8,14 +8,9 @@
 #include "core/base/Units.h"
 #include "core/engine/Devices.h"
 #include "core/engine/PlannedPeaks.h"
-#include "core/engine/PlannerDevices.h"
 #include "core/engine/Trainer.h"
-#include "core/model/NetworkStructureOf.h"
-#include "core/placement/AutoPlacer.h"
-
-#ifdef SPLITSEG_WITH_ITK
-#include "core/dataset/DatasetSource.h"
-#endif
+#include "core/checkpoint/CheckpointFile.h"
+#include "core/launch/RunLauncher.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -25,21 +20,6 @@ namespace splitseg::cli {
 
 namespace {
 
-// After an out-of-memory step: what the planner would do instead on these devices.
-std::string planSuggestion(model::StagedNetwork& net, const run::RunSpec& spec) {
-  try {
-    auto req = spec.planRequest(net.stageNames(), engine::plannerDevices());  // the CPU budget as its capacity
-    req.placement = {};
-    placement::MemoryPlanner planner(model::networkStructure(net));
-    auto best = placement::AutoPlacer(planner).place(req);
-    if (best.plan.fits) return "the planner suggests --placement " + best.placement.toInline();
-    return "no placement of this network fits these devices at this size (limit: stage " + best.plan.limitingStage +
-           " on " + best.plan.limitingDevice + "); try --precision bf16, --recompute all or a smaller patch";
-  } catch (const std::exception& e) {
-    return std::string("(no plan: ") + e.what() + ")";
-  }
-}
-
 struct TrainArgs {
   RunOptions run;
   std::string resume;
@@ -48,14 +28,18 @@ struct TrainArgs {
 
 void runTrain(const TrainArgs& a) {
   // Started by torchrun (or srun) as a rank other than 0: the run comes from rank 0.
-  const auto env = dist::RankEnv::fromEnvironment();
+  const auto env = ranks::RankEnv::fromEnvironment();
   if (env.rank > 0) {
     runAsWorker(env, rankTimeout(a.run.build().rankTimeoutSeconds, a.run.given("--rank-timeout")));
     return;
   }
   // The run: defaults, or the checkpoint being resumed, or the session; then the typed flags.
   run::RunSpec base;
-  if (!a.resume.empty()) base = engine::readCheckpointInfo(a.resume).run;
+  std::shared_ptr<const checkpoint::CheckpointFile> resumed;  // read once: the run's base and the trainer's state
+  if (!a.resume.empty()) {
+    resumed = launch::checkpointToResume(a.resume);
+    base = resumed->info.run;
+  }
   run::RunSpec spec = a.run.build(base);
   if (a.run.printRun()) {
     std::cout << spec.toJson().dump(2) << "\n";
@@ -70,34 +54,7 @@ void runTrain(const TrainArgs& a) {
   if (!env.distributed() && dropRanks(spec))
     std::cerr << "note: the placement names ranks; this is one process, so each stage runs on its device here\n";
   spec.check(engine::runnableDeviceNames());  // a bad run stops here, before data or network are built
-  std::shared_ptr<data::SampleSource> source;
-  switch (spec.data.kind) {
-    case run::DataKind::Synthetic: {
-      const auto out = spec.networkOptions.value("out_channels", 1);
-      source = std::make_shared<data::PhantomSource>(out <= 1 ? 1 : out - 1);
-      break;
-    }
-    case run::DataKind::Dataset:
-    case run::DataKind::Pairs: {
-#ifdef SPLITSEG_WITH_ITK
-      auto ds = spec.data.kind == run::DataKind::Pairs ? dataset::datasetFromPairs({{spec.data.image, spec.data.label}})
-                                                         : dataset::openDataset(spec.data.dataset);
-      dataset::DatasetSourceOptions so;
-      so.preprocessing = spec.preprocessing;
-      so.validationFraction = ds.cases.size() < 2 ? 0.0 : spec.data.validationFraction;  // one case trains on itself
-      auto dsrc = std::make_shared<dataset::DatasetSource>(ds, so);
-      spec.networkOptions["in_channels"] = dsrc->channelCount();
-      const auto classes = dsrc->foregroundClasses();
-      spec.networkOptions["out_channels"] = classes == 1 ? 1 : classes + 1;
-      source = dsrc;
-      break;
-#else
-      throw InvalidArgument("this build has no image IO (built without ITK): use --synthetic SIZE");
-#endif
-    }
-    default:
-      throw InvalidArgument("give training data: --synthetic SIZE, --dataset DIR, or --image FILE --label FILE");
-  }
+  auto source = launch::sampleSourceFor(spec);  // a dataset's channels and classes go into the network
   torch::manual_seed(spec.seed);  // --seed fixes the initial weights too
   auto net = plugin::PluginRegistry::instance().create(spec.architecture, spec.networkOptions.dump());
   a.run.applyStages(spec, net->stageNames());
@@ -111,24 +68,14 @@ void runTrain(const TrainArgs& a) {
   } catch (const std::exception& e) {
     planNote = e.what();
   }
-  if (env.distributed()) {
-    trainAsRankZero(env, spec, net, source, a.resume, a.progress, planned, planNote);
-    return;
-  }
-  engine::Trainer trainer(net, source, spec);
-  if (!a.resume.empty()) trainer.loadCheckpoint(a.resume);
   CliMetrics metrics(a.progress, planned, planNote);
-  if (a.progress == "bar")
-    std::cerr << net->architecture() << " " << net->optionsJson() << " (" << net->parameterCount()
-              << " parameters) on " << trainer.placement().describe() << "\n";
-  try {
-    trainer.run(&metrics);
-  } catch (const OutOfMemoryError& e) {
-    // Model, optimizer and the last checkpoint are intact; say what would fit.
-    throw OutOfMemoryError(e.device(), e.stage(),
-                           std::string("step ") + std::to_string(trainer.stepsDone() + 1) + " abandoned; " +
-                               planSuggestion(*net, trainer.spec()));
-  }
+  launch::Launch how;
+  how.ranks = env;
+  how.resume = a.resume;
+  how.resumeFile = resumed;
+  how.sink = &metrics;
+  if (a.progress == "bar") how.describe = [](const std::string& line) { std::cerr << line << "\n"; };
+  launch::train(spec, net, source, how);
 }
 } // namespace
 

@@ -15,7 +15,7 @@ void CancelToken::resume() {
   cv_.notify_all();
 }
 
-void CancelToken::checkpoint() {
+void CancelToken::pausePoint() {
   if (paused_) {
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [this] { return !paused_ || cancelled_; });

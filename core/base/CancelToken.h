@@ -1,6 +1,6 @@
 #pragma once
 // Cooperative cancel and pause, shared between the thread that runs the work and the
-// thread that controls it. The worker calls checkpoint() between steps.
+// thread that controls it. The worker calls pausePoint() between steps.
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -15,7 +15,7 @@ public:
   bool cancelled() const { return cancelled_.load(); }
   bool paused() const { return paused_.load(); }
   // Blocks while paused; throws Cancelled if cancelled (also when cancelled during a pause).
-  void checkpoint();
+  void pausePoint();
   // Re-arms a token for another run.
   void reset();
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -199,7 +200,14 @@ void CheckpointFile::write(const std::string& path) const {
   writeFileDurably(path, std::string(bytes.begin(), bytes.end()));
 }
 
+namespace {
+std::atomic<std::int64_t> fileReads{0};
+} // namespace
+
+std::int64_t CheckpointFile::readsSoFar() { return fileReads.load(); }
+
 CheckpointFile CheckpointFile::read(const std::string& path) {
+  ++fileReads;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw IoError(path, "checkpoint not found");
   if (!std::filesystem::is_regular_file(path, ec)) throw FormatError(path, "checkpoint is not a regular file");

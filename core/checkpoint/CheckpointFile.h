@@ -50,6 +50,8 @@ struct CheckpointFile {
   // zips, the old TorchScript format (with how to convert it), damaged or oversized files, and
   // any value of the wrong kind.
   static CheckpointFile read(const std::string& path);
+  // How many files read() has read in this process (a resumed run reads its checkpoint once).
+  static std::int64_t readsSoFar();
   static CheckpointFile parse(const std::vector<char>& bytes, const std::string& path);
 
   // Checks every tensor against the module (names, shapes, dtypes, finite values) and, with an

@@ -1,4 +1,5 @@
 #include "core/dataset/Dataset.h"
+#include "core/base/JsonReader.h"
 #include "core/base/JsonText.h"
 
 #include "core/base/Error.h"
@@ -39,34 +40,38 @@ std::string resolve(const std::string& root, const std::string& rel, const std::
 }
 
 // MSD/nnU-Net v1: {"0": "background", "1": "liver"}; nnU-Net v2: {"background": 0, "liver": 1}.
-std::map<int, std::string> parseLabels(const nlohmann::json& j, const std::string& file) {
-  if (!j.is_object() || j.empty()) throw FormatError(file, "\"labels\" is missing or empty");
+std::map<int, std::string> parseLabels(const std::optional<JsonField>& field, const std::string& file) {
+  std::vector<std::pair<std::string, JsonField>> entries;
+  if (field) entries = field->entries();
+  if (entries.empty()) throw FormatError(file, "\"labels\" is missing or empty");
+  const auto outOfRange = [&](const std::string& key, const std::string& value) {
+    return FormatError(file, "label \"" + key + "\" has value " + value +
+                                 "; label values must be 0..255 (one network output per value)");
+  };
   std::map<int, std::string> labels;
-  for (auto it = j.begin(); it != j.end(); ++it) {
+  for (const auto& [key, v] : entries) {
     std::int64_t value;
     std::string name;
-    if (it.value().is_number_unsigned()) {
-      const std::uint64_t u = it.value().get<std::uint64_t>();
-      value = u > static_cast<std::uint64_t>(kMaxLabel) ? kMaxLabel + 1 : static_cast<std::int64_t>(u);
-      name = it.key();
-    } else if (it.value().is_number_integer()) {
-      value = it.value().get<std::int64_t>();
-      name = it.key();
-    } else if (it.value().is_string()) {
+    if (v.kind() == JsonKind::WholeNumber) {
+      try {
+        value = v.wholeIn(0, kMaxLabel);
+      } catch (const JsonFieldError&) {
+        throw outOfRange(key, v.shown().front() == '-' ? v.shown() : "above 255");
+      }
+      name = key;
+    } else if (v.kind() == JsonKind::Text) {
       try {
         std::size_t used = 0;
-        value = std::stoll(it.key(), &used);
-        if (used != it.key().size()) throw std::invalid_argument("");
+        value = std::stoll(key, &used);
+        if (used != key.size()) throw std::invalid_argument("");
       } catch (const std::exception&) {
-        throw FormatError(file, "label key \"" + it.key() + "\" is not an integer");
+        throw FormatError(file, "label key \"" + key + "\" is not an integer");
       }
-      name = it.value().get<std::string>();
+      if (value < 0 || value > kMaxLabel) throw outOfRange(key, std::to_string(value));
+      name = v.as<std::string>();
     } else {
-      throw FormatError(file, "label \"" + it.key() + "\" has an unsupported value (regions are not supported)");
+      throw FormatError(file, "label \"" + key + "\" has an unsupported value (regions are not supported)");
     }
-    if (value < 0 || value > kMaxLabel)
-      throw FormatError(file, "label \"" + it.key() + "\" has value " + (value > kMaxLabel ? "above 255" : std::to_string(value)) +
-                                  "; label values must be 0..255 (one network output per value)");
     if (labels.count(value)) throw FormatError(file, "label value " + std::to_string(value) + " is declared twice");
     labels[static_cast<int>(value)] = name;
   }
@@ -74,24 +79,32 @@ std::map<int, std::string> parseLabels(const nlohmann::json& j, const std::strin
   return labels;
 }
 
-std::vector<std::string> parseChannels(const nlohmann::json& j, const std::string& file) {
-  const nlohmann::json* c = nullptr;
-  if (j.contains("channel_names")) c = &j["channel_names"];
-  else if (j.contains("modality")) c = &j["modality"];
+// nnU-Net v2's channel_names or MSD's modality: {"0": "CT", ...}; none: one channel.
+std::vector<std::string> parseChannels(JsonReader& j, const std::string& file) {
+  auto c = j.take("channel_names");
+  if (!c) c = j.take("modality");
   if (!c) return {"image"};
-  if (!c->is_object() || c->empty()) throw FormatError(file, "channel_names/modality is empty or not an object");
-  std::vector<std::string> names(c->size());
-  for (auto it = c->begin(); it != c->end(); ++it) {
+  const auto entries = c->entries();
+  if (entries.empty()) throw FormatError(file, "channel_names/modality is empty or not an object");
+  std::vector<std::string> names(entries.size());
+  for (const auto& [key, name] : entries) {
     std::size_t i;
     try {
-      i = static_cast<std::size_t>(std::stoul(it.key()));
+      i = static_cast<std::size_t>(std::stoul(key));
     } catch (const std::exception&) {
-      throw FormatError(file, "channel key \"" + it.key() + "\" is not a number");
+      throw FormatError(file, "channel key \"" + key + "\" is not a number");
     }
     if (i >= names.size()) throw FormatError(file, "channels are not numbered 0.." + std::to_string(names.size() - 1));
-    names[i] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    names[i] = name.kind() == JsonKind::Text ? name.as<std::string>() : name.json().dump();
   }
   return names;
+}
+
+// numTraining is informative: checked when it is a whole number, ignored otherwise (as always).
+void checkCount(JsonReader& j, std::size_t cases, const std::string& jsonPath, const std::string& listed) {
+  const auto n = j.take("numTraining");
+  if (n && n->kind() == JsonKind::WholeNumber && n->as<std::int64_t>() != static_cast<std::int64_t>(cases))
+    throw FormatError(jsonPath, "numTraining is " + n->shown() + " but " + listed + " " + std::to_string(cases) + " cases");
 }
 
 void requireFile(const std::string& listedIn, const std::string& path, const std::string& what) {
@@ -99,13 +112,13 @@ void requireFile(const std::string& listedIn, const std::string& path, const std
   if (!problem.empty()) throw FormatError(listedIn, what + " " + path + " " + problem);
 }
 
-Dataset openNnUnet(const std::string& root, const nlohmann::json& j, const std::string& jsonPath, const std::string& ending) {
+Dataset openNnUnet(const std::string& root, JsonReader& j, const std::string& jsonPath, const std::string& ending) {
   Dataset d;
   d.root = root;
   d.layout = Layout::NnUnetRaw;
-  d.name = j.value("name", fs::path(root).filename().string());
+  d.name = j.get<std::string>("name", fs::path(root).filename().string());
   d.channelNames = parseChannels(j, jsonPath);
-  d.labels = parseLabels(j.value("labels", nlohmann::json()), jsonPath);
+  d.labels = parseLabels(j.take("labels"), jsonPath);
   const fs::path images = fs::path(root) / "imagesTr";
   std::set<std::string> ids;
   for (const auto& e : fs::directory_iterator(images)) {
@@ -128,46 +141,48 @@ Dataset openNnUnet(const std::string& root, const nlohmann::json& j, const std::
     requireFile(jsonPath, c.label, "case " + id + " label:");
     d.cases.push_back(std::move(c));
   }
-  if (j.contains("numTraining") && j["numTraining"].is_number_integer() &&
-      j["numTraining"].get<std::size_t>() != d.cases.size())
-    throw FormatError(jsonPath, "numTraining is " + j["numTraining"].dump() + " but imagesTr holds " +
-                                    std::to_string(d.cases.size()) + " cases");
+  checkCount(j, d.cases.size(), jsonPath, "imagesTr holds");
   return d;
 }
 
-Dataset openMsd(const std::string& root, const nlohmann::json& j, const std::string& jsonPath) {
+// An MSD case's id: its image's file name without the volume ending.
+std::string caseId(const std::string& image) {
+  std::string id = fs::path(image).filename().string();
+  for (const char* e : {".nii.gz", ".nii", ".nrrd", ".mha", ".mhd", ".nhdr"})
+    if (id.size() > std::strlen(e) && id.compare(id.size() - std::strlen(e), std::strlen(e), e) == 0) {
+      id.resize(id.size() - std::strlen(e));
+      break;
+    }
+  return id;
+}
+
+Dataset openMsd(const std::string& root, JsonReader& j, const std::string& jsonPath) {
   Dataset d;
   d.root = root;
   d.layout = Layout::Msd;
-  d.name = j.value("name", fs::path(root).filename().string());
+  d.name = j.get<std::string>("name", fs::path(root).filename().string());
   d.channelNames = parseChannels(j, jsonPath);
   if (d.channelNames.size() != 1)
     throw FormatError(jsonPath, "MSD datasets with " + std::to_string(d.channelNames.size()) +
                                     " modalities store 4D images, which are not supported; convert to the nnU-Net raw layout");
-  d.labels = parseLabels(j.value("labels", nlohmann::json()), jsonPath);
-  if (!j.contains("training") || !j["training"].is_array()) throw FormatError(jsonPath, "has no \"training\" list");
-  std::size_t n = 0;
-  for (const auto& t : j["training"]) {
-    ++n;
-    if (!t.is_object() || !t.contains("image") || !t.contains("label") || !t["image"].is_string() || !t["label"].is_string())
+  d.labels = parseLabels(j.take("labels"), jsonPath);
+  const auto training = j.take("training");
+  if (!training) throw FormatError(jsonPath, "has no \"training\" list");
+  const auto entries = training->elements();
+  for (std::size_t n = 1; n <= entries.size(); ++n) {
+    auto t = entries[n - 1].fields(UnknownKeys::Ignore);
+    const auto image = t.take("image"), label = t.take("label");
+    if (!image || !label)
       throw FormatError(jsonPath, "training entry " + std::to_string(n) + " lacks an \"image\" or \"label\" path");
     Case c;
-    c.images = {resolve(root, t["image"].get<std::string>(), jsonPath)};
-    c.label = resolve(root, t["label"].get<std::string>(), jsonPath);
-    std::string id = fs::path(c.images[0]).filename().string();
-    for (const char* e : {".nii.gz", ".nii", ".nrrd", ".mha", ".mhd", ".nhdr"})
-      if (id.size() > std::strlen(e) && id.compare(id.size() - std::strlen(e), std::strlen(e), e) == 0) {
-        id.resize(id.size() - std::strlen(e));
-        break;
-      }
-    c.id = id;
+    c.images = {resolve(root, image->as<std::string>(), jsonPath)};
+    c.label = resolve(root, label->as<std::string>(), jsonPath);
+    c.id = caseId(c.images[0]);
     requireFile(jsonPath, c.images[0], "training entry " + std::to_string(n) + " image");
     requireFile(jsonPath, c.label, "training entry " + std::to_string(n) + " label");
     d.cases.push_back(std::move(c));
   }
-  if (j.contains("numTraining") && j["numTraining"].is_number_integer() && j["numTraining"].get<std::size_t>() != n)
-    throw FormatError(jsonPath, "numTraining is " + j["numTraining"].dump() + " but \"training\" lists " +
-                                    std::to_string(n) + " cases");
+  checkCount(j, entries.size(), jsonPath, "\"training\" lists");
   return d;
 }
 
@@ -184,7 +199,7 @@ const char* layoutName(Layout l) {
 }
 
 namespace {
-Dataset openParsed(const std::string& folder, const nlohmann::json& j, const std::string& jsonPath);
+Dataset openParsed(const std::string& folder, JsonReader& j, const std::string& jsonPath);
 }
 
 Dataset openDataset(const std::string& folder) {
@@ -192,11 +207,18 @@ Dataset openDataset(const std::string& folder) {
   if (!fs::is_directory(folder, ec)) throw IoError(folder, "not a folder");
   const std::string jsonPath = (fs::path(folder) / "dataset.json").string();
   const nlohmann::json j = readJson(jsonPath);
-  if (!j.is_object()) throw FormatError(jsonPath, "is not a JSON object");
-  // A field of the wrong kind (a name that is an object, ...) is one line naming the file.
+  // A field of the wrong kind (a name that is an object, ...) is one line naming the file. Keys
+  // SplitSeg does not use (description, licence, ...) are others' to keep.
+  auto top = [&] {
+    try {
+      return JsonReader::document(j, jsonPath, UnknownKeys::Ignore);
+    } catch (const JsonFieldError&) {
+      throw FormatError(jsonPath, "is not a JSON object");
+    }
+  }();
   try {
-    return openParsed(folder, j, jsonPath);
-  } catch (const nlohmann::json::exception& e) {
+    return openParsed(folder, top, jsonPath);
+  } catch (const JsonFieldError& e) {
     throw FormatError(jsonPath, std::string("a field has the wrong kind: ") + e.what());
   } catch (const fs::filesystem_error& e) {
     throw IoError(folder, e.code().message());
@@ -204,9 +226,9 @@ Dataset openDataset(const std::string& folder) {
 }
 
 namespace {
-Dataset openParsed(const std::string& folder, const nlohmann::json& j, const std::string& jsonPath) {
+Dataset openParsed(const std::string& folder, JsonReader& j, const std::string& jsonPath) {
   std::error_code ec;
-  const std::string ending = j.value("file_ending", std::string(".nii.gz"));
+  const std::string ending = j.get<std::string>("file_ending", ".nii.gz");
   bool nnunet = false;
   const fs::path images = fs::path(folder) / "imagesTr";
   if (fs::is_directory(images, ec))

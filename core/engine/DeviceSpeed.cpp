@@ -4,7 +4,7 @@
 #include "core/engine/NetworkFactory.h"
 #include "core/engine/Trainer.h"
 #include "core/model/NetworkStructureOf.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/MemoryPlanner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -48,8 +48,8 @@ MeasuredSpeed measureTrainingSpeed(const run::RunSpec& run, const std::string& d
   auto network = createNetwork(spec.architecture, spec.networkOptions.dump());
   const auto names = network->stageNames();
   spec.setPlacement(placement::Placement::uniform(names, device));
-  const placement::MemoryPlanner planner(model::networkStructure(*network));
-  const auto plan = planner.plan(spec.planRequest(names, {placement::DeviceSpec{device, std::int64_t{1} << 50}}));
+  const planner::MemoryPlanner planner(model::networkStructure(*network));
+  const auto plan = planner.plan(spec.planRequest(names, {planner::DeviceSpec{device, std::int64_t{1} << 50}}));
   MeasuredSpeed m;
   m.patch = spec.patch;
   for (const auto& s : plan.stages) m.stepFlops += s.flops;

@@ -19,16 +19,14 @@ struct MeasuredSpeed {
   std::array<std::int64_t, 3> patch{};  // x, y, z of the steps measured
 };
 
-// The largest patch a speed is measured at. A CPU step of the seed network at base 16 takes about
-// 4 s there (this Intel Xeon, 2 threads, 2026-12-02), so a measurement of 1 + 3 steps stays
-// under half a minute.
+// The largest patch a speed is measured at: a CPU step of the seed network at base 16 takes a few
+// seconds there, so a measurement of 1 + 3 steps stays under half a minute (docs/calibration.md).
 constexpr std::int64_t kMeasureVoxels = 96 * 96 * 96;
 
 // The patch to measure a run planned at `planned` with: the planned patch itself, since a CPU's
 // speed grows with the patch (ATen gives small single-sample convolutions its slower native
-// kernels; measured here, seed network at base 16, 2 threads: 53, 69, 85 and ~82 GFLOP/s at 48,
-// 64, 80 and 96^3, 2026-12-02); when it holds more than maxVoxels, the planned shape scaled down
-// to fit, each side a multiple of `divisor` (at least one).
+// kernels; docs/calibration.md, "Step time"); when it holds more than maxVoxels, the planned shape
+// scaled down to fit, each side a multiple of `divisor` (at least one).
 std::array<std::int64_t, 3> measurementPatch(const std::array<std::int64_t, 3>& planned, std::int64_t divisor,
                                              std::int64_t maxVoxels = kMeasureVoxels);
 

@@ -2,20 +2,15 @@
 // A caching allocator for LibTorch's CPU tensors, the host-side counterpart of CUDA's caching
 // allocator. Why: a training step allocates and frees the same few hundred MiB of activations
 // every step; from malloc each large block comes back as fresh pages that the kernel zero-fills
-// on first touch (about 100k page faults and ~15% of a 64^3 CPU step, measured). Freed blocks are
-// kept and handed out again instead.
+// on first touch (a measurable share of a CPU step: docs/calibration.md, "Engine and model choices"). Freed
+// blocks are kept and handed out again instead.
 //
 // Large blocks live in one heap: a reserved range of address space that grows at its top, where
 // a request takes the best-fitting free block (split if much larger) and a freed block merges
-// with free neighbours, so freed memory serves any later size. The cache of whole blocks this
-// replaced reused a block only for a tensor of about its size; on the 64^3 training step of
-// tests/bench (base 16, 2 threads) the process grew by 539.6 MiB with it and 349.8 MiB with the
-// heap (live peak of large blocks, from a trace of that step: 251.7 MiB). Where each block goes is
-// core/base/BestFitHeap's rule. Until 2026-12-04 a block handed out whole for a slightly smaller
-// request came back at the request's size: the rest (under 256 KiB) was lost and `inUse` drifted.
-// Same-machine A/B on tests/bench's runs: after 10 and 40 steps the heap is within 2% of the old
-// code's (64^3 NCDHW and channels-last, 80^3 recomputed); the old heap kept growing (48^3: 211.1
-// MiB at 11 steps, 223.4 at 41), this one settles (221.3 MiB from step 11 to 41).
+// with free neighbours, so freed memory serves any later size (the cache of whole blocks it
+// replaced reused a block only for a tensor of about its size, and grew more). Where each block
+// goes is core/base/BestFitHeap's rule. A block handed out whole for a slightly smaller request
+// comes back at its own size, so nothing is lost and `inUse` does not drift.
 //
 // Allocations are still reported through c10's memory-reporting hook exactly as the default
 // allocator reports them (requested bytes, only while a reporter is active), so CpuMemoryCounter,

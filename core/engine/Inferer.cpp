@@ -4,9 +4,9 @@
 #include "core/base/Error.h"
 #include "core/engine/Loss.h"
 #include "core/engine/MemoryMeter.h"
-#include "core/engine/StepSafety.h"
+#include "core/engine/OptimizerStep.h"
 #include "core/base/Units.h"
-#include "core/placement/InferenceMemory.h"
+#include "core/planner/InferenceMemory.h"
 
 #include <torch/torch.h>
 
@@ -64,7 +64,7 @@ torch::Tensor Inferer::runMirrored(const torch::Tensor& batch, const std::array<
   if (axes.empty()) return sum;
   const int combos = 1 << axes.size();
   for (int m = 1; m < combos; ++m) {
-    if (cancel) cancel->checkpoint();
+    if (cancel) cancel->pausePoint();
     std::vector<std::int64_t> dims;
     for (std::size_t i = 0; i < axes.size(); ++i)
       if ((m >> i) & 1) dims.push_back(axes[i]);
@@ -134,8 +134,8 @@ Prediction Inferer::predictUnchecked(const torch::Tensor& imageIn, const InferOp
   }
 
   // Window given as x, y, z; tensors are (D=z, H=y, W=x). Smaller volumes are padded up to it;
-  // the planner cuts the same windows (placement::inferenceGrid).
-  const auto grid = placement::inferenceGrid(size, {o.window[2], o.window[1], o.window[0]}, network().sizeDivisor(),
+  // the planner cuts the same windows (planner::inferenceGrid).
+  const auto grid = planner::inferenceGrid(size, {o.window[2], o.window[1], o.window[0]}, network().sizeDivisor(),
                                              o.overlap);
   const auto& win = grid.window;
   const auto& padded = grid.padded;
@@ -152,7 +152,7 @@ Prediction Inferer::predictUnchecked(const torch::Tensor& imageIn, const InferOp
 
   const std::size_t batch = static_cast<std::size_t>(std::max(1, o.batch));
   for (std::size_t first = 0; first < origins.size(); first += batch) {
-    if (cancel) cancel->checkpoint();
+    if (cancel) cancel->pausePoint();
     const std::size_t last = std::min(origins.size(), first + batch);
     std::vector<torch::Tensor> crops;
     for (std::size_t i = first; i < last; ++i) {
@@ -189,9 +189,8 @@ Volume predictLabels(Inferer& inferer, const Volume& source, const Preprocessing
                      const InferOptions& options, ProgressSink* progress, CancelToken* cancel) {
   // Beside the Inferer's buffers (what the planner counts) the image is held once: the
   // preprocessed volume becomes the tensor without a copy. After the pass only the labels go on
-  // (the probabilities are let go), converted straight into a volume and moved through restore.
-  // splitseg-cli infer on the demo CT at 0.7 mm (350x350x231), 128^3 windows, base 4: peak
-  // resident 1519 MB before, 1188 MB after (2026-12-05, same labels).
+  // (the probabilities are let go), converted straight into a volume and moved through restore
+  // (the resident peak this saves: docs/calibration.md, "Inference").
   Geometry grid;
   torch::Tensor image;
   {

@@ -37,14 +37,14 @@ struct Prediction {
 };
 
 // What the Inferer runs batches of windows through when it is not a SplitExecutor in this process:
-// the ranks of a run over several processes (dist::PipelineInferer).
+// the ranks of a run over several processes (ranks::PipelineInferer).
 class WindowForward {
 public:
   virtual ~WindowForward() = default;
   // (N, Cin, d, h, w) on the CPU -> logits (N, C, d, h, w), fp32, on any device.
   virtual torch::Tensor forward(const torch::Tensor& batch) = 0;
   virtual model::StagedNetwork& network() = 0;
-  // The other processes' measured memory peaks (dist::PeakMeter, the planner's device names) since
+  // The other processes' measured memory peaks (ranks::PeakMeter, the planner's device names) since
   // they started serving or since the last call, their meters then started again: one prediction's
   // peaks at a time (`infer --dataset` over ranks, per case). Between passes only.
   virtual std::map<std::string, std::int64_t> restartOtherPeaks() { return {}; }
@@ -56,7 +56,7 @@ public:
   explicit Inferer(WindowForward& forward) : forward_(&forward) {}
   // image: (Cin, D, H, W) float on CPU. Pads to the network's size divisor where needed. Out of
   // memory (a device's, or the CPU budget of the CpuMemoryCounter active on this thread, e.g.
-  // dist::PeakMeter's) is an OutOfMemoryError naming the device and the stage, or the sliding
+  // ranks::PeakMeter's) is an OutOfMemoryError naming the device and the stage, or the sliding
   // window / whole volume when no stage ran.
   Prediction predict(const torch::Tensor& image, const InferOptions& options,
                      ProgressSink* progress = nullptr, CancelToken* cancel = nullptr);

@@ -2,7 +2,7 @@
 // Measured device memory. CUDA: the caching allocator's statistics plus cudaMemGetInfo.
 // CPU: every allocation LibTorch makes, counted through c10's memory-reporting hook (the
 // mechanism the PyTorch profiler uses), plus process RSS.
-#include "core/engine/Metrics.h"
+#include "core/engine/TrainingMetrics.h"
 
 #include <atomic>
 #include <cstdint>

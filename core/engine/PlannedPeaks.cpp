@@ -2,7 +2,7 @@
 
 #include "core/engine/PlannerDevices.h"
 #include "core/model/NetworkStructureOf.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/MemoryPlanner.h"
 
 #include <algorithm>
 
@@ -11,13 +11,13 @@ namespace splitseg::engine {
 std::map<std::string, std::int64_t> plannedStepPeaks(model::StagedNetwork& network, const run::RunSpec& spec) {
   const auto names = network.stageNames();
   const auto placement = spec.resolvePlacement(names, "cpu");
-  const placement::MemoryPlanner planner(model::networkStructure(network));
+  const planner::MemoryPlanner planner(model::networkStructure(network));
   const auto plan = planner.plan(spec.planRequest(names, plannerDevices(placement)));
   const bool ranks = std::any_of(plan.devices.begin(), plan.devices.end(),
-                                 [](const placement::DevicePlan& d) { return placement::splitRank(d.name).rank >= 0; });
+                                 [](const planner::DevicePlan& d) { return placement::splitRank(d.name).rank >= 0; });
   std::map<std::string, std::int64_t> out;
   for (const auto& d : plan.devices) {
-    const bool cuda = placement::DeviceSpec{d.name}.isCuda();
+    const bool cuda = planner::DeviceSpec{d.name}.isCuda();
     // Over ranks a device without a rank is rank 0's.
     const std::string name = ranks && placement::splitRank(d.name).rank < 0 ? plannerDeviceName(0, d.name) : d.name;
     out[name] = d.peak - d.allowance - (cuda ? 0 : d.persistentBytes);
@@ -25,14 +25,14 @@ std::map<std::string, std::int64_t> plannedStepPeaks(model::StagedNetwork& netwo
   return out;
 }
 
-placement::MemoryPlan plannedInference(model::StagedNetwork& network, const run::RunSpec& spec,
-                                       const std::vector<placement::DeviceSpec>& devices,
+planner::MemoryPlan plannedInference(model::StagedNetwork& network, const run::RunSpec& spec,
+                                       const std::vector<planner::DeviceSpec>& devices,
                                        const std::array<std::int64_t, 3>& volumeZyx, int perPass) {
-  const placement::MemoryPlanner planner(model::networkStructure(network));
+  const planner::MemoryPlanner planner(model::networkStructure(network));
   return planner.plan(spec.inferencePlanRequest(network.stageNames(), devices, volumeZyx, perPass));
 }
 
-std::map<std::string, std::int64_t> tensorPeaks(const placement::MemoryPlan& plan) {
+std::map<std::string, std::int64_t> tensorPeaks(const planner::MemoryPlan& plan) {
   std::map<std::string, std::int64_t> out;
   for (const auto& d : plan.devices) out[d.name] = d.peak - d.allowance;
   return out;

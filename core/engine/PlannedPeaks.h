@@ -5,7 +5,7 @@
 #include "core/model/StagedNetwork.h"
 #include "core/run/RunSpec.h"
 
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/MemoryPlanner.h"
 
 #include <array>
 #include <cstdint>
@@ -24,12 +24,12 @@ std::map<std::string, std::int64_t> plannedStepPeaks(model::StagedNetwork& netwo
 // run's window, overlap and mirroring, `perPass` windows a pass, on `devices` (their capacities,
 // as a caller plans them: engine::plannerDevices, the workstation's device columns). Throws what
 // the planner throws.
-placement::MemoryPlan plannedInference(model::StagedNetwork& network, const run::RunSpec& spec,
-                                       const std::vector<placement::DeviceSpec>& devices,
+planner::MemoryPlan plannedInference(model::StagedNetwork& network, const run::RunSpec& spec,
+                                       const std::vector<planner::DeviceSpec>& devices,
                                        const std::array<std::int64_t, 3>& volumeZyx, int perPass);
 // Each device's tensor peak in `plan` (allowances excluded), the figure a prediction's measured
-// peaks (dist::PeakMeter) are compared with.
-std::map<std::string, std::int64_t> tensorPeaks(const placement::MemoryPlan& plan);
+// peaks (ranks::PeakMeter) are compared with.
+std::map<std::string, std::int64_t> tensorPeaks(const planner::MemoryPlan& plan);
 
 // The planner's name for a device a step's metrics report: `device` in one process (rank < 0), else
 // rank `rank`'s, "r<rank>:<device>".

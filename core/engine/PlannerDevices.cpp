@@ -4,8 +4,8 @@
 
 namespace splitseg::engine {
 
-placement::DeviceSpec plannerDevice(const DeviceInfo& d) {
-  placement::DeviceSpec spec;
+planner::DeviceSpec plannerDevice(const DeviceInfo& d) {
+  planner::DeviceSpec spec;
   spec.name = d.name;
   spec.capacity = d.totalBytes;
   spec.allowance = d.allowanceBytes;  // measured on present CUDA devices, else -1: the planner's default
@@ -14,13 +14,13 @@ placement::DeviceSpec plannerDevice(const DeviceInfo& d) {
   return spec;
 }
 
-std::vector<placement::DeviceSpec> plannerDevices() {
-  std::vector<placement::DeviceSpec> out;
+std::vector<planner::DeviceSpec> plannerDevices() {
+  std::vector<planner::DeviceSpec> out;
   for (const auto& d : detectDevices()) out.push_back(plannerDevice(d));
   return out;
 }
 
-std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& placement) {
+std::vector<planner::DeviceSpec> plannerDevices(const placement::Placement& placement) {
   auto out = plannerDevices();
   const auto devices = placement.devices();
   if (std::none_of(devices.begin(), devices.end(), [](const std::string& d) { return placement::splitRank(d).rank >= 0; }))
@@ -29,15 +29,15 @@ std::vector<placement::DeviceSpec> plannerDevices(const placement::Placement& pl
   return out;
 }
 
-void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement,
+void addPlacedDevices(std::vector<planner::DeviceSpec>& devices, const placement::Placement& placement,
                       const std::set<int>& elsewhere) {
-  std::vector<placement::DeviceSpec> local;  // this host's, detected only when `devices` lacks one
+  std::vector<planner::DeviceSpec> local;  // this host's, detected only when `devices` lacks one
   for (const auto& shard : placement.devices()) {
     const auto name = placement::canonicalDevice(shard);
-    const auto named = [](const std::string& n) { return [n](const placement::DeviceSpec& d) { return d.name == n; }; };
+    const auto named = [](const std::string& n) { return [n](const planner::DeviceSpec& d) { return d.name == n; }; };
     if (std::any_of(devices.begin(), devices.end(), named(name))) continue;
     const auto like = placement::canonicalDevice(placement::splitRank(shard).device);
-    placement::DeviceSpec spec;
+    planner::DeviceSpec spec;
     if (auto it = std::find_if(devices.begin(), devices.end(), named(like)); it != devices.end()) spec = *it;
     else {
       if (local.empty()) local = plannerDevices();
@@ -50,7 +50,7 @@ void addPlacedDevices(std::vector<placement::DeviceSpec>& devices, const placeme
   setRankThreads(devices, placement, elsewhere);
 }
 
-void setRankThreads(std::vector<placement::DeviceSpec>& devices, const placement::Placement& placement,
+void setRankThreads(std::vector<planner::DeviceSpec>& devices, const placement::Placement& placement,
                     const std::set<int>& elsewhere) {
   const int world = placement.rankCount();
   if (world <= 1) return;

@@ -1,6 +1,6 @@
 #include "core/engine/ShardedStage.h"
 #include "core/engine/AutocastScope.h"
-#include "core/engine/StageCheckpoint.h"
+#include "core/engine/Recompute.h"
 #include "core/engine/ThreadShardGroup.h"
 
 #include <ATen/ThreadLocalState.h>
@@ -65,7 +65,7 @@ std::vector<torch::Tensor> runShardedStage(const ShardedStageRun& run,
     }
     return runSlabs(run, per);
   };
-  return runCheckpointedMulti(stage, flat, run.network->stageModule(run.stage)->parameters(), run.offload);
+  return runRecomputedMulti(stage, flat, run.network->stageModule(run.stage)->parameters(), run.offload);
 }
 
 } // namespace splitseg::engine

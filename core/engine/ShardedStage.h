@@ -3,7 +3,7 @@
 // slab, each under a ShardScope of a ThreadShardGroup, so the stage's shard-aware layers exchange
 // halos and statistics while the slabs compute at the same time. Optionally checkpointed as one
 // unit (all slabs recomputed together in backward, since their layers need each other).
-#include "core/engine/StageCheckpoint.h"
+#include "core/engine/Recompute.h"
 #include "core/model/StagedNetwork.h"
 
 #include <torch/types.h>

@@ -3,7 +3,7 @@
 #include "core/engine/AutocastScope.h"
 #include "core/engine/Devices.h"
 #include "core/engine/ShardedStage.h"
-#include "core/engine/StageCheckpoint.h"
+#include "core/engine/Recompute.h"
 
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
@@ -170,161 +170,191 @@ torch::Tensor SplitExecutor::moveTo(const torch::Tensor& t, const torch::Device&
   return t.to(d, /*non_blocking=*/d.is_cuda());
 }
 
-torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
+// One forward's outputs between the phases of SplitExecutor::forward.
+struct SplitExecutor::ForwardState {
   // Index of each output by name; outputs dropped after their last consumer so inference
   // keeps only live tensors (training keeps what autograd saved anyway).
-  std::map<std::string, std::size_t> index;
-  std::map<std::string, std::size_t> lastUse;
-  for (std::size_t i = 0; i < specs_.size(); ++i) {
-    index[specs_[i].name] = i;
-    for (const auto& in : specs_[i].inputs) lastUse[in] = i;
-  }
-  const int dim = 2 + static_cast<int>(shardAxis_);
-  const auto layouts = placement_.anySharded() ? shardLayouts(input.size(dim)) : std::map<std::string, placement::ShardLayout>{};
-  std::vector<torch::Tensor> outputs(specs_.size());
-  std::vector<std::vector<torch::Tensor>> slabs(specs_.size());  // outputs of sharded stages, one per slab
+  std::map<std::string, std::size_t> index, lastUse;
+  int dim = 2;
+  std::map<std::string, placement::ShardLayout> layouts;
+  std::vector<torch::Tensor> outputs;
+  std::vector<std::vector<torch::Tensor>> slabs;  // outputs of sharded stages, one per slab
   std::shared_ptr<BackwardMarks> marks;
-  if (timeline_ && torch::GradMode::is_enabled()) {
-    marks = std::make_shared<BackwardMarks>();
-    marks->start.assign(specs_.size(), -1.0);
-    marks->end.assign(specs_.size(), -1.0);
-    marks_ = marks;
-  }
-  torch::Tensor networkInput = input;
+  torch::Tensor networkInput;
   std::shared_ptr<OffloadChain> offload;
-  if (offload_ && torch::GradMode::is_enabled() && !recompute_.empty()) {
-    offload = std::make_shared<OffloadChain>(offloadOptions_);
-    lastOffload_ = offload;
-  }
-  // An output as one tensor on d (a sharded output's slabs gathered there).
-  auto whole = [&](const std::string& name, const torch::Device& d) {
-    if (name == model::kInput) return moveTo(networkInput, d);
-    const std::size_t j = index.at(name);
-    if (slabs[j].empty()) return moveTo(outputs[j], d);
-    std::vector<torch::Tensor> parts;
-    for (const auto& s : slabs[j]) parts.push_back(moveTo(s, d));
-    return torch::cat(parts, dim);
-  };
+};
+
+torch::Tensor SplitExecutor::forward(const torch::Tensor& input) {
+  ForwardState st;
   for (std::size_t i = 0; i < specs_.size(); ++i) {
-    const auto& spec = specs_[i];
-    const torch::Device& device = stageDevices_[i];
-    currentStage_ = spec.name;
-    const bool bf16 = precision_.of(spec.name) == placement::Precision::BF16;
-    // Outside autocast a bf16 activation would meet fp32 weights: cast it up.
-    auto cast = [bf16](torch::Tensor in) { return !bf16 && in.scalar_type() == torch::kBFloat16 ? in.to(torch::kFloat) : in; };
-    const auto& shards = stageShards_[i];
-    const double inputsStart = timeline_ ? timeline_->now() : 0.0;
-    const int movesBefore = moves_;
-    std::vector<torch::Tensor> inputs;
-    std::vector<std::vector<torch::Tensor>> slabInputs(shards.size());
-    if (shards.size() == 1) {
-      for (const auto& name : spec.inputs) inputs.push_back(cast(whole(name, device)));
-    } else {
-      const std::string& entry = placement_.entryOf(spec.name);
-      const auto& layout = layouts.at(entry);
-      for (const auto& name : spec.inputs) {
-        const bool fromInput = name == model::kInput;
-        const std::size_t j = fromInput ? 0 : index.at(name);
-        if (!fromInput && !slabs[j].empty() && placement_.entryOf(name) == entry) {
-          // Sharded the same way: the slabs pass straight on.
-          for (std::size_t s = 0; s < shards.size(); ++s) slabInputs[s].push_back(cast(slabs[j][s]));
-          continue;
-        }
-        // Scatter: cut the whole tensor (gathered on the first shard's device if it was sharded otherwise).
-        const torch::Tensor src = fromInput ? networkInput : slabs[j].empty() ? outputs[j] : whole(name, shards[0]);
-        const auto sizes = layout.sizesAt(fromInput ? 0 : specs_[j].level);
-        std::int64_t offset = 0;
-        for (std::size_t s = 0; s < shards.size(); ++s) {
-          slabInputs[s].push_back(cast(moveTo(src.narrow(dim, offset, sizes[s]), shards[s])));
-          offset += sizes[s];
-        }
-      }
+    st.index[specs_[i].name] = i;
+    for (const auto& in : specs_[i].inputs) st.lastUse[in] = i;
+  }
+  st.dim = 2 + static_cast<int>(shardAxis_);
+  if (placement_.anySharded()) st.layouts = shardLayouts(input.size(st.dim));
+  st.outputs.resize(specs_.size());
+  st.slabs.resize(specs_.size());
+  if (timeline_ && torch::GradMode::is_enabled()) {
+    st.marks = std::make_shared<BackwardMarks>();
+    st.marks->start.assign(specs_.size(), -1.0);
+    st.marks->end.assign(specs_.size(), -1.0);
+    marks_ = st.marks;
+  }
+  st.networkInput = input;
+  if (offload_ && torch::GradMode::is_enabled() && !recompute_.empty()) {
+    st.offload = std::make_shared<OffloadChain>(offloadOptions_);
+    lastOffload_ = st.offload;
+  }
+  for (std::size_t i = 0; i < specs_.size(); ++i) forwardStage(st, i);
+  const std::size_t last = specs_.size() - 1;
+  return (st.slabs[last].empty() ? st.outputs[last] : whole(st, specs_[last].name, stageDevices_[last])).to(torch::kFloat);
+}
+
+torch::Tensor SplitExecutor::whole(ForwardState& st, const std::string& name, const torch::Device& d) const {
+  // An output as one tensor on d (a sharded output's slabs gathered there).
+  if (name == model::kInput) return moveTo(st.networkInput, d);
+  const std::size_t j = st.index.at(name);
+  if (st.slabs[j].empty()) return moveTo(st.outputs[j], d);
+  std::vector<torch::Tensor> parts;
+  for (const auto& s : st.slabs[j]) parts.push_back(moveTo(s, d));
+  return torch::cat(parts, st.dim);
+}
+
+void SplitExecutor::stageInputs(ForwardState& st, std::size_t i, bool bf16, std::vector<torch::Tensor>& inputs,
+                                std::vector<std::vector<torch::Tensor>>& slabInputs) const {
+  const auto& spec = specs_[i];
+  const auto& shards = stageShards_[i];
+  // Outside autocast a bf16 activation would meet fp32 weights: cast it up.
+  auto cast = [bf16](torch::Tensor in) { return !bf16 && in.scalar_type() == torch::kBFloat16 ? in.to(torch::kFloat) : in; };
+  slabInputs.assign(shards.size(), {});
+  if (shards.size() == 1) {
+    for (const auto& name : spec.inputs) inputs.push_back(cast(whole(st, name, stageDevices_[i])));
+    return;
+  }
+  const std::string& entry = placement_.entryOf(spec.name);
+  const auto& layout = st.layouts.at(entry);
+  for (const auto& name : spec.inputs) {
+    const bool fromInput = name == model::kInput;
+    const std::size_t j = fromInput ? 0 : st.index.at(name);
+    if (!fromInput && !st.slabs[j].empty() && placement_.entryOf(name) == entry) {
+      // Sharded the same way: the slabs pass straight on.
+      for (std::size_t s = 0; s < shards.size(); ++s) slabInputs[s].push_back(cast(st.slabs[j][s]));
+      continue;
     }
-    if (timeline_ && moves_ != movesBefore) {
-      syncForTimeline(shards);
-      for (const auto& lane : lanesOf(i)) timeline_->add(lane, spec.name, SpanKind::Transfer, inputsStart, timeline_->now());
-    }
-    if (marks) {
-      // The gradient leaves this stage through its inputs. Each stage hooks a view of its own, so a
-      // skip tensor read by two stages marks each reader's end, not the later of the two.
-      TimelineRecorder* recorder = timeline_;
-      auto hookEnd = [&](torch::Tensor& in) {
-        if (!in.requires_grad()) return;
-        in = in.view_as(in);
-        in.register_hook([marks, recorder, i](torch::Tensor grad) {
-          std::lock_guard<std::mutex> lock(marks->mutex);
-          marks->end[i] = std::max(marks->end[i], recorder->now());
-          return grad;
-        });
-      };
-      for (auto& in : inputs) hookEnd(in);
-      for (auto& slab : slabInputs)
-        for (auto& in : slab) hookEnd(in);
-    }
-    for (const auto& name : spec.inputs) {
-      if (lastUse.at(name) != i) continue;
-      if (name == model::kInput) {
-        networkInput = torch::Tensor();
-      } else {
-        outputs[index.at(name)] = torch::Tensor();
-        slabs[index.at(name)].clear();
-      }
-    }
-    const double forwardStart = timeline_ ? timeline_->now() : 0.0;
-    try {
-      if (shards.size() > 1) {
-        ShardedStageRun run{network_.get(), i, shards, dim, bf16, recompute_.count(spec.name) > 0, offload};
-        slabs[i] = runShardedStage(run, slabInputs);
-      } else {
-        AutocastScope autocast(bf16, device.type());
-        if (recompute_.count(spec.name) && torch::GradMode::is_enabled()) {
-          auto stage = [this, i](const std::vector<torch::Tensor>& in) {
-            // Called again with grad on during backward: that call is the recompute.
-            if (!timeline_ || !torch::GradMode::is_enabled()) return network_->runStage(i, in);
-            const double start = timeline_->now();
-            auto out = network_->runStage(i, in);
-            syncForTimeline(stageShards_[i]);
-            for (const auto& lane : lanesOf(i)) timeline_->add(lane, specs_[i].name, SpanKind::Recompute, start, timeline_->now());
-            return out;
-          };
-          outputs[i] = runCheckpointed(stage, inputs, network_->stageModule(i)->parameters(), offload);
-        } else {
-          outputs[i] = network_->runStage(i, inputs);
-        }
-      }
-    } catch (const c10::OutOfMemoryError& e) {
-      // The CPU's refusal (a budget, HostCachingAllocator) says so itself; CUDA's is the allocator's.
-      throw OutOfMemoryError(device.str(), spec.name,
-                             (device.is_cuda() ? "CUDA allocator: " : "") + std::string(e.what_without_backtrace()));
-    }
-    if (timeline_) {
-      syncForTimeline(shards);
-      const double end = timeline_->now();
-      for (const auto& lane : lanesOf(i)) timeline_->add(lane, spec.name, SpanKind::Forward, forwardStart, end);
-    }
-    if (afterStage_) afterStage_(spec.name, device);
-    // Observers and hooks see the first slab of a sharded output.
-    const torch::Tensor& produced = slabs[i].empty() ? outputs[i] : slabs[i].front();
-    if (outputObserver_) outputObserver_(spec.name, produced);
-    if (marks && produced.requires_grad()) {
-      TimelineRecorder* recorder = timeline_;
-      produced.register_hook([marks, recorder, i](torch::Tensor grad) {
-        std::lock_guard<std::mutex> lock(marks->mutex);
-        if (marks->start[i] < 0) marks->start[i] = recorder->now();
-        return grad;
-      });
-    }
-    if (backwardHook_ && produced.requires_grad()) {
-      auto hook = backwardHook_;
-      const std::string name = spec.name;
-      produced.register_hook([hook, name](torch::Tensor grad) {
-        hook(name);
-        return grad;
-      });
+    // Scatter: cut the whole tensor (gathered on the first shard's device if it was sharded otherwise).
+    const torch::Tensor src = fromInput ? st.networkInput : st.slabs[j].empty() ? st.outputs[j] : whole(st, name, shards[0]);
+    const auto sizes = layout.sizesAt(fromInput ? 0 : specs_[j].level);
+    std::int64_t offset = 0;
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+      slabInputs[s].push_back(cast(moveTo(src.narrow(st.dim, offset, sizes[s]), shards[s])));
+      offset += sizes[s];
     }
   }
-  const std::size_t last = specs_.size() - 1;
-  return (slabs[last].empty() ? outputs[last] : whole(specs_[last].name, stageDevices_[last])).to(torch::kFloat);
+}
+
+void SplitExecutor::markBackwardEnds(ForwardState& st, std::size_t i, std::vector<torch::Tensor>& inputs,
+                                     std::vector<std::vector<torch::Tensor>>& slabInputs) const {
+  // The gradient leaves this stage through its inputs. Each stage hooks a view of its own, so a
+  // skip tensor read by two stages marks each reader's end, not the later of the two.
+  auto marks = st.marks;
+  TimelineRecorder* recorder = timeline_;
+  auto hookEnd = [&](torch::Tensor& in) {
+    if (!in.requires_grad()) return;
+    in = in.view_as(in);
+    in.register_hook([marks, recorder, i](torch::Tensor grad) {
+      std::lock_guard<std::mutex> lock(marks->mutex);
+      marks->end[i] = std::max(marks->end[i], recorder->now());
+      return grad;
+    });
+  };
+  for (auto& in : inputs) hookEnd(in);
+  for (auto& slab : slabInputs)
+    for (auto& in : slab) hookEnd(in);
+}
+
+void SplitExecutor::forwardStage(ForwardState& st, std::size_t i) {
+  const auto& spec = specs_[i];
+  const torch::Device& device = stageDevices_[i];
+  currentStage_ = spec.name;
+  const bool bf16 = precision_.of(spec.name) == placement::Precision::BF16;
+  const auto& shards = stageShards_[i];
+  const double inputsStart = timeline_ ? timeline_->now() : 0.0;
+  const int movesBefore = moves_;
+  std::vector<torch::Tensor> inputs;
+  std::vector<std::vector<torch::Tensor>> slabInputs;
+  stageInputs(st, i, bf16, inputs, slabInputs);
+  if (timeline_ && moves_ != movesBefore) {
+    syncForTimeline(shards);
+    for (const auto& lane : lanesOf(i)) timeline_->add(lane, spec.name, SpanKind::Transfer, inputsStart, timeline_->now());
+  }
+  if (st.marks) markBackwardEnds(st, i, inputs, slabInputs);
+  for (const auto& name : spec.inputs) {
+    if (st.lastUse.at(name) != i) continue;
+    if (name == model::kInput) {
+      st.networkInput = torch::Tensor();
+    } else {
+      st.outputs[st.index.at(name)] = torch::Tensor();
+      st.slabs[st.index.at(name)].clear();
+    }
+  }
+  const double forwardStart = timeline_ ? timeline_->now() : 0.0;
+  try {
+    if (shards.size() > 1) {
+      ShardedStageRun run{network_.get(), i, shards, st.dim, bf16, recompute_.count(spec.name) > 0, st.offload};
+      st.slabs[i] = runShardedStage(run, slabInputs);
+    } else {
+      st.outputs[i] = runWholeStage(i, inputs, bf16, st.offload);
+    }
+  } catch (const c10::OutOfMemoryError& e) {
+    // The CPU's refusal (a budget, HostCachingAllocator) says so itself; CUDA's is the allocator's.
+    throw OutOfMemoryError(device.str(), spec.name,
+                           (device.is_cuda() ? "CUDA allocator: " : "") + std::string(e.what_without_backtrace()));
+  }
+  if (timeline_) {
+    syncForTimeline(shards);
+    const double end = timeline_->now();
+    for (const auto& lane : lanesOf(i)) timeline_->add(lane, spec.name, SpanKind::Forward, forwardStart, end);
+  }
+  if (afterStage_) afterStage_(spec.name, device);
+  // Observers and hooks see the first slab of a sharded output.
+  observeOutput(st, i, st.slabs[i].empty() ? st.outputs[i] : st.slabs[i].front());
+}
+
+torch::Tensor SplitExecutor::runWholeStage(std::size_t i, const std::vector<torch::Tensor>& inputs, bool bf16,
+                                           const std::shared_ptr<OffloadChain>& offload) {
+  AutocastScope autocast(bf16, stageDevices_[i].type());
+  if (!recompute_.count(specs_[i].name) || !torch::GradMode::is_enabled()) return network_->runStage(i, inputs);
+  auto stage = [this, i](const std::vector<torch::Tensor>& in) {
+    // Called again with grad on during backward: that call is the recompute.
+    if (!timeline_ || !torch::GradMode::is_enabled()) return network_->runStage(i, in);
+    const double start = timeline_->now();
+    auto out = network_->runStage(i, in);
+    syncForTimeline(stageShards_[i]);
+    for (const auto& lane : lanesOf(i)) timeline_->add(lane, specs_[i].name, SpanKind::Recompute, start, timeline_->now());
+    return out;
+  };
+  return runRecomputed(stage, inputs, network_->stageModule(i)->parameters(), offload);
+}
+
+void SplitExecutor::observeOutput(ForwardState& st, std::size_t i, const torch::Tensor& produced) const {
+  if (outputObserver_) outputObserver_(specs_[i].name, produced);
+  if (st.marks && produced.requires_grad()) {
+    auto marks = st.marks;
+    TimelineRecorder* recorder = timeline_;
+    produced.register_hook([marks, recorder, i](torch::Tensor grad) {
+      std::lock_guard<std::mutex> lock(marks->mutex);
+      if (marks->start[i] < 0) marks->start[i] = recorder->now();
+      return grad;
+    });
+  }
+  if (backwardHook_ && produced.requires_grad()) {
+    auto hook = backwardHook_;
+    const std::string name = specs_[i].name;
+    produced.register_hook([hook, name](torch::Tensor grad) {
+      hook(name);
+      return grad;
+    });
+  }
 }
 
 } // namespace splitseg::engine

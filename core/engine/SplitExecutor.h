@@ -6,7 +6,7 @@
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
 #include "core/placement/ShardLayout.h"
-#include "core/engine/StageCheckpoint.h"
+#include "core/engine/Recompute.h"
 #include "core/engine/StepTimeline.h"
 
 #include <torch/types.h>
@@ -77,7 +77,7 @@ public:
   void setBackwardHook(BackwardCallback callback) { backwardHook_ = std::move(callback); }
   // CPU convolutions run faster on channels-last (NDHWC) weights: oneDNN then keeps activations in
   // that layout instead of reordering them to its blocked layout and back at every convolution
-  // (~6% of CPU sliding-window inference, measured; the Inferer turns it on for the duration of a
+  // (measured on CPU sliding-window inference; the Inferer turns it on for the duration of a
   // prediction; the Trainer as RunSpec::cpuLayout says). Converts the 5-D parameters of stages
   // placed on the CPU (`trainingStages`: only the unsharded fp32 ones, the layouts the planner
   // models); false restores exactly the tensors it converted. Call outside InferenceMode.
@@ -98,6 +98,18 @@ public:
 
 private:
   struct BackwardMarks;
+  // The phases of forward (SplitExecutor.cpp): per stage its inputs gathered or scattered, the
+  // stage run whole or sharded, its output observed and hooked for backward's timeline.
+  struct ForwardState;
+  torch::Tensor whole(ForwardState& st, const std::string& name, const torch::Device& d) const;
+  void stageInputs(ForwardState& st, std::size_t i, bool bf16, std::vector<torch::Tensor>& inputs,
+                   std::vector<std::vector<torch::Tensor>>& slabInputs) const;
+  void markBackwardEnds(ForwardState& st, std::size_t i, std::vector<torch::Tensor>& inputs,
+                        std::vector<std::vector<torch::Tensor>>& slabInputs) const;
+  void forwardStage(ForwardState& st, std::size_t i);
+  torch::Tensor runWholeStage(std::size_t i, const std::vector<torch::Tensor>& inputs, bool bf16,
+                              const std::shared_ptr<OffloadChain>& offload);
+  void observeOutput(ForwardState& st, std::size_t i, const torch::Tensor& produced) const;
   void syncForTimeline(const std::vector<torch::Device>& devices) const;
   std::vector<std::string> lanesOf(std::size_t stage) const;
   torch::Tensor moveTo(const torch::Tensor& t, const torch::Device& d) const;

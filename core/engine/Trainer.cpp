@@ -5,7 +5,7 @@
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/Devices.h"
 #include "core/engine/NetworkFactory.h"
-#include "core/engine/StepSafety.h"
+#include "core/engine/OptimizerStep.h"
 #include "core/engine/Tensors.h"
 
 #include <c10/util/Exception.h>
@@ -26,10 +26,6 @@
 namespace splitseg::engine {
 
 namespace {
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
 void releaseCachedMemory() {
 #ifdef SPLITSEG_HAS_CUDA
   if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
@@ -94,22 +90,51 @@ StepMetrics Trainer::step() {
     SplitExecutor& executor;
     ~TimelineOff() { executor.setTimeline(nullptr); }
   } timelineOff{executor_};
-  const std::string firstLane = placement().deviceOf(network_->stageSpecs().front().name);
-  const std::string headLane = placement().deviceOf(network_->stageSpecs().back().name);
 
   torch::Tensor input, target;
+  drawBatch(input, target, timeline);
+  optimizer_->zero_grad(true);
+  const LossResult loss = forwardAndBackward(input, target, timeline);
+  if (beforeOptimizerStep_) beforeOptimizerStep_();
+  const double lr = optimizerUpdate(timeline);
+
+  StepMetrics m;
+  m.step = step_;
+  m.totalSteps = spec_.totalSteps();
+  m.epoch = spec_.epochs > 0 ? static_cast<int>((step_ - 1) / spec_.stepsPerEpoch) + 1 : 1;
+  m.loss = loss.loss.item<double>();
+  m.learningRate = lr;
+  m.dice = loss.dice;
+  m.meanDice = meanDice(loss.dice);
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.memory = meter_->read();
+  m.hostRss = processRssBytes();
+  if (timeline) m.timeline = timeline->take();
+  return m;
+}
+
+void Trainer::drawBatch(torch::Tensor& input, torch::Tensor& target, TimelineRecorder* timeline) {
   try {
     batches_.next(input, target);  // labels checked (InvalidArgument)
   } catch (const c10::OutOfMemoryError& e) {
     throw OutOfMemoryError("cpu", "batch", e.what_without_backtrace());
   }
   // Drawing the batch (or waiting for the one drawn ahead) holds the first device up: a wait for data.
-  if (timeline) timeline->add(firstLane, "batch", SpanKind::Wait, 0.0, timeline->now());
+  if (timeline)
+    timeline->add(placement().deviceOf(network_->stageSpecs().front().name), "batch", SpanKind::Wait, 0.0, timeline->now());
   // The next batch is drawn on a worker thread while the devices run this step.
   if (prefetching() && anotherStepFollows(spec_, step_ + 1))
     batches_.drawAhead(/*pinned=*/executor_.inputDevice().is_cuda());
-  optimizer_->zero_grad(true);
+}
 
+void Trainer::abandonStep() {
+  executor_.setBackwardHook(nullptr);
+  optimizer_->zero_grad(true);
+  releaseCachedMemory();
+}
+
+LossResult Trainer::forwardAndBackward(const torch::Tensor& input, const torch::Tensor& target,
+                                       TimelineRecorder* timeline) {
   // Which stage's backward runs now, and where the CPU budget was first exceeded.
   std::mutex mutex;
   std::string backwardStage = network_->stageSpecs().back().name;
@@ -119,12 +144,6 @@ StepMetrics Trainer::step() {
     if (budgetStage.empty() && meter_->cpu().exceeded()) budgetStage = backwardStage;
     backwardStage = stage;
   });
-  auto abandon = [&]() {
-    executor_.setBackwardHook(nullptr);
-    optimizer_->zero_grad(true);
-    releaseCachedMemory();
-  };
-
   LossResult loss;
   bool inBackward = false;
   try {
@@ -136,12 +155,12 @@ StepMetrics Trainer::step() {
     const double value = loss.loss.item<double>();
     if (!std::isfinite(value)) {
       loss = LossResult();
-      abandon();
-      throw NonFiniteLoss("step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(value) +
-                          "; the step was not applied and the weights are as before it (lower the learning rate, "
-                          "or check the data for NaN)");
+      abandonStep();
+      throw NonFiniteLoss(nonFiniteLossMessage(step_ + 1, value));
     }
-    if (timeline) timeline->add(headLane, "loss", SpanKind::Forward, lossStart, timeline->now());
+    if (timeline)
+      timeline->add(placement().deviceOf(network_->stageSpecs().back().name), "loss", SpanKind::Forward, lossStart,
+                    timeline->now());
     inBackward = true;
     loss.loss.backward();
     if (timeline) {
@@ -149,23 +168,25 @@ StepMetrics Trainer::step() {
       executor_.finishTimeline(timeline->now());
     }
   } catch (const OutOfMemoryError&) {
-    abandon();
+    abandonStep();
     throw;
   } catch (const c10::OutOfMemoryError& e) {
     const std::string stage = inBackward ? backwardStage : executor_.currentStage();
     const std::string device = meter_->cpu().exceeded() ? "cpu" : placement().deviceOf(stage);
-    abandon();
-    throw OutOfMemoryError(device, stage + (inBackward ? " (backward)" : ""),
-                           e.what_without_backtrace());
+    abandonStep();
+    throw OutOfMemoryError(device, stage + (inBackward ? " (backward)" : ""), e.what_without_backtrace());
   }
   executor_.setBackwardHook(nullptr);
   if (meter_->cpu().exceeded()) {
     const std::string stage = budgetStage.empty() ? backwardStage : budgetStage;
     loss = LossResult();
-    abandon();
+    abandonStep();
     throw OutOfMemoryError("cpu", stage + " (backward)", "allocation beyond " + cpuBudgetText(meter_->cpu()));
   }
-  if (beforeOptimizerStep_) beforeOptimizerStep_();
+  return loss;
+}
+
+double Trainer::optimizerUpdate(TimelineRecorder* timeline) {
   const double optimizerStart = timeline ? timeline->now() : 0.0;
   const double lr = spec_.learningRateAt(step_);
   setLearningRate(*optimizer_, lr);
@@ -173,7 +194,7 @@ StepMetrics Trainer::step() {
     adamStep(*optimizer_);  // all-or-nothing: out of memory leaves weights and moments as they were
   } catch (const c10::OutOfMemoryError& e) {
     const std::string device = meter_->cpu().exceeded() ? "cpu" : placement().devices().front();
-    abandon();
+    abandonStep();
     throw OutOfMemoryError(device, "optimizer", e.what_without_backtrace());
   }
   synchronize(placement());
@@ -183,20 +204,7 @@ StepMetrics Trainer::step() {
     const double end = timeline->now();
     for (const auto& d : placement().devices()) timeline->add(d, "", SpanKind::Optimizer, optimizerStart, end);
   }
-
-  StepMetrics m;
-  m.step = step_;
-  m.totalSteps = spec_.totalSteps();
-  m.epoch = spec_.epochs > 0 ? static_cast<int>((step_ - 1) / spec_.stepsPerEpoch) + 1 : 1;
-  m.loss = loss.loss.item<double>();
-  m.learningRate = lr;
-  m.dice = loss.dice;
-  m.meanDice = mean(loss.dice);
-  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  m.memory = meter_->read();
-  m.hostRss = processRssBytes();
-  if (timeline) m.timeline = timeline->take();
-  return m;
+  return lr;
 }
 
 ValidationMetrics Trainer::validate() {
@@ -233,56 +241,32 @@ ValidationMetrics Trainer::validateSamples() {
     v.loss += r.loss.item<double>() / static_cast<double>(samples.size());
     dices.push_back(r.dice);
   }
-  v.dice.assign(dices.front().size(), 0.0);
-  for (const auto& d : dices)
-    for (std::size_t c = 0; c < d.size(); ++c) v.dice[c] += d[c] / static_cast<double>(dices.size());
-  v.meanDice = mean(v.dice);
+  averageDice(v, dices);
   return v;
 }
 
-void Trainer::run(MetricsSink* sink, CancelToken* cancel) {
-  const auto total = spec_.totalSteps();
-  auto save = [&]() {
-    if (spec_.checkpoint.empty()) return;
-    saveCheckpoint(spec_.checkpoint);
-    if (sink) sink->onCheckpoint(spec_.checkpoint, step_);
-  };
-  const std::int64_t startedAt = step_;
-  while (step_ < total) {
-    if (cancel) {
-      try {
-        cancel->checkpoint();
-      } catch (const Cancelled&) {
-        // Stopping keeps the work: the last state goes to the checkpoint.
-        save();
-        if (sink) sink->onMessage("stopped after step " + std::to_string(step_));
-        return;
-      }
-    }
-    StepMetrics m;
-    try {
-      m = step();
-    } catch (const OutOfMemoryError&) {
-      // The failed step left model and optimizer as they were: the steps since the last save are kept.
-      if (step_ > startedAt) save();
-      throw;
-    } catch (const NonFiniteLoss&) {
-      if (step_ > startedAt) save();
-      throw;
-    }
-    if (sink) sink->onStep(m);
-    if (spec_.validateEvery > 0 && step_ % spec_.validateEvery == 0) {
-      auto v = validate();
-      if (sink) sink->onValidation(v);
-    }
-    if (spec_.checkpointEvery > 0 && step_ % spec_.checkpointEvery == 0 && step_ < total) save();
+void Trainer::run(MetricsSink* sink, CancelToken* cancel) { runTraining(*this, spec_, sink, cancel); }
+
+bool Trainer::nextStep(CancelToken* cancel) {
+  if (!cancel) return true;
+  try {
+    cancel->pausePoint();  // waits while paused
+  } catch (const Cancelled&) {
+    return false;
   }
-  save();
+  return true;
+}
+
+void Trainer::outOfMemory(const c10::OutOfMemoryError& e, const std::string& what) {
+  // step() and validate() name the stage themselves; this is what escaped them.
+  releaseCachedMemory();
+  throw OutOfMemoryError(meter_->cpu().exceeded() ? "cpu" : placement().devices().front(), what,
+                         e.what_without_backtrace());
 }
 
 void Trainer::applyCpuLayout() {
   executor_.setCpuChannelsLast(false);
-  if (placement::usesChannelsLast(spec_.cpuLayout)) executor_.setCpuChannelsLast(true, true);
+  if (planner::usesChannelsLast(spec_.cpuLayout)) executor_.setCpuChannelsLast(true, true);
   if (!optimizer_) return;
   // Adam's moments live beside their parameters, in their layout (elementwise updates: the values
   // are the same in any layout, the speed is not).
@@ -326,7 +310,7 @@ void Trainer::setRecompute(const std::set<std::string>& stages) {
   executor_.setRecompute(stages);
 }
 
-void Trainer::saveCheckpoint(const std::string& path) const {
+void Trainer::saveCheckpoint(const std::string& path) {
   writeCheckpoint(path, *network_, *optimizer_, spec_, step_, batches_.state());
 }
 
@@ -347,7 +331,11 @@ void checkSameNetwork(const CheckpointInfo& info, model::StagedNetwork& network,
 
 CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer) {
   // One read; every tensor checked against the network before any is used.
-  const auto file = checkpoint::CheckpointFile::read(path);
+  return readCheckpoint(checkpoint::CheckpointFile::read(path), path, network, optimizer);
+}
+
+CheckpointInfo readCheckpoint(const checkpoint::CheckpointFile& file, const std::string& path,
+                              model::StagedNetwork& network, torch::optim::Adam& optimizer) {
   checkSameNetwork(file.info, network, path);
   try {
     file.loadInto(network.root(), &optimizer, path);
@@ -357,8 +345,8 @@ CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& net
   return file.info;
 }
 
-void Trainer::loadCheckpoint(const std::string& path) {
-  CheckpointInfo info = readCheckpoint(path, *network_, *optimizer_);
+void Trainer::loadCheckpoint(const std::string& path, const checkpoint::CheckpointFile* file) {
+  CheckpointInfo info = file ? readCheckpoint(*file, path, *network_, *optimizer_) : readCheckpoint(path, *network_, *optimizer_);
   batches_.restore(info.sampleRng, path);
   step_ = info.step;
   // Loading put tensors on the CPU; the current placement decides where they live.

@@ -5,8 +5,10 @@
 #include "core/base/Error.h"
 #include "core/data/SampleSource.h"
 #include "core/engine/BatchDrawer.h"
-#include "core/engine/Metrics.h"
+#include "core/engine/Loss.h"
+#include "core/engine/TrainingMetrics.h"
 #include "core/engine/SplitExecutor.h"
+#include "core/engine/TrainingLoop.h"
 #include "core/run/CheckpointInfo.h"
 #include "core/run/RunSpec.h"
 
@@ -17,16 +19,11 @@
 #include <string>
 
 namespace torch::optim { class Adam; }
+namespace splitseg::checkpoint { struct CheckpointFile; }
 
 namespace splitseg::engine {
 
 class MemoryMeter;
-
-// A step whose loss is NaN or infinite: it was not applied (weights and optimizer as before it).
-class NonFiniteLoss : public Error {
-public:
-  using Error::Error;
-};
 
 // What a checkpoint says about itself (core/run/CheckpointInfo.h).
 using CheckpointInfo = run::CheckpointInfo;
@@ -42,23 +39,29 @@ void writeCheckpoint(const std::string& path, model::StagedNetwork& network, tor
 // Loads weights and optimizer state (on the CPU) and LibTorch's generators; refuses a checkpoint
 // of another network.
 CheckpointInfo readCheckpoint(const std::string& path, model::StagedNetwork& network, torch::optim::Adam& optimizer);
+// The same from a file already read (`path` names it in messages).
+CheckpointInfo readCheckpoint(const checkpoint::CheckpointFile& file, const std::string& path,
+                              model::StagedNetwork& network, torch::optim::Adam& optimizer);
 
-class Trainer {
+// One process: every stage in this process, on the devices its placement names.
+class Trainer final : public TrainingMode {
 public:
   // Trains `network` as `run` describes (its network fields are taken from `network`; stages
   // the placement does not list run on the first runnable device). Throws InvalidArgument
   // naming the first bad field.
   Trainer(std::shared_ptr<model::StagedNetwork> network, std::shared_ptr<data::SampleSource> source, run::RunSpec run);
-  ~Trainer();
+  ~Trainer() override;
 
-  // Runs until totalSteps are done or the token is cancelled (returns normally then).
+  // The training loop (runTraining) until totalSteps are done or the token is cancelled.
   // A step that runs out of memory throws OutOfMemoryError after freeing the step's memory;
   // model and optimizer keep their state from before that step.
   void run(MetricsSink* sink = nullptr, CancelToken* cancel = nullptr);
-  StepMetrics step();
+  StepMetrics step() override;
   // Out of memory: throws OutOfMemoryError (stage "<stage> (validation)") after freeing cached
   // memory; the network is back in training mode either way.
-  ValidationMetrics validate();
+  ValidationMetrics validate() override;
+  bool nextStep(CancelToken* cancel) override;
+  [[noreturn]] void outOfMemory(const c10::OutOfMemoryError& e, const std::string& what) override;
 
   // Moves stages (and their optimizer state) to a new placement between steps.
   void setPlacement(const placement::Placement& placement);
@@ -69,12 +72,13 @@ public:
 
   const placement::Placement& placement() const { return executor_.placement(); }
 
-  void saveCheckpoint(const std::string& path) const;
+  void saveCheckpoint(const std::string& path) override;
   // Restores model, optimizer, step, RNG state and placement from a checkpoint written by
   // saveCheckpoint (the network options must match; throws otherwise).
-  void loadCheckpoint(const std::string& path);
+  // `file`: the checkpoint already read from `path` (resuming reads it once), else read here.
+  void loadCheckpoint(const std::string& path, const checkpoint::CheckpointFile* file = nullptr);
 
-  std::int64_t stepsDone() const { return step_; }
+  std::int64_t stepsDone() const override { return step_; }
   // The run as it stands (placement, precision and budget follow the setters above).
   const run::RunSpec& spec() const { return spec_; }
   SplitExecutor& executor() { return executor_; }
@@ -91,6 +95,12 @@ public:
 
 private:
   bool prefetching() const;
+  // The phases of one step: the batch, forward and loss and backward (abandoned on a non-finite
+  // loss or out of memory, with the step's memory freed), the optimizer's update.
+  void drawBatch(torch::Tensor& input, torch::Tensor& target, TimelineRecorder* timeline);
+  LossResult forwardAndBackward(const torch::Tensor& input, const torch::Tensor& target, TimelineRecorder* timeline);
+  double optimizerUpdate(TimelineRecorder* timeline);
+  void abandonStep();
   // Weights of the fp32 CPU stages as spec_.cpuLayout says, Adam's moments beside their
   // parameters in the same layout (after construction, placement and precision changes).
   void applyCpuLayout();

@@ -2,7 +2,7 @@
 #include "core/base/JsonText.h"
 
 #include "core/base/Error.h"
-#include "core/base/JsonNumbers.h"
+#include "core/base/JsonReader.h"
 #include "core/dataset/DatasetSource.h"
 #include "core/io/AtomicWrite.h"
 #include "core/io/SafePath.h"
@@ -199,29 +199,111 @@ EvaluationSummary evaluateDataset(const EvaluationPlan& plan, const Predict& pre
 namespace {
 constexpr std::size_t kMaxSummaryBytes = std::size_t{64} << 20;
 constexpr std::size_t kMaxCases = 100000;
-
-// A whole number in lo..hi: a float (1e300) is refused rather than cast, which would be undefined.
-std::int64_t integerOf(const nlohmann::json& v, std::int64_t lo, std::int64_t hi, const std::string& summaryPath,
-                       const std::string& field) {
-  if (const auto n = wholeNumberIn(v, lo, hi)) return *n;
-  throw FormatError(summaryPath, field + ": " + v.dump().substr(0, 40) + " is not a whole number in " + std::to_string(lo) +
-                                     ".." + std::to_string(hi));
-}
+constexpr std::int64_t kMaxVoxels = std::int64_t{1} << 50;
 
 // Bytes per device: at most 64 devices, names of 1 to 64 characters, whole numbers below 2^56.
-DevicePeaks peaksOf(const nlohmann::json& j, const std::string& summaryPath, const std::string& field) {
-  if (!j.is_object() || j.size() > 64) throw FormatError(summaryPath, field + ": expected at most 64 devices and their bytes");
+// Named "... memory measured cpu", as summary.json's refusals have always been worded.
+DevicePeaks peaksOf(const std::optional<JsonField>& field, const std::string& path) {
   DevicePeaks out;
-  for (const auto& [device, bytes] : j.items()) {
-    if (device.empty() || device.size() > 64) throw FormatError(summaryPath, field + ": a device name of 1 to 64 characters");
-    out[device] = integerOf(bytes, 0, std::int64_t{1} << 56, summaryPath, field + " " + device);
+  if (!field) return out;
+  const JsonField peaks(field->json(), path);
+  for (const auto& [device, bytes] : peaks.entries(64, "at most 64 devices and their bytes")) {
+    if (device.empty() || device.size() > 64) peaks.refuse("a device name of 1 to 64 characters");
+    out[device] = JsonField(bytes.json(), path + " " + device).wholeIn(0, std::int64_t{1} << 56);
   }
   return out;
 }
 
-double distanceOf(const nlohmann::json& v) {
-  if (v.is_string() && v.get<std::string>() == "inf") return std::numeric_limits<double>::infinity();
-  return v.get<double>();
+double distanceOf(const JsonField& f) {
+  if (f.kind() == JsonKind::Text && f.as<std::string>() == "inf") return std::numeric_limits<double>::infinity();
+  return f.as<double>();
+}
+
+// The case's prediction in the summary's folder: its id must name one file there.
+std::string predictionOf(const JsonField& id, const std::string& outDir) {
+  const auto name = id.as<std::string>();
+  if (!plainFileName(name)) id.refuse("case id '" + name + "' is no plain file name");
+  return (fs::path(outDir) / (name + ".nii.gz")).string();
+}
+
+metrics::LabelMetrics labelMetricsOf(const JsonField& field) {
+  auto m = field.fields(UnknownKeys::Ignore);
+  metrics::LabelMetrics lm;
+  lm.label = static_cast<int>(m.require("label").wholeIn(1, 65535));
+  lm.dice = m.get<double>("dice");
+  lm.hd95 = distanceOf(m.require("hd95_mm"));
+  lm.predicted = m.require("predicted").wholeIn(0, kMaxVoxels);
+  lm.truth = m.require("truth").wholeIn(0, kMaxVoxels);
+  lm.falsePositive = m.require("false_positive").wholeIn(0, kMaxVoxels);
+  lm.falseNegative = m.require("false_negative").wholeIn(0, kMaxVoxels);
+  return lm;
+}
+
+CaseResult scoredCaseOf(const JsonField& field, const std::string& outDir) {
+  auto c = field.fields(UnknownKeys::Ignore);
+  CaseResult r;
+  const JsonField id = c.require("case");
+  r.files.id = id.as<std::string>();
+  r.files.image = c.get<std::string>("image");
+  r.files.label = c.get<std::string>("label");
+  r.files.prediction = predictionOf(id, outDir);
+  r.seconds = c.get<double>("seconds");
+  r.meanDice = c.get<double>("mean_dice");
+  if (const auto memory = c.take("memory")) {
+    const JsonField m(memory->json(), field.path() + " memory");
+    auto both = m.fields(UnknownKeys::Ignore, "measured and planned bytes per device");
+    r.peakBytes = peaksOf(both.take("measured"), m.path() + " measured");
+    r.plannedBytes = peaksOf(both.take("planned"), m.path() + " planned");
+  }
+  for (const auto& m : c.require("metrics").elements()) r.metrics.push_back(labelMetricsOf(m));
+  return r;
+}
+
+CaseResult failedCaseOf(const JsonField& field, const std::string& outDir) {
+  auto c = field.fields(UnknownKeys::Ignore);
+  CaseResult r;
+  const JsonField id = c.require("case");
+  r.files.id = id.as<std::string>();
+  r.files.prediction = predictionOf(id, outDir);
+  r.error = c.get<std::string>("error");
+  if (r.error.empty()) r.error = "failed";
+  return r;
+}
+
+SavedEvaluation savedEvaluationOf(const nlohmann::json& j, const std::string& summaryPath) {
+  // summary.json also holds the run's fields, the per-label summary and more: read, not refused.
+  JsonReader top(j, "", UnknownKeys::Ignore);
+  SavedEvaluation out;
+  auto& plan = out.plan;
+  plan.dataset = top.get<std::string>("dataset");
+  plan.cases = top.require("cases").parsed(caseSetFromString);
+  const std::string folder = fs::path(summaryPath).parent_path().string();
+  plan.outDir = folder.empty() ? "." : folder;
+  const auto perCase = top.require("metric_per_case").elements();
+  const auto failedField = top.take("failed");
+  const auto failed = failedField ? failedField->elements() : std::vector<JsonField>{};
+  if (perCase.size() + failed.size() > kMaxCases) throw FormatError(summaryPath, "more than 100000 cases");
+  std::vector<std::vector<metrics::LabelMetrics>> scored;
+  for (const auto& c : perCase) {
+    out.summary.cases.push_back(scoredCaseOf(c, plan.outDir));
+    scored.push_back(out.summary.cases.back().metrics);
+    plan.files.push_back(out.summary.cases.back().files);
+  }
+  for (const auto& f : failed) {
+    out.summary.cases.push_back(failedCaseOf(f, plan.outDir));
+    plan.files.push_back(out.summary.cases.back().files);
+    ++out.summary.failed;
+  }
+  // The per-label summary again from the cases (the one rule, metrics::summarize).
+  out.summary.labels = metrics::summarize(scored);
+  double sum = 0;
+  for (const auto& l : out.summary.labels) sum += l.meanDice;
+  if (!out.summary.labels.empty()) out.summary.meanDice = sum / static_cast<double>(out.summary.labels.size());
+  out.summary.seconds = top.get<double>("seconds", 0.0);
+  out.summary.summaryPath = summaryPath;
+  out.summary.line = j;
+  out.summary.line.erase("metric_per_case");
+  return out;
 }
 } // namespace
 
@@ -230,86 +312,11 @@ SavedEvaluation readEvaluation(const std::string& summaryPath) {
   if (problem == "does not exist") throw IoError(summaryPath, "no such file");
   if (!problem.empty()) throw IoError(summaryPath, problem);
   const nlohmann::json j = readJsonFile(summaryPath, JsonLimits{kMaxSummaryBytes});
-  SavedEvaluation out;
-  std::string field = "the top level";
   try {
-    if (!j.is_object()) throw FormatError(summaryPath, "not an evaluation summary (expected an object)");
-    const std::string folder = fs::path(summaryPath).parent_path().string();
-    auto& plan = out.plan;
-    field = "dataset";
-    plan.dataset = j.at("dataset").get<std::string>();
-    field = "cases";
-    plan.cases = caseSetFromString(j.at("cases").get<std::string>());
-    plan.outDir = folder.empty() ? "." : folder;
-    const auto fileOf = [&](const std::string& id) {
-      if (!plainFileName(id)) throw FormatError(summaryPath, field + ": case id '" + id + "' is no plain file name");
-      return (fs::path(plan.outDir) / (id + ".nii.gz")).string();
-    };
-    field = "metric_per_case";
-    const auto& perCase = j.at("metric_per_case");
-    field = "failed";
-    const auto& failed = j.value("failed", nlohmann::json::array());
-    if (!perCase.is_array() || !failed.is_array()) throw FormatError(summaryPath, "metric_per_case and failed must be lists");
-    if (perCase.size() + failed.size() > kMaxCases) throw FormatError(summaryPath, "more than 100000 cases");
-    std::vector<std::vector<metrics::LabelMetrics>> scored;
-    for (std::size_t k = 0; k < perCase.size(); ++k) {
-      field = "metric_per_case[" + std::to_string(k) + "]";
-      const auto& c = perCase[k];
-      CaseResult r;
-      r.files.id = c.at("case").get<std::string>();
-      r.files.image = c.at("image").get<std::string>();
-      r.files.label = c.at("label").get<std::string>();
-      r.files.prediction = fileOf(r.files.id);
-      r.seconds = c.at("seconds").get<double>();
-      r.meanDice = c.at("mean_dice").get<double>();
-      if (const auto memory = c.find("memory"); memory != c.end()) {
-        if (!memory->is_object()) throw FormatError(summaryPath, field + " memory: expected measured and planned bytes per device");
-        r.peakBytes = peaksOf(memory->value("measured", nlohmann::json::object()), summaryPath, field + " memory measured");
-        r.plannedBytes = peaksOf(memory->value("planned", nlohmann::json::object()), summaryPath, field + " memory planned");
-      }
-      for (const auto& m : c.at("metrics")) {
-        metrics::LabelMetrics lm;
-        constexpr std::int64_t kVoxels = std::int64_t{1} << 50;
-        lm.label = static_cast<int>(integerOf(m.at("label"), 1, 65535, summaryPath, field + " label"));
-        lm.dice = m.at("dice").get<double>();
-        lm.hd95 = distanceOf(m.at("hd95_mm"));
-        lm.predicted = integerOf(m.at("predicted"), 0, kVoxels, summaryPath, field + " predicted");
-        lm.truth = integerOf(m.at("truth"), 0, kVoxels, summaryPath, field + " truth");
-        lm.falsePositive = integerOf(m.at("false_positive"), 0, kVoxels, summaryPath, field + " false_positive");
-        lm.falseNegative = integerOf(m.at("false_negative"), 0, kVoxels, summaryPath, field + " false_negative");
-        r.metrics.push_back(lm);
-      }
-      scored.push_back(r.metrics);
-      plan.files.push_back(r.files);
-      out.summary.cases.push_back(r);
-    }
-    for (std::size_t k = 0; k < failed.size(); ++k) {
-      field = "failed[" + std::to_string(k) + "]";
-      CaseResult r;
-      r.files.id = failed[k].at("case").get<std::string>();
-      r.files.prediction = fileOf(r.files.id);
-      r.error = failed[k].at("error").get<std::string>();
-      if (r.error.empty()) r.error = "failed";
-      plan.files.push_back(r.files);
-      out.summary.cases.push_back(r);
-      ++out.summary.failed;
-    }
-    // The per-label summary again from the cases (the one rule, metrics::summarize).
-    out.summary.labels = metrics::summarize(scored);
-    double sum = 0;
-    for (const auto& l : out.summary.labels) sum += l.meanDice;
-    if (!out.summary.labels.empty()) out.summary.meanDice = sum / static_cast<double>(out.summary.labels.size());
-    field = "seconds";
-    out.summary.seconds = j.value("seconds", 0.0);
-    out.summary.summaryPath = summaryPath;
-    out.summary.line = j;
-    out.summary.line.erase("metric_per_case");
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(summaryPath, field + ": " + e.what());
-  } catch (const InvalidArgument& e) {
-    throw FormatError(summaryPath, field + ": " + e.what());
+    return savedEvaluationOf(j, summaryPath);
+  } catch (const InvalidArgument& e) {  // a JsonFieldError, named by its path
+    throw FormatError(summaryPath, e.what());
   }
-  return out;
 }
 
 } // namespace splitseg::evaluate

@@ -46,7 +46,7 @@ struct EvaluationPlan {
 EvaluationPlan planEvaluation(const dataset::Dataset& ds, CaseSet cases, double validationFraction, const std::string& outDir);
 
 // Measured tensor peak per device over one prediction, by the planner's device names ("cpu",
-// "cuda:0", over ranks "r1:cpu"; dist::PeakMeter): empty when the caller did not measure.
+// "cuda:0", over ranks "r1:cpu"; ranks::PeakMeter): empty when the caller did not measure.
 using DevicePeaks = std::map<std::string, std::int64_t>;
 
 // The labels of `source` (uint8, on its own grid) as the run predicts them, what the prediction

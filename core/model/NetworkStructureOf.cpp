@@ -13,10 +13,10 @@
 
 namespace splitseg::model {
 
-using placement::LayerKind;
-using placement::LayerSpec;
-using placement::NetworkStructure;
-using placement::StageStructure;
+using planner::LayerKind;
+using planner::LayerSpec;
+using planner::NetworkStructure;
+using planner::StageStructure;
 
 namespace {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Reads a StagedNetwork's layer structure from its modules and stage specs into the plain data the
 // planner works on (core/placement never sees a LibTorch module).
-#include "core/placement/NetworkStructure.h"
+#include "core/planner/NetworkStructure.h"
 
 #include <map>
 #include <string>
@@ -16,9 +16,9 @@ struct UNet3dOptions;
 // StageSpec: a level increase over its first input is a max-pool, a second input a concat after
 // the up-sampling. Dropout is functional too: its probability per stage comes from `dropout`,
 // or, when empty and the network is the built-in UNet3d, from the U-Net's options.
-placement::NetworkStructure networkStructure(StagedNetwork& network,
+planner::NetworkStructure networkStructure(StagedNetwork& network,
                                              const std::map<std::string, double>& dropout = {});
 // Builds the U-Net (weights on CPU; ~90 MB for the seed) just to read its structure.
-placement::NetworkStructure unetStructure(const UNet3dOptions& options);
+planner::NetworkStructure unetStructure(const UNet3dOptions& options);
 
 } // namespace splitseg::model

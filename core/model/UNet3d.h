@@ -26,9 +26,8 @@ struct UNet3dOptions {
   TORCH_ARG(int, depth) = 5;
   // Dropout after each pool, level 1..depth-1 (the seed: 0.5, 0.5, 0.3, 0.3).
   TORCH_ARG(std::vector<double>, dropout) = std::vector<double>{0.5, 0.5, 0.3, 0.3};
-  // Instance norm after each convolution, as nnU-Net and MONAI's U-Nets default to. Without it the
-  // tiny phantom run (base 4, depth 3, 16^3, lr 3e-3, 80 steps) ended with validation Dice 0 for 2
-  // of 8 seeds and 0.50-0.91 for the rest; with it 0.85-0.94 for all 8 (2026-12-04, splitseg-cli).
+  // Instance norm after each convolution, as nnU-Net and MONAI's U-Nets default to: without it the
+  // tiny phantom run failed to train for some seeds (docs/calibration.md, "Engine and model choices").
   TORCH_ARG(Norm, norm) = Norm::Instance;
 
 public:  // TORCH_ARG leaves the section private

@@ -1,6 +1,6 @@
 #pragma once
 // The order in which each rank runs its (stage, micro-batch) cells under the GPipe schedule: one
-// home for it, so the ranks' trainer (dist::PipelineSchedule) and the planner's step-time model
+// home for it, so the ranks' trainer (ranks::PipelineSchedule) and the planner's step-time model
 // (StepTime) follow the same order. Pure bookkeeping over which rank owns which stage.
 //
 // The order is a wavefront: cells sorted by (segment + micro-batch, stage), where a segment is a

@@ -1,4 +1,5 @@
 #include "core/run/RunSpec.h"
+#include "core/base/JsonReader.h"
 #include "core/base/JsonText.h"
 #include "core/base/Error.h"
 
@@ -10,81 +11,6 @@
 namespace splitseg::run {
 
 namespace {
-
-// Reads one JSON object strictly: every key must be taken; what is left is unknown.
-class ObjectReader {
-public:
-  ObjectReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {
-    if (!j_.is_object())
-      throw InvalidArgument(path_.empty() ? "run description: expected a JSON object, got " + typeName(j_)
-                                          : path_ + ": expected an object, got " + typeName(j_));
-  }
-  ~ObjectReader() noexcept(false) {
-    if (std::uncaught_exceptions() > 0) return;
-    for (auto it = j_.begin(); it != j_.end(); ++it)
-      if (!taken_.count(it.key())) throw InvalidArgument(field(it.key()) + ": unknown key");
-  }
-  std::string field(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  const nlohmann::json* take(const std::string& key) {
-    taken_.insert(key);
-    auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-  template <typename T>
-  void read(const std::string& key, T& out) {
-    if (const auto* v = take(key)) out = as<T>(*v, field(key));
-  }
-  ObjectReader sub(const std::string& key) {
-    const auto* v = take(key);
-    static const nlohmann::json empty = nlohmann::json::object();
-    return ObjectReader(v ? *v : empty, field(key));
-  }
-
-  static std::string typeName(const nlohmann::json& v) {
-    return v.is_string() ? "text \"" + v.get<std::string>() + "\"" : std::string(v.type_name());
-  }
-  template <typename T>
-  static T as(const nlohmann::json& v, const std::string& field) {
-    if constexpr (std::is_same_v<T, bool>) {
-      if (!v.is_boolean()) throw InvalidArgument(field + ": expected true or false, got " + typeName(v));
-      return v.get<bool>();
-    } else if constexpr (std::is_integral_v<T>) {
-      if (!v.is_number_integer()) throw InvalidArgument(field + ": expected a whole number, got " + typeName(v));
-      if constexpr (std::is_unsigned_v<T>) {
-        if (v.is_number_unsigned()) return v.get<T>();
-        if (v.get<std::int64_t>() < 0) throw InvalidArgument(field + ": must not be negative");
-        return static_cast<T>(v.get<std::int64_t>());
-      } else {
-        if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
-          throw InvalidArgument(field + ": too large");
-        const auto x = v.get<std::int64_t>();
-        if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max())
-          throw InvalidArgument(field + ": out of range");
-        return static_cast<T>(x);
-      }
-    } else if constexpr (std::is_floating_point_v<T>) {
-      if (!v.is_number()) throw InvalidArgument(field + ": expected a number, got " + typeName(v));
-      return v.get<T>();
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      if (!v.is_string()) throw InvalidArgument(field + ": expected text, got " + typeName(v));
-      return v.get<std::string>();
-    } else {
-      static_assert(sizeof(T) == 0, "unsupported type");
-    }
-  }
-
-private:
-  const nlohmann::json& j_;
-  std::string path_;
-  std::set<std::string> taken_;
-};
-
-template <typename T>
-std::array<T, 3> readTriple(const nlohmann::json& v, const std::string& field) {
-  if (!v.is_array() || v.size() != 3) throw InvalidArgument(field + ": expected three numbers [x, y, z]");
-  return {ObjectReader::as<T>(v[0], field + "[0]"), ObjectReader::as<T>(v[1], field + "[1]"),
-          ObjectReader::as<T>(v[2], field + "[2]")};
-}
 
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
@@ -186,27 +112,27 @@ void RunSpec::setPlacement(const placement::Placement& p) {
   for (const auto& s : p.stages()) placement[s] = p.entryOf(s);
 }
 
-placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stages,
-                                            const std::vector<placement::DeviceSpec>& devices) const {
+planner::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stages,
+                                            const std::vector<planner::DeviceSpec>& devices) const {
   if (devices.empty()) throw InvalidArgument("planner: no devices to plan for");
-  placement::PlanRequest r;
+  planner::PlanRequest r;
   r.size = {patch[2], patch[1], patch[0]};
   r.batch = batch;
   r.microBatches = std::min(std::max(1, microBatches), std::max(1, batch));
   r.precision = precision;
   r.checkpoint = recompute;
   r.offload = offload;
-  r.cpuChannelsLast = placement::usesChannelsLast(cpuLayout);
+  r.cpuChannelsLast = planner::usesChannelsLast(cpuLayout);
   r.placement = resolvePlacement(stages, devices.front().name);
   r.devices = devices;
   // The run's CPU budget (the tensor bytes a process's CPU may hold: a step's or a prediction's,
   // with the weights and Adam's moments) is every CPU's capacity, plus the allowance the planner
   // adds for what is no tensor: a plan fits when the budget's check counts what the plan counts.
-  // Every rank keeps to the same budget (Trainer, PipelineTrainer, SpatialTrainer, dist::PeakMeter).
+  // Every rank keeps to the same budget (Trainer, PipelineTrainer, SpatialTrainer, ranks::PeakMeter).
   if (cpuBudgetBytes > 0)
     for (auto& d : r.devices)
       if (!d.isCuda()) {
-        const std::int64_t allowance = d.allowance >= 0 ? d.allowance : placement::PlannerOptions{}.cpuAllowanceBytes;
+        const std::int64_t allowance = d.allowance >= 0 ? d.allowance : planner::PlannerOptions{}.cpuAllowanceBytes;
         const std::int64_t cap = cpuBudgetBytes + allowance;
         d.capacity = d.capacity > 0 ? std::min(d.capacity, cap) : cap;
       }
@@ -215,11 +141,11 @@ placement::PlanRequest RunSpec::planRequest(const std::vector<std::string>& stag
   return r;
 }
 
-placement::PlanRequest RunSpec::inferencePlanRequest(const std::vector<std::string>& stages,
-                                                     const std::vector<placement::DeviceSpec>& devices,
+planner::PlanRequest RunSpec::inferencePlanRequest(const std::vector<std::string>& stages,
+                                                     const std::vector<planner::DeviceSpec>& devices,
                                                      const std::array<std::int64_t, 3>& volumeZyx,
                                                      int windowsPerPass) const {
-  placement::PlanRequest r = planRequest(stages, devices);
+  planner::PlanRequest r = planRequest(stages, devices);
   r.inference = true;
   r.volume = volumeZyx;
   const bool whole = window[0] <= 0 || window[1] <= 0 || window[2] <= 0;
@@ -294,7 +220,7 @@ std::vector<Problem> RunSpec::validate(const std::vector<std::string>& devices,
       bad("offload", "host offload runs in one process; stage " + stage + " is on a rank (keep offload off with ranks)");
     if (onRank && rankStage.empty()) rankStage = stage;
   }
-  if (cpuLayout == placement::CpuLayout::ChannelsLast && !rankStage.empty())
+  if (cpuLayout == planner::CpuLayout::ChannelsLast && !rankStage.empty())
     bad("cpu_layout", "channels-last CPU weights apply to one process; stage " + rankStage +
                           " is on a rank, and ranks train NCDHW (use auto or ncdhw with ranks)");
   if (!stages.empty()) {
@@ -321,7 +247,7 @@ nlohmann::ordered_json RunSpec::toJson() const {
   j["precision"] = precision.toString();
   j["recompute"] = std::vector<std::string>(recompute.begin(), recompute.end());
   j["offload"] = offload;
-  j["cpu_layout"] = placement::toString(cpuLayout);
+  j["cpu_layout"] = planner::toString(cpuLayout);
   nlohmann::ordered_json slabs = nlohmann::ordered_json::object();
   for (const auto& [entry, sizes] : shardSlabs) slabs[entry] = sizes;
   j["shard"] = {{"axis", placement::toString(shardAxis)}, {"slabs", slabs}};
@@ -351,158 +277,94 @@ nlohmann::ordered_json RunSpec::toJson() const {
   return j;
 }
 
+namespace {
+
+// Each part of the run description from its keys of the top-level object.
+void readNetwork(JsonReader& top, RunSpec& r) {
+  auto net = top.sub("network");
+  net.read("architecture", r.architecture);
+  if (const auto o = net.take("options")) r.networkOptions = o->object();
+}
+
+void readPlacement(JsonReader& top, RunSpec& r) {
+  if (const auto p = top.take("placement"))
+    for (const auto& [stage, device] : p->entries(JsonField::kAny, "an object of stage: device"))
+      r.placement[stage] = device.parsed([](const std::string& d) { return placement::canonicalEntry(d); });
+  if (const auto p = top.take("precision"))
+    r.precision = p->parsed([](const std::string& t) { return placement::StagePrecisions::parse(t); });
+  if (const auto rc = top.take("recompute"))
+    for (const auto& s : rc->list<std::string>(0, JsonField::kAny, "a list of stage names")) r.recompute.insert(s);
+}
+
+void readShard(JsonReader& top, RunSpec& r) {
+  auto sh = top.sub("shard");
+  sh.read("axis", r.shardAxis, [](const std::string& a) { return placement::shardAxisFromString(a); });
+  if (const auto slabs = sh.take("slabs"))
+    for (const auto& [entry, sizes] : slabs->entries(JsonField::kAny, "an object of \"dev+dev\": [sizes]")) {
+      std::vector<std::int64_t> planes;
+      for (const auto& s : sizes.elements(2, 64, "a list of 2..64 slab sizes")) planes.push_back(s.wholeIn(1, 65536));
+      r.shardSlabs[sizes.checked([&, &entry = entry] { return placement::canonicalEntry(entry); })] = planes;
+    }
+}
+
+void readSchedule(JsonReader& top, RunSpec& r) {
+  auto s = top.sub("schedule");
+  s.read("steps", r.steps);
+  s.read("epochs", r.epochs);
+  s.read("steps_per_epoch", r.stepsPerEpoch);
+  s.read("validate_every", r.validateEvery);
+  s.read("checkpoint_every", r.checkpointEvery);
+}
+
+void readData(JsonReader& top, RunSpec& r) {
+  auto d = top.sub("data");
+  d.read("source", r.data.kind, dataKindFromString);
+  d.read("image", r.data.image);
+  d.read("label", r.data.label);
+  d.read("dataset", r.data.dataset);
+  d.read("validation_fraction", r.data.validationFraction);
+}
+
+void readInference(JsonReader& top, RunSpec& r) {
+  auto in = top.sub("inference");
+  if (const auto w = in.take("window")) r.window = w->tuple<std::int64_t, 3>("three numbers [x, y, z]");
+  in.read("overlap", r.overlap);
+  in.read("keep_largest", r.keepLargest);
+  in.read("mirror", r.mirror, mirrorFromString);
+}
+
+} // namespace
+
 RunSpec RunSpec::fromJson(const nlohmann::json& j) {
   RunSpec r;
-  ObjectReader top(j, "");
+  auto top = JsonReader::document(j, "run description");
   int version = 0;
   top.read("splitseg_run", version);
   if (version < 1) throw InvalidArgument("splitseg_run: not a run description (version missing)");
   if (version > kRunSpecVersion)
     throw InvalidArgument("splitseg_run: version " + std::to_string(version) + " is newer than this SplitSeg reads (" +
                           std::to_string(kRunSpecVersion) + ")");
-  {
-    auto net = top.sub("network");
-    net.read("architecture", r.architecture);
-    if (const auto* o = net.take("options")) {
-      if (!o->is_object()) throw InvalidArgument("network.options: expected an object");
-      r.networkOptions = *o;
-    }
-  }
-  if (const auto* p = top.take("placement")) {
-    if (!p->is_object()) throw InvalidArgument("placement: expected an object of stage: device");
-    for (auto it = p->begin(); it != p->end(); ++it) {
-      const std::string field = "placement." + it.key();
-      auto device = ObjectReader::as<std::string>(it.value(), field);
-      try {
-        r.placement[it.key()] = placement::canonicalEntry(device);
-      } catch (const InvalidArgument& e) {
-        throw InvalidArgument(field + ": " + e.what());
-      }
-    }
-  }
-  if (const auto* p = top.take("precision")) {
-    try {
-      r.precision = placement::StagePrecisions::parse(ObjectReader::as<std::string>(*p, "precision"));
-    } catch (const InvalidArgument& e) {
-      const std::string what = e.what();
-      throw InvalidArgument(what.rfind("precision", 0) == 0 ? what : "precision: " + what);
-    }
-  }
-  if (const auto* rc = top.take("recompute")) {
-    if (!rc->is_array()) throw InvalidArgument("recompute: expected a list of stage names");
-    for (std::size_t i = 0; i < rc->size(); ++i)
-      r.recompute.insert(ObjectReader::as<std::string>((*rc)[i], "recompute[" + std::to_string(i) + "]"));
-  }
-  if (const auto* sh = top.take("shard")) {
-    if (!sh->is_object()) throw InvalidArgument("shard: expected an object {axis, slabs}");
-    for (auto it = sh->begin(); it != sh->end(); ++it)
-      if (it.key() != "axis" && it.key() != "slabs") throw InvalidArgument("shard." + it.key() + ": unknown key");
-    try {
-      if (sh->contains("axis")) r.shardAxis = placement::shardAxisFromString(ObjectReader::as<std::string>(sh->at("axis"), "shard.axis"));
-    } catch (const InvalidArgument& e) {
-      const std::string what = e.what();
-      throw InvalidArgument(what.rfind("shard", 0) == 0 ? what : "shard.axis: " + what);
-    }
-    if (sh->contains("slabs")) {
-      const auto& slabs = sh->at("slabs");
-      if (!slabs.is_object()) throw InvalidArgument("shard.slabs: expected an object of \"dev+dev\": [sizes]");
-      for (auto it = slabs.begin(); it != slabs.end(); ++it) {
-        const std::string field = "shard.slabs." + it.key();
-        if (!it.value().is_array() || it.value().size() < 2 || it.value().size() > 64)
-          throw InvalidArgument(field + ": expected a list of 2..64 slab sizes");
-        std::vector<std::int64_t> sizes;
-        for (const auto& v : it.value()) {
-          if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 65536)
-            throw InvalidArgument(field + ": slab sizes are whole numbers of planes, 1..65536");
-          sizes.push_back(v.get<std::int64_t>());
-        }
-        try {
-          r.shardSlabs[placement::canonicalEntry(it.key())] = sizes;
-        } catch (const InvalidArgument& e) {
-          throw InvalidArgument(field + ": " + e.what());
-        }
-      }
-    }
-  }
-  if (const auto* p = top.take("patch")) r.patch = readTriple<std::int64_t>(*p, "patch");
+  readNetwork(top, r);
+  readPlacement(top, r);
+  readShard(top, r);
+  if (const auto p = top.take("patch")) r.patch = p->tuple<std::int64_t, 3>("three numbers [x, y, z]");
   top.read("batch", r.batch);
   top.read("micro_batches", r.microBatches);
   top.read("rank_timeout", r.rankTimeoutSeconds);
   top.read("timeline", r.timeline);
   top.read("offload", r.offload);
-  if (const auto* l = top.take("cpu_layout")) {
-    try {
-      r.cpuLayout = placement::cpuLayoutFromString(ObjectReader::as<std::string>(*l, "cpu_layout"));
-    } catch (const InvalidArgument& e) {
-      const std::string what = e.what();
-      throw InvalidArgument(what.rfind("cpu_layout", 0) == 0 ? what : "cpu_layout: " + what);
-    }
-  }
-  {
-    auto s = top.sub("schedule");
-    s.read("steps", r.steps);
-    s.read("epochs", r.epochs);
-    s.read("steps_per_epoch", r.stepsPerEpoch);
-    s.read("validate_every", r.validateEvery);
-    s.read("checkpoint_every", r.checkpointEvery);
-  }
+  top.read("cpu_layout", r.cpuLayout, [](const std::string& l) { return planner::cpuLayoutFromString(l); });
+  readSchedule(top, r);
   top.read("learning_rate", r.learningRate);
-  if (const auto* s = top.take("lr_schedule")) {
-    try {
-      r.lrSchedule = lrScheduleFromString(ObjectReader::as<std::string>(*s, "lr_schedule"));
-    } catch (const InvalidArgument& e) {
-      const std::string what = e.what();
-      throw InvalidArgument(what.rfind("lr_schedule", 0) == 0 ? what : "lr_schedule: " + what);
-    }
-  }
+  top.read("lr_schedule", r.lrSchedule, lrScheduleFromString);
   top.read("seed", r.seed);
   top.read("cpu_budget", r.cpuBudgetBytes);
-  if (const auto* p = top.take("preprocessing")) {
-    if (!p->is_object()) throw InvalidArgument("preprocessing: expected an object");
-    // Preprocessing::fromJson reads leniently (old checkpoints); a run refuses unknown keys.
-    auto refuseUnknown = [](const nlohmann::json& o, const std::string& path, std::set<std::string> known) {
-      for (auto it = o.begin(); it != o.end(); ++it)
-        if (!known.count(it.key())) throw InvalidArgument(path + "." + it.key() + ": unknown key");
-    };
-    refuseUnknown(*p, "preprocessing", {"version", "canonical", "targetSpacing", "intensity"});
-    if (p->contains("intensity") && p->at("intensity").is_object())
-      refuseUnknown(p->at("intensity"), "preprocessing.intensity",
-                    {"mode", "preset", "low", "high", "center", "scale", "nonzeroOnly"});
-    try {
-      r.preprocessing = Preprocessing::fromJson(p->dump());
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(std::string("preprocessing: ") + e.what());
-    }
-  }
-  {
-    auto d = top.sub("data");
-    std::string kind = toString(r.data.kind);
-    d.read("source", kind);
-    try {
-      r.data.kind = dataKindFromString(kind);
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(std::string("data.source: ") + e.what());
-    }
-    d.read("image", r.data.image);
-    d.read("label", r.data.label);
-    d.read("dataset", r.data.dataset);
-    d.read("validation_fraction", r.data.validationFraction);
-  }
+  // Preprocessing::fromJson(text) is lenient (old checkpoints); a run refuses unknown keys.
+  if (const auto p = top.take("preprocessing")) r.preprocessing = Preprocessing::fromJson(*p, UnknownKeys::Refuse);
+  readData(top, r);
   top.read("checkpoint", r.checkpoint);
-  {
-    auto in = top.sub("inference");
-    if (const auto* w = in.take("window")) r.window = readTriple<std::int64_t>(*w, "inference.window");
-    in.read("overlap", r.overlap);
-    in.read("keep_largest", r.keepLargest);
-    if (const auto* m = in.take("mirror")) {
-      try {
-        r.mirror = mirrorFromString(ObjectReader::as<std::string>(*m, "inference.mirror"));
-      } catch (const InvalidArgument& e) {
-        const std::string what = e.what();
-        throw InvalidArgument(what.rfind("inference.mirror", 0) == 0 ? what : "inference.mirror: " + what);
-      }
-    }
-  }
+  readInference(top, r);
+  top.finish();
   return r;
 }
 

@@ -2,8 +2,8 @@
 // The run description: everything that defines a training or inference run, as one value.
 // Front ends fill it once (CLI flags, the GUI document); the planner, trainer, inferer, session
 // files and checkpoints all take or store this same value, as JSON. No Qt, no LibTorch.
-#include "core/placement/HostCpu.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/HostCpu.h"
+#include "core/planner/MemoryPlanner.h"
 #include "core/placement/Placement.h"
 #include "core/placement/Precision.h"
 #include "core/placement/ShardLayout.h"
@@ -74,9 +74,9 @@ struct RunSpec {
   // device memory for larger volumes at the cost of two host copies of those inputs per step.
   bool offload = false;
   // Layout of the fp32 CPU stages' weights while training: auto is channels-last on CPUs without
-  // AVX-512 (faster there, measured), NCDHW elsewhere (placement::usesChannelsLast). Runs over
+  // AVX-512 (faster there, measured), NCDHW elsewhere (planner::usesChannelsLast). Runs over
   // ranks and sharded stages keep NCDHW.
-  placement::CpuLayout cpuLayout = placement::CpuLayout::Auto;
+  planner::CpuLayout cpuLayout = planner::CpuLayout::Auto;
   // Sharded stages ("dec0": "cuda:0+cuda:1"): the axis the volume is cut along, and optional slab
   // sizes (planes at full resolution) per placement entry; others are cut evenly.
   placement::ShardAxis shardAxis = placement::ShardAxis::Depth;
@@ -84,7 +84,7 @@ struct RunSpec {
   std::array<std::int64_t, 3> patch{64, 64, 64};   // x, y, z
   int batch = 1;
   // Ranks: each batch split into this many micro-batches that flow through the ranks one after
-  // another (GPipe); with every stage sharded over the ranks (dist::SpatialTrainer) they run one
+  // another (GPipe); with every stage sharded over the ranks (ranks::SpatialTrainer) they run one
   // after another, each through its backward first (activations of one at a time). The loss is a
   // mean over samples, so any split gives the batch's gradients.
   int microBatches = 1;
@@ -127,13 +127,13 @@ struct RunSpec {
   void setPlacement(const placement::Placement& p);
 
   // The planner's request for this run (size D,H,W from the patch) on `devices`.
-  placement::PlanRequest planRequest(const std::vector<std::string>& stages,
-                                     const std::vector<placement::DeviceSpec>& devices) const;
+  planner::PlanRequest planRequest(const std::vector<std::string>& stages,
+                                     const std::vector<planner::DeviceSpec>& devices) const;
   // The planner's request for this run's inference of an image of `volumeZyx` voxels (D, H, W, as
   // the network sees it) in its window and overlap, `windowsPerPass` windows at a time. CPU
   // weights channels-last, as engine::InferOptions has them by default.
-  placement::PlanRequest inferencePlanRequest(const std::vector<std::string>& stages,
-                                              const std::vector<placement::DeviceSpec>& devices,
+  planner::PlanRequest inferencePlanRequest(const std::vector<std::string>& stages,
+                                              const std::vector<planner::DeviceSpec>& devices,
                                               const std::array<std::int64_t, 3>& volumeZyx, int windowsPerPass) const;
 
   // Every problem, each with its field. `devices`: those that can run (empty: not checked);

@@ -4,7 +4,7 @@
 #include "core/base/JsonText.h"
 #include "core/base/DurableFile.h"
 #include "core/base/Error.h"
-#include "core/base/JsonNumbers.h"
+#include "core/base/JsonReader.h"
 #include "core/base/Units.h"
 
 #include <filesystem>
@@ -37,11 +37,6 @@ std::string fromStored(const std::string& stored, const std::string& baseDir) {
   return fs::absolute(p).lexically_normal().string();
 }
 
-template <typename T>
-void read(const nlohmann::json& j, const char* key, T& out) {
-  if (j.contains(key) && !j.at(key).is_null()) out = j.at(key).get<T>();
-}
-
 } // namespace
 
 const VolumeRef* Session::firstVolume(const std::string& role) const {
@@ -60,43 +55,48 @@ void mapRunPaths(run::RunSpec& r, F f) {
   r.checkpoint = f(r.checkpoint);
 }
 
-// Version 1 sessions kept the run in loose keys; this reads them into a run description.
-run::RunSpec runFromVersion1(const nlohmann::json& j) {
+// Version 1 sessions kept the run in loose keys; these read them into a run description.
+void readVersion1Training(JsonReader& t, run::RunSpec& r) {
+  t.read("steps", r.steps);
+  t.read("epochs", r.epochs);
+  t.read("steps_per_epoch", r.stepsPerEpoch);
+  t.read("batch", r.batch);
+  t.read("lr", r.learningRate);
+  t.read("seed", r.seed);
+  if (const auto p = t.take("patch")) r.patch = p->tuple<std::int64_t, 3>();
+  r.precision = placement::StagePrecisions::parse("fp32");
+  t.read("precision", r.precision, [](const std::string& p) { return placement::StagePrecisions::parse(p); });
+  if (const auto rc = t.take("recompute"))
+    for (const auto& stage : rc->list<std::string>()) r.recompute.insert(stage);
+  const auto keep = r.preprocessing.intensity;  // "": the run's own
+  t.read("intensity", r.preprocessing.intensity,
+         [&](const std::string& name) { return name.empty() ? keep : intensityPreset(name); });
+  if (const auto sp = t.take("spacing")) r.preprocessing.targetSpacing = sp->tuple<double, 3>();
+  t.read("validate_every", r.validateEvery);
+  t.read("checkpoint_every", r.checkpointEvery);
+  t.read("cpu_budget", r.cpuBudgetBytes,
+         [](const std::string& b) { return b.empty() ? std::int64_t{0} : parseBytes(b); });
+}
+
+run::RunSpec runFromVersion1(JsonReader& top) {
   run::RunSpec r;
-  if (j.contains("network")) {
-    read(j.at("network"), "architecture", r.architecture);
-    read(j.at("network"), "options", r.networkOptions);
+  {
+    auto net = top.sub("network");
+    net.read("architecture", r.architecture);
+    net.read("options", r.networkOptions);
   }
-  if (j.contains("placement") && j.at("placement").is_object()) {
-    const auto& p = j.at("placement").contains("stages") ? j.at("placement").at("stages") : j.at("placement");
-    for (auto it = p.begin(); it != p.end(); ++it) r.placement[it.key()] = it.value().get<std::string>();
+  // {"stages": {stage: device}} or {stage: device}.
+  if (const auto p = top.take("placement")) {
+    const auto stages = p->fields(UnknownKeys::Ignore).take("stages");
+    for (const auto& [stage, device] : (stages ? *stages : *p).entries()) r.placement[stage] = device.as<std::string>();
   }
-  if (j.contains("training")) {
-    const auto& t = j.at("training");
-    read(t, "steps", r.steps);
-    read(t, "epochs", r.epochs);
-    read(t, "steps_per_epoch", r.stepsPerEpoch);
-    read(t, "batch", r.batch);
-    read(t, "lr", r.learningRate);
-    read(t, "seed", r.seed);
-    read(t, "patch", r.patch);
-    std::string precision = "fp32", intensity, budget;
-    read(t, "precision", precision);
-    r.precision = placement::StagePrecisions::parse(precision);
-    std::vector<std::string> recompute;
-    read(t, "recompute", recompute);
-    r.recompute = {recompute.begin(), recompute.end()};
-    read(t, "intensity", intensity);
-    if (!intensity.empty()) r.preprocessing.intensity = intensityPreset(intensity);
-    read(t, "spacing", r.preprocessing.targetSpacing);
-    read(t, "validate_every", r.validateEvery);
-    read(t, "checkpoint_every", r.checkpointEvery);
-    read(t, "cpu_budget", budget);
-    if (!budget.empty()) r.cpuBudgetBytes = parseBytes(budget);
+  {
+    auto t = top.sub("training");
+    readVersion1Training(t, r);
   }
-  read(j, "dataset", r.data.dataset);
+  top.read("dataset", r.data.dataset);
   if (!r.data.dataset.empty()) r.data.kind = run::DataKind::Dataset;
-  read(j, "checkpoint", r.checkpoint);
+  top.read("checkpoint", r.checkpoint);
   return r;
 }
 } // namespace
@@ -127,43 +127,39 @@ nlohmann::json toJson(const Session& s, const std::string& baseDir, bool forDisp
 
 Session fromJson(const nlohmann::json& j, const std::string& baseDir) {
   Session s;
-  try {
-    if (!j.is_object() || !j.contains("splitseg_session"))
-      throw InvalidArgument("not a SplitSeg session (no \"splitseg_session\" version)");
-    const auto version = wholeNumberIn(j.at("splitseg_session"), INT32_MIN, INT32_MAX);
-    if (!version) throw InvalidArgument("splitseg_session: expected a whole number");
-    s.version = static_cast<int>(*version);
-    if (s.version > kSessionVersion)
-      throw InvalidArgument("session version " + std::to_string(s.version) + " is newer than this SplitSeg reads (" +
-                            std::to_string(kSessionVersion) + ")");
-    if (s.version >= 2)
-      for (auto it = j.begin(); it != j.end(); ++it)
-        if (it.key() != "splitseg_session" && it.key() != "volumes" && it.key() != "run" && it.key() != "view")
-          throw InvalidArgument(it.key() + ": unknown key");
-    if (j.contains("volumes"))
-      for (const auto& v : j.at("volumes")) {
-        VolumeRef r;
-        r.path = fromStored(v.at("path").get<std::string>(), baseDir);
-        read(v, "role", r.role);
-        read(v, "name", r.name);
-        s.volumes.push_back(r);
-      }
-    if (s.version >= 2) {
-      if (j.contains("run")) {
-        try {
-          s.run = run::RunSpec::fromJson(j.at("run"));
-        } catch (const InvalidArgument& e) {
-          throw InvalidArgument(std::string("run.") + e.what());
-        }
-      }
-    } else {
-      s.run = runFromVersion1(j);
-    }
-    mapRunPaths(s.run, [&](const std::string& p) { return fromStored(p, baseDir); });
-    read(j, "view", s.view);
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(std::string("session: ") + e.what());
+  // Version 1 kept loose keys of its own (read below); version 2 holds these four only.
+  auto top = JsonReader::document(j, "not a SplitSeg session", UnknownKeys::Ignore);
+  const auto version = top.take("splitseg_session");
+  if (!version) throw InvalidArgument("not a SplitSeg session (no \"splitseg_session\" version)");
+  s.version = version->as<int>();
+  if (s.version > kSessionVersion)
+    throw InvalidArgument("session version " + std::to_string(s.version) + " is newer than this SplitSeg reads (" +
+                          std::to_string(kSessionVersion) + ")");
+  const auto volumes = top.take("volumes"), runField = top.take("run"), view = top.take("view");
+  if (s.version >= 2) {
+    top.setUnknownKeys(UnknownKeys::Refuse);
+    top.finish();
   }
+  if (volumes)
+    for (const auto& v : volumes->elements()) {
+      auto entry = v.fields(UnknownKeys::Ignore);  // a volume's other keys were always ignored
+      VolumeRef r;
+      r.path = fromStored(entry.get<std::string>("path"), baseDir);
+      entry.read("role", r.role);
+      entry.read("name", r.name);
+      s.volumes.push_back(r);
+    }
+  if (s.version < 2) {
+    s.run = runFromVersion1(top);
+  } else if (runField) {
+    try {
+      s.run = run::RunSpec::fromJson(runField->json());
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("run.") + e.what());
+    }
+  }
+  mapRunPaths(s.run, [&](const std::string& p) { return fromStored(p, baseDir); });
+  if (view) s.view = view->json();
   return s;
 }
 

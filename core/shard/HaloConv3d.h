@@ -25,7 +25,7 @@ public:
 };
 TORCH_MODULE(ShardConvTranspose3d);
 
-// The batch that the micro-batches run on this thread belong to (GPipe, dist::PipelineTrainer),
+// The batch that the micro-batches run on this thread belong to (GPipe, ranks::PipelineTrainer),
 // for the scope's lifetime; 0 (none) outside. Forward and backward, recomputation included, must
 // run inside it so that a micro-batch runs the kernels its whole batch would (callsOneDnn).
 class WholeBatchScope {
@@ -41,9 +41,8 @@ private:
 
 // Inference on this thread, for the scope's lifetime: a CPU fp32 convolution of one window that
 // LibTorch would send to its vol2col kernel calls oneDNN instead, as if the window were part of a
-// larger batch (callsOneDnn). Sliding-window inference at 1 window per pass, 160^3 in 64^3 windows,
-// base 16 (`splitseg-cli infer`): 15.2 -> 10.0 s at 1 thread, 8.8 -> 5.3 s at 2 (a 2-core AMD
-// EPYC, torch 2.11, 2026-12-05).
+// larger batch (callsOneDnn): sliding-window inference at one window per pass runs markedly
+// faster so (docs/calibration.md, "Engine and model choices").
 class OneDnnInferenceScope {
 public:
   OneDnnInferenceScope();

@@ -2,7 +2,7 @@
 #include "core/base/JsonText.h"
 
 #include "core/base/Error.h"
-#include "core/base/JsonNumbers.h"
+#include "core/base/JsonReader.h"
 #include "core/volume/Orientation.h"
 
 #include <nlohmann/json.hpp>
@@ -34,58 +34,56 @@ std::string Preprocessing::toJson() const {
 }
 
 Preprocessing Preprocessing::fromJson(const std::string& text) {
-  Preprocessing p;
-  if (text.empty()) return p;
+  if (text.empty()) return {};
   nlohmann::json j;
   try {
     j = parseJson(text, "preprocessing JSON");
   } catch (const JsonRefused& e) {
     throw InvalidArgument(e.what());
   }
-  if (!j.is_object()) throw InvalidArgument("preprocessing JSON must be an object");
-  try {
-    if (j.contains("version")) {
-      const auto version = wholeNumberIn(j["version"], INT64_MIN, INT64_MAX);
-      if (!version)
-        throw InvalidArgument("preprocessing JSON version " + j["version"].dump().substr(0, 40) + " is not a whole number");
-      if (*version > 1)
-        throw InvalidArgument("preprocessing JSON version " + j["version"].dump() + " is newer than this build understands");
+  return fromJson(JsonField(j, "preprocessing"), UnknownKeys::Ignore);
+}
+
+namespace {
+// 0 keeps the source spacing; anything else must be a finite size a scanner could have (a tiny
+// spacing asks the resampler for an astronomically large grid).
+double spacingOf(const JsonField& f) {
+  const double mm = f.as<double>();
+  if (mm < 0) f.refuse("must not be negative");
+  if (!std::isfinite(mm) || (mm > 0 && (mm < 1e-3 || mm > 1e4)))
+    f.refuse(std::to_string(mm) + " mm is not 0 (source spacing) or a finite spacing in 0.001..10000 mm");
+  return mm;
+}
+
+void readIntensity(const JsonField& field, UnknownKeys unknown, IntensityOptions& o) {
+  auto in = field.fields(unknown);
+  if (const auto m = in.take("mode"))
+    o.mode = m->oneOf<IntensityMode>({{"ct", IntensityMode::Ct}, {"zscore", IntensityMode::ZScore}, {"none", IntensityMode::None}});
+  in.read("preset", o.preset);
+  using Number = std::pair<const char*, double*>;
+  for (const auto& [key, value] : {Number{"low", &o.low}, Number{"high", &o.high}, Number{"center", &o.center},
+                                   Number{"scale", &o.scale}})
+    if (const auto v = in.take(key)) {
+      *value = v->as<double>();
+      if (!std::isfinite(*value)) v->refuse("must be a finite number");
     }
-    p.canonical = j.value("canonical", p.canonical);
-    if (j.contains("targetSpacing")) {
-      const auto s = j["targetSpacing"].get<std::vector<double>>();
-      if (s.size() != 3) throw InvalidArgument("preprocessing targetSpacing needs 3 numbers");
-      for (int i = 0; i < 3; ++i) {
-        if (s[i] < 0) throw InvalidArgument("preprocessing targetSpacing must not be negative");
-        // 0 keeps the source spacing; anything else must be a finite size a scanner could have
-        // (a tiny spacing asks the resampler for an astronomically large grid).
-        if (!std::isfinite(s[i]) || (s[i] > 0 && (s[i] < 1e-3 || s[i] > 1e4)))
-          throw InvalidArgument("preprocessing targetSpacing " + std::to_string(s[i]) +
-                                " mm is not 0 (source spacing) or a finite spacing in 0.001..10000 mm");
-        p.targetSpacing[i] = s[i];
-      }
-    }
-    if (j.contains("intensity")) {
-      const auto& in = j["intensity"];
-      const std::string mode = in.value("mode", "none");
-      if (mode == "ct") p.intensity.mode = IntensityMode::Ct;
-      else if (mode == "zscore") p.intensity.mode = IntensityMode::ZScore;
-      else if (mode == "none") p.intensity.mode = IntensityMode::None;
-      else throw InvalidArgument("preprocessing intensity mode '" + mode + "' is unknown (ct, zscore, none)");
-      p.intensity.preset = in.value("preset", std::string());
-      p.intensity.low = in.value("low", p.intensity.low);
-      p.intensity.high = in.value("high", p.intensity.high);
-      p.intensity.center = in.value("center", p.intensity.center);
-      p.intensity.scale = in.value("scale", p.intensity.scale);
-      p.intensity.nonzeroOnly = in.value("nonzeroOnly", false);
-      for (double v : {p.intensity.low, p.intensity.high, p.intensity.center, p.intensity.scale})
-        if (!std::isfinite(v)) throw InvalidArgument("preprocessing intensity values must be finite numbers");
-      if (p.intensity.mode == IntensityMode::Ct && (!(p.intensity.high > p.intensity.low) || !(p.intensity.scale > 0)))
-        throw InvalidArgument("preprocessing CT window needs high > low and scale > 0");
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(std::string("preprocessing JSON has a field of the wrong type: ") + e.what());
+  in.read("nonzeroOnly", o.nonzeroOnly);
+  if (o.mode == IntensityMode::Ct && (!(o.high > o.low) || !(o.scale > 0)))
+    field.refuse("a CT window needs high > low and scale > 0");
+}
+} // namespace
+
+Preprocessing Preprocessing::fromJson(const JsonField& field, UnknownKeys unknown) {
+  Preprocessing p;
+  auto j = field.fields(unknown);
+  if (const auto v = j.take("version"); v && v->as<std::int64_t>() > 1)
+    v->refuse(v->shown() + " is newer than this build understands");
+  j.read("canonical", p.canonical);
+  if (const auto s = j.take("targetSpacing")) {
+    const auto axes = s->elements(3, 3, "3 numbers");
+    for (std::size_t i = 0; i < 3; ++i) p.targetSpacing[i] = spacingOf(axes[i]);
   }
+  if (const auto in = j.take("intensity")) readIntensity(*in, unknown, p.intensity);
   return p;
 }
 

@@ -12,6 +12,9 @@
 
 namespace splitseg {
 
+class JsonField;
+enum class UnknownKeys;
+
 struct Preprocessing {
   bool canonical = true;                         // reorient to LPS axis order first
   std::array<double, 3> targetSpacing{0, 0, 0};  // mm; 0 on an axis keeps the source spacing
@@ -19,8 +22,12 @@ struct Preprocessing {
 
   // {"version":1,"canonical":true,"targetSpacing":[..],"intensity":{"mode":"ct",...}}
   std::string toJson() const;
-  // "{}" or "" gives the defaults. Throws InvalidArgument naming the bad field.
+  // "{}" or "" gives the defaults. Throws InvalidArgument naming the bad field
+  // ("preprocessing.targetSpacing[1]: ..."); keys it does not know are ignored (old checkpoints).
   static Preprocessing fromJson(const std::string& json);
+  // The same from a field of a larger file (a run's "preprocessing"), its refusals named by the
+  // field's path; a run refuses unknown keys, a checkpoint's metadata ignores them.
+  static Preprocessing fromJson(const JsonField& field, UnknownKeys unknown);
 
   // The grid the network sees for an image on `source`.
   Geometry networkGrid(const Geometry& source) const;

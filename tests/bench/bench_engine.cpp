@@ -17,7 +17,7 @@
 #include "core/engine/Trainer.h"
 #include "core/model/NetworkStructureOf.h"
 #include "core/model/UNet3d.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/MemoryPlanner.h"
 #include "core/plugin/PluginRegistry.h"
 
 #include <CLI/CLI.hpp>
@@ -242,7 +242,7 @@ struct TrainArgs {
 // step (the parameters and Adam's moments, allocated when the Trainer is built), which the
 // Trainer's meter cannot see because it starts counting at the first step.
 nlohmann::json planPrediction(model::StagedNetwork& net, const run::RunSpec& spec) {
-  placement::MemoryPlanner planner(model::networkStructure(net));
+  planner::MemoryPlanner planner(model::networkStructure(net));
   const auto plan = planner.plan(spec.planRequest(net.stageNames(), {{"cpu", std::int64_t{1} << 40, -1}}));
   std::int64_t parameterBytes = 0, optimizerBytes = 0;
   for (const auto& st : plan.stages) {
@@ -313,10 +313,10 @@ nlohmann::json trainOnce(const TrainArgs& a) {
     o.setPlacement(p);
     o.precision = placement::StagePrecisions::parse(a.precision, staged->stageNames());
     o.recompute = run::parseStageList(a.recompute, staged->stageNames());
-    o.cpuLayout = a.cpuLayout != "other" ? placement::cpuLayoutFromString(a.cpuLayout)
-                  : placement::usesChannelsLast(placement::CpuLayout::Auto) ? placement::CpuLayout::Ncdhw
-                                                                              : placement::CpuLayout::ChannelsLast;
-    channelsLast = placement::usesChannelsLast(o.cpuLayout);
+    o.cpuLayout = a.cpuLayout != "other" ? planner::cpuLayoutFromString(a.cpuLayout)
+                  : planner::usesChannelsLast(planner::CpuLayout::Auto) ? planner::CpuLayout::Ncdhw
+                                                                              : planner::CpuLayout::ChannelsLast;
+    channelsLast = planner::usesChannelsLast(o.cpuLayout);
     o.timeline = a.timeline;
     engine::Trainer trainer(staged, std::make_shared<FixedSource>(sample), o);
     if (a.noPrefetch) trainer.setPrefetch(false);

@@ -46,20 +46,32 @@ file(REMOVE_RECURSE ${WORK_DIR})
 scan(${SOURCE_ROOT} _rc _out)
 expect("source tree" "${_rc}" "${_out}" FALSE)
 
-# Sources: clean copies pass; a Qt include in core/base, a VTK include in core/base and a LibTorch
-# include in core/placement each fail with file:line.
+# Sources: clean copies pass; a Qt include in core/base and in core/ranks, a VTK include in
+# core/base, a LibTorch include in core/placement and in core/planner, a planner include in
+# core/placement and a ranks include in core/engine each fail with file:line.
 set(_src ${WORK_DIR}/src)
 file(COPY ${SOURCE_ROOT}/core/base/Error.h ${SOURCE_ROOT}/core/base/Units.h DESTINATION ${_src}/core/base)
-file(COPY ${SOURCE_ROOT}/core/placement/Placement.h DESTINATION ${_src}/core/placement)
+file(COPY ${SOURCE_ROOT}/core/placement/Placement.h ${SOURCE_ROOT}/core/placement/Precision.h
+     DESTINATION ${_src}/core/placement)
+file(COPY ${SOURCE_ROOT}/core/planner/StepTime.h DESTINATION ${_src}/core/planner)
+file(COPY ${SOURCE_ROOT}/core/ranks/RankEnv.h DESTINATION ${_src}/core/ranks)
+file(COPY ${SOURCE_ROOT}/core/engine/Loss.h DESTINATION ${_src}/core/engine)
 scan(${_src} _rc _out)
 expect("clean copies" "${_rc}" "${_out}" FALSE)
 copy_with_include(${_src} core/base/Error.h "#include <QString>")
 copy_with_include(${_src} core/base/Units.h "#include <vtkSmartPointer.h>")
 copy_with_include(${_src} core/placement/Placement.h "#include <torch/types.h>")
+copy_with_include(${_src} core/placement/Precision.h "#include \"core/planner/StepTime.h\"")
+copy_with_include(${_src} core/planner/StepTime.h "#include <ATen/ATen.h>")
+copy_with_include(${_src} core/ranks/RankEnv.h "#include <QProcess>")
+copy_with_include(${_src} core/engine/Loss.h "#include \"core/ranks/RankEnv.h\"")
 scan(${_src} _rc _out)
 expect("forbidden includes" "${_rc}" "${_out}" TRUE
        "core/base/Error.h:2: #include <QString>" "core/base/Units.h:2: #include <vtkSmartPointer.h>"
-       "core/placement/Placement.h:2: #include <torch/types.h>")
+       "core/placement/Placement.h:2: #include <torch/types.h>"
+       "core/placement/Precision.h:2: #include \"core/planner/StepTime.h\" (core/placement is below core/planner)"
+       "core/planner/StepTime.h:2: #include <ATen/ATen.h>" "core/ranks/RankEnv.h:2: #include <QProcess>"
+       "core/engine/Loss.h:2: #include \"core/ranks/RankEnv.h\" (core/engine is below core/ranks)")
 
 # Targets: a project whose core targets link Qt (through another core target) and whose placement
 # links torch fails with the chains; the same project without those links passes.

@@ -4,7 +4,7 @@
 # ninja, nvcc and a compiler, and nothing else: the header-only dependencies of core + CLI go here,
 # with tiny CMake package files (tests/gpu/kit/*.cmake) that find_package picks up through
 # CMAKE_PREFIX_PATH=.gpu-kit. spdlog and fmt are used header-only (SPDLOG_HEADER_ONLY,
-# FMT_HEADER_ONLY): nothing to link. gloo's headers come too: core/dist includes the wheel's
+# FMT_HEADER_ONLY): nothing to link. gloo's headers come too: core/ranks includes the wheel's
 # ProcessGroupGloo.hpp, which needs them (the library itself is inside libtorch_cpu).
 #   tests/gpu/prepare.sh [KIT_DIR]   (default .gpu-kit; refuses to grow past 50 MiB)
 set -euo pipefail

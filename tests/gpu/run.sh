@@ -151,7 +151,7 @@ RFLAGS=(--synthetic 32 --patch 32 --base 8 --depth 3 --arch-options '{"dropout":
         --seed 3 --lr 0.01 --progress jsonl)
 rp() { echo "enc0=$1,enc1=$1,bottleneck=$2,dec1=$2,dec0=$2,head=$2"; }
 # Devices of the two halves for a run's kind: same (both on the GPU), mixed (cpu | GPU), cpu;
-# spatial: every stage sharded over both ranks, each rank's slab on the GPU (dist::SpatialTrainer).
+# spatial: every stage sharded over both ranks, each rank's slab on the GPU (ranks::SpatialTrainer).
 halves() {
   case $1 in
     same|spatial) echo "$RANKDEV $RANKDEV" ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build of core, CLI and their tests (no GUI) in
-# build-asan/, then the core, cli and dist tests under it. Extra arguments go to CTest.
+# build-asan/, then the core, cli and ranks tests under it. Extra arguments go to CTest.
 #   tests/sanitize/run.sh [ctest args...]
 # LibTorch, ITK and Qt come from prebuilt packages and are not instrumented: the sanitizers
 # watch SplitSeg's own code and every allocation (malloc is intercepted process-wide).
@@ -20,4 +20,4 @@ cmake --build build-asan -j"${SANITIZE_JOBS:-2}"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 # Sanitized code runs 2-5x slower; CTest's timeouts are scaled by the same factor.
-ctest --test-dir build-asan -L 'core|cli|dist' -j"${SANITIZE_JOBS:-2}" --output-on-failure --timeout 1800 "$@"
+ctest --test-dir build-asan -L 'core|cli|ranks' -j"${SANITIZE_JOBS:-2}" --output-on-failure --timeout 1800 "$@"

@@ -5,7 +5,7 @@
 #include "core/engine/Inferer.h"
 #include "core/engine/MemoryMeter.h"
 #include "core/engine/SplitExecutor.h"
-#include "core/engine/StepSafety.h"
+#include "core/engine/OptimizerStep.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
 

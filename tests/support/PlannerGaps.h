@@ -4,7 +4,7 @@
 // the planner's AVX2 model, listed in docs/planner-gaps.md with the errors measured there. On
 // such a host a listed row that misses is skipped with its error; every other row, and every row
 // on an AVX-512 host, is checked as before.
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/MemoryPlanner.h"
 
 #include <QString>
 #include <QtTest>
@@ -14,7 +14,7 @@
 namespace splitseg::plannergaps {
 
 inline bool openAvx2Gap(std::initializer_list<const char*> rows) {
-  if (placement::PlannerOptions().cpuAvx512) return false;
+  if (planner::PlannerOptions().cpuAvx512) return false;
   const char* tag = QTest::currentDataTag();
   for (const char* row : rows)
     if (tag && QString(tag) == row) return true;

@@ -1,7 +1,7 @@
 #pragma once
 // For suites that run several ranks as threads of one process, each with its own c10d group.
-#include "core/dist/Comm.h"
-#include "core/dist/RankEnv.h"
+#include "core/ranks/Comm.h"
+#include "core/ranks/RankEnv.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -15,24 +15,23 @@ namespace splitseg::checks {
 // Turns off c10d's flight recorder (a process-wide debugging trace) before the first group is made.
 // In torch 2.11 its recordWithResetEnabled inserts into a map of group states outside its mutex, so
 // two groups of one process starting collectives at once on two threads can corrupt it: SIGSEGV
-// at address 0x10 in SpatialTrainingTest on CI (2026-12-03), reproduced here in 1 of 8 runs with a
-// second copy running beside it. splitseg-cli runs one group per process and keeps the recorder.
+// in SpatialTrainingTest on CI, reproducible with a second copy of the test running beside it. splitseg-cli runs one group per process and keeps the recorder.
 inline void allowRanksAsThreads() { ::setenv("TORCH_FR_BUFFER_SIZE", "0", 1); }
 
 // Runs `body(comm, rank)` for ranks 0..worldSize-1, rank 0 on this thread and the others on their
 // own, each with a Comm joined on a free port of 127.0.0.1. Returns each rank's exception message
 // ("" where it returned).
-inline std::vector<std::string> runRanksAsThreads(int worldSize, const std::function<void(dist::Comm&, int)>& body,
+inline std::vector<std::string> runRanksAsThreads(int worldSize, const std::function<void(ranks::Comm&, int)>& body,
                                                   std::chrono::seconds timeout = std::chrono::seconds(30)) {
-  const int port = dist::freeLocalPort();
+  const int port = ranks::freeLocalPort();
   std::vector<std::string> failures(static_cast<std::size_t>(worldSize));
   auto rank = [&](int r) {
     try {
-      dist::RankEnv env;
+      ranks::RankEnv env;
       env.masterPort = port;
       env.rank = r;
       env.worldSize = worldSize;
-      dist::Comm comm(env, "test", timeout);
+      ranks::Comm comm(env, "test", timeout);
       comm.startGroup(timeout);
       body(comm, r);
     } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include "ui/placement/SlabCard.h"
 #include "ui/placement/StageCard.h"
 #include "ui/placement/TransferOverlay.h"
+#include "ui/session/RunEditCommand.h"
 #include "ui/session/Session.h"
 
 #include "ui/training/StallMeter.h"
@@ -251,7 +252,7 @@ private Q_SLOTS:
     auto planned = [this](const std::string& s) {
       for (const auto& st : view_->estimate().plan->stages)
         if (st.name == s) return st;
-      return placement::StagePlan{};
+      return planner::StagePlan{};
     };
     QTRY_VERIFY(!view_->planning());
     QVERIFY(view_->estimate().plan);
@@ -390,7 +391,7 @@ private Q_SLOTS:
     QVERIFY2(messages.back().at(0).toString().startsWith("Measured: cpu"), qPrintable(messages.back().at(0).toString()));
     QTRY_VERIFY2(summary->text().contains("measured: cpu"), qPrintable(summary->text()));
     const auto speeds = session_->measuredSpeeds();
-    session_->setAllPrecision(placement::Precision::BF16);  // measured in fp32: dropped
+    runedit::setAllPrecision(session_.get(), placement::Precision::BF16);  // measured in fp32: dropped
     QVERIFY(session_->measuredSpeeds().empty());
     QTRY_VERIFY(summary->text().contains("default device speeds"));
     session_->setMeasuredSpeeds(speeds);

@@ -433,7 +433,9 @@ private Q_SLOTS:
     });
     QVERIFY(review->memoryLabel()->text() != unmirrored);
     // Then the largest window the planner says fits this host.
+    QSignalSpy fitted(review, &ReviewPanel::fitWindowDone);  // found on the planner's worker
     QTest::mouseClick(review->fitWindowButton(), Qt::LeftButton);
+    QVERIFY(fitted.wait(60000));
     QVERIFY2(review->memoryLabel()->text().contains("largest") && !review->memoryLabel()->text().contains("does not fit"),
              qPrintable(review->memoryLabel()->text()));
     waitFrames(3);

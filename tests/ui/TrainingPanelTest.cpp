@@ -58,8 +58,7 @@ class TrainingPanelTest : public QObject {
   }
 
   // Each device's planned line against the largest peak measured on it: the planner's figure for
-  // one step, within 5% (2026-12-05: one process 0.0%, two ranks +0.5% and +1.3%; rank 0 was -7.3%
-  // while a rank-0 device without its "r0:" was planned as no rank's).
+  // one step, within 5% (a rank-0 device without its "r0:" is planned as rank 0's).
   static void checkPlanLines(const TrainingCharts* charts, const QStringList& devices) {
     for (const auto& name : devices) {
       const double planned = charts->plannedMiB(name), measured = charts->deviceMemory(name)->maxY();

@@ -185,9 +185,9 @@ void MainWindow::buildMenus() {
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   auto* edit = menuBar()->addMenu(tr("&Edit"));
-  auto* undo = session_->undoStack()->createUndoAction(this, tr("&Undo placement"));
+  auto* undo = session_->undoStack()->createUndoAction(this, tr("&Undo"));
   undo->setShortcut(QKeySequence::Undo);
-  auto* redo = session_->undoStack()->createRedoAction(this, tr("&Redo placement"));
+  auto* redo = session_->undoStack()->createRedoAction(this, tr("&Redo"));
   redo->setShortcut(QKeySequence::Redo);
   edit->addAction(undo);
   edit->addAction(redo);

@@ -11,11 +11,12 @@
 #include "ui/placement/SlabCard.h"
 #include "ui/placement/StageCard.h"
 #include "ui/placement/TransferOverlay.h"
+#include "ui/session/RunEditCommand.h"
 #include "ui/session/Session.h"
 
-#include "core/placement/AutoPlacer.h"
-#include "core/placement/LargestVolume.h"
-#include "core/placement/StepTime.h"
+#include "core/planner/AutoPlacer.h"
+#include "core/planner/LargestVolume.h"
+#include "core/planner/StepTime.h"
 
 #include <QAction>
 #include <QCheckBox>
@@ -163,22 +164,13 @@ PlacementView::PlacementView(Session* session, QWidget* parent) : QWidget(parent
   settings->addWidget(offload_);
   settings->addStretch(1);
   layout->addLayout(settings);
-  auto applySettings = [this] {
-    auto s = session_->run();
-    s.patch = {patch_->value(), patch_->value(), patch_->value()};
-    s.batch = batch_->value();
-    session_->setRun(s);
-  };
-  connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
-  connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, applySettings);
-  connect(offload_, &QCheckBox::toggled, this, [this](bool on) {
-    auto s = session_->run();
-    if (s.offload == on) return;
-    s.offload = on;
-    session_->setRun(s);
-  });
+  // Each edit one undo step (a run of spin-box steps merges into one); undo's runChanged sets the
+  // controls back with their signals blocked (syncControls), so it pushes nothing.
+  connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this, [this](int edge) { runedit::setPatch(session_, edge); });
+  connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, [this](int batch) { runedit::setBatch(session_, batch); });
+  connect(offload_, &QCheckBox::toggled, this, [this](bool on) { runedit::setOffload(session_, on); });
   connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
-    session_->setAllPrecision(placement::precisionFromString(p.toStdString()));  // the combo box sets every stage
+    runedit::setAllPrecision(session_, placement::precisionFromString(p.toStdString()));  // the combo box sets every stage
   });
 
   scroll_ = new QScrollArea(this);
@@ -282,17 +274,10 @@ void PlacementView::rebuildCards() {
     connect(card, &StageCard::dragDropped, this, &PlacementView::onDropped);
     connect(card, &StageCard::contextMenuRequested, this, &PlacementView::showCardMenu);
     connect(card, &StageCard::checkpointToggled, this, [this](const QString& stage, bool on) {
-      auto st = session_->run();
-      if (on) st.recompute.insert(stage.toStdString());
-      else st.recompute.erase(stage.toStdString());
-      session_->setRun(st);
+      runedit::setRecompute(session_, stage.toStdString(), on);
     });
     connect(card, &StageCard::precisionToggled, this, [this](const QString& stage, bool bf16) {
-      auto st = session_->run();
-      const auto p = bf16 ? placement::Precision::BF16 : placement::Precision::FP32;
-      if (p == st.precision.fallback) st.precision.stages.erase(stage.toStdString());
-      else st.precision.stages[stage.toStdString()] = p;
-      session_->setRun(st);
+      runedit::setStagePrecision(session_, stage.toStdString(), bf16 ? placement::Precision::BF16 : placement::Precision::FP32);
     });
     cards_.insert(name, card);
   }
@@ -427,7 +412,7 @@ void PlacementView::showNumbers() {
                             .arg(esc(plan.limitingDevice), esc(plan.limitingStage));
     // What Auto-place ranks placements by: the predicted step time, with the speeds measured
     // here where there are some (Measure speed), else the planner's defaults.
-    const auto time = placement::predictStepTime(plan, StageMemoryModel::devices(*session_), *estimate_.structure);
+    const auto time = planner::predictStepTime(plan, StageMemoryModel::devices(*session_), *estimate_.structure);
     QStringList speeds;
     for (const auto& [device, m] : session_->measuredSpeeds())
       speeds << tr("%1 %2 GFLOP/s at %3×%4×%5").arg(esc(device)).arg(m.flopsPerSecond / 1e9, 0, 'f', 1)
@@ -577,7 +562,7 @@ void PlacementView::autoPlace() {
   const auto structure = session_->structure();
   if (!structure) return;
   planner_->autoPlace(structure, StageMemoryModel::request(*session_),
-                      [this](std::optional<placement::AutoPlaceResult> result, const QString& error) {
+                      [this](std::optional<planner::AutoPlaceResult> result, const QString& error) {
     bool changed = false;
     if (!result) {
       Q_EMIT session_->message(error == tr("cancelled") ? tr("Auto-place cancelled: the placement is unchanged")
@@ -603,7 +588,7 @@ void PlacementView::findLargestVolume() {
   if (!structure) return;
   const auto batch = session_->run().batch;
   planner_->largestCube(structure, StageMemoryModel::request(*session_),
-                        [this, batch](std::optional<placement::LargestVolume> r, const QString& error) {
+                        [this, batch](std::optional<planner::LargestVolume> r, const QString& error) {
     if (!r)
       largest_ = error == tr("cancelled") ? tr("Largest cube: cancelled") : tr("Largest volume: %1").arg(error.toHtmlEscaped());
     else

@@ -18,7 +18,7 @@ PlannerWorker::~PlannerWorker() {
 
 void PlannerWorker::notifyBusy() { Q_EMIT busyChanged(busy(), searching()); }
 
-void PlannerWorker::estimate(Structure structure, placement::PlanRequest request) {
+void PlannerWorker::estimate(Structure structure, planner::PlanRequest request) {
   Snapshot s{std::move(structure), std::move(request)};
   if (estimateRunning_) {
     pending_ = std::move(s);  // the newest edit wins; older waiting ones are never planned
@@ -60,7 +60,7 @@ void PlannerWorker::runSearch(Snapshot s, Work work, std::function<void(std::opt
     std::optional<Result> result;
     QString error;
     try {
-      const placement::MemoryPlanner planner(*s.structure);
+      const planner::MemoryPlanner planner(*s.structure);
       result = work(planner, s.request, cancel.get());
     } catch (const Cancelled&) {
       error = tr("cancelled");
@@ -76,22 +76,32 @@ void PlannerWorker::runSearch(Snapshot s, Work work, std::function<void(std::opt
   });
 }
 
-void PlannerWorker::autoPlace(Structure structure, placement::PlanRequest request,
-                              std::function<void(std::optional<placement::AutoPlaceResult>, QString)> done) {
-  runSearch<placement::AutoPlaceResult>(
+void PlannerWorker::autoPlace(Structure structure, planner::PlanRequest request,
+                              std::function<void(std::optional<planner::AutoPlaceResult>, QString)> done) {
+  runSearch<planner::AutoPlaceResult>(
       {std::move(structure), std::move(request)},
-      [](const placement::MemoryPlanner& planner, const placement::PlanRequest& r, const CancelToken* cancel) {
-        return placement::AutoPlacer(planner, 4, cancel).place(r);
+      [](const planner::MemoryPlanner& planner, const planner::PlanRequest& r, const CancelToken* cancel) {
+        return planner::AutoPlacer(planner, 4, cancel).place(r);
       },
       std::move(done));
 }
 
-void PlannerWorker::largestCube(Structure structure, placement::PlanRequest request,
-                                std::function<void(std::optional<placement::LargestVolume>, QString)> done) {
-  runSearch<placement::LargestVolume>(
+void PlannerWorker::largestCube(Structure structure, planner::PlanRequest request,
+                                std::function<void(std::optional<planner::LargestVolume>, QString)> done) {
+  runSearch<planner::LargestVolume>(
       {std::move(structure), std::move(request)},
-      [](const placement::MemoryPlanner& planner, const placement::PlanRequest& r, const CancelToken* cancel) {
-        return placement::largestCube(planner, r, false, 4096, cancel);
+      [](const planner::MemoryPlanner& planner, const planner::PlanRequest& r, const CancelToken* cancel) {
+        return planner::largestCube(planner, r, false, 4096, cancel);
+      },
+      std::move(done));
+}
+
+void PlannerWorker::largestWindow(Structure structure, planner::PlanRequest request, std::int64_t maxEdge,
+                                  std::function<void(std::optional<WindowFit>, QString)> done) {
+  runSearch<WindowFit>(
+      {std::move(structure), std::move(request)},
+      [maxEdge](const planner::MemoryPlanner& planner, const planner::PlanRequest& r, const CancelToken* cancel) {
+        return WindowFit{planner::largestWindow(planner, r, maxEdge, cancel), planner::wholeVolumeEdge(planner, r)};
       },
       std::move(done));
 }
@@ -100,8 +110,8 @@ void PlannerWorker::measureSpeeds(Structure structure, run::RunSpec run, std::ve
                                   std::array<std::int64_t, 3> patch, std::function<void(std::optional<Speeds>, QString)> done) {
   runSearch<Speeds>(
       {std::move(structure), {}},
-      [run = std::move(run), devices = std::move(devices), patch](const placement::MemoryPlanner&,
-                                                                  const placement::PlanRequest&, const CancelToken* cancel) {
+      [run = std::move(run), devices = std::move(devices), patch](const planner::MemoryPlanner&,
+                                                                  const planner::PlanRequest&, const CancelToken* cancel) {
         Speeds out;
         for (const auto& d : devices) {
           if (cancel->cancelled()) throw Cancelled();

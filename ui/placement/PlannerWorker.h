@@ -1,13 +1,14 @@
 #pragma once
 // Runs the memory planner off the UI thread: the estimate behind every placement edit, and the
-// searches (Auto-place, Largest cube). Each job plans a snapshot taken on the UI thread (the
-// network's structure and the planner's request), so the document can change meanwhile.
+// searches (Auto-place, Largest cube, Review's largest window). Each job plans a snapshot taken on
+// the UI thread (the network's structure and the planner's request), so the document can change
+// meanwhile.
 // Estimates coalesce: while one runs, only the newest request waits; a result that an edit has
 // made stale is dropped. A new search cancels the one running. Results arrive on the UI thread.
 #include "core/base/CancelToken.h"
 #include "core/engine/DeviceSpeed.h"
-#include "core/placement/AutoPlacer.h"
-#include "core/placement/LargestVolume.h"
+#include "core/planner/AutoPlacer.h"
+#include "core/planner/LargestVolume.h"
 #include "ui/placement/StageMemoryModel.h"
 
 #include <QObject>
@@ -24,17 +25,25 @@ namespace splitseg::ui {
 class PlannerWorker : public QObject {
   Q_OBJECT
 public:
-  using Structure = std::shared_ptr<const placement::NetworkStructure>;
+  using Structure = std::shared_ptr<const planner::NetworkStructure>;
   explicit PlannerWorker(QObject* parent = nullptr);
   ~PlannerWorker() override;  // cancels the search and waits for the jobs
 
-  void estimate(Structure structure, placement::PlanRequest request);
+  void estimate(Structure structure, planner::PlanRequest request);
   // Auto-place / the largest cube for the request's placement; `done` runs on the UI thread with
   // the result, or with the error text ("cancelled" when cancelSearch stopped it).
-  void autoPlace(Structure structure, placement::PlanRequest request,
-                 std::function<void(std::optional<placement::AutoPlaceResult>, QString)> done);
-  void largestCube(Structure structure, placement::PlanRequest request,
-                   std::function<void(std::optional<placement::LargestVolume>, QString)> done);
+  void autoPlace(Structure structure, planner::PlanRequest request,
+                 std::function<void(std::optional<planner::AutoPlaceResult>, QString)> done);
+  void largestCube(Structure structure, planner::PlanRequest request,
+                   std::function<void(std::optional<planner::LargestVolume>, QString)> done);
+  // Review's "Largest that fits": the largest cubic inference window up to `maxEdge` for an
+  // inference request, with the volume's edge (planner::wholeVolumeEdge) to say when it is all.
+  struct WindowFit {
+    planner::LargestVolume largest;
+    std::int64_t volumeEdge = 0;
+  };
+  void largestWindow(Structure structure, planner::PlanRequest request, std::int64_t maxEdge,
+                     std::function<void(std::optional<WindowFit>, QString)> done);
   // Times a few training steps of `run`'s network at `patch` on each of `devices` (this
   // process's, such as "cpu", "cuda:0"), one after another; Cancel stops before the next device.
   // Counts as a search (one at a time, the busy bar, Cancel).
@@ -55,7 +64,7 @@ Q_SIGNALS:
 private:
   struct Snapshot {
     Structure structure;
-    placement::PlanRequest request;
+    planner::PlanRequest request;
   };
   void startEstimate(Snapshot s);
   template <class Result, class Work>

@@ -6,10 +6,10 @@
 
 namespace splitseg::ui {
 
-std::vector<placement::DeviceSpec> StageMemoryModel::devices(const Session& session) {
-  std::vector<placement::DeviceSpec> devices;
+std::vector<planner::DeviceSpec> StageMemoryModel::devices(const Session& session) {
+  std::vector<planner::DeviceSpec> devices;
   for (const auto& d : session.devices()) {
-    placement::DeviceSpec spec = engine::plannerDevice(d);
+    planner::DeviceSpec spec = engine::plannerDevice(d);
     if (!d.planningOnly)
       if (const auto* speed = session.measuredSpeed(d.name)) spec.flopsPerSecond = speed->flopsPerSecond;
     devices.push_back(spec);
@@ -18,7 +18,7 @@ std::vector<placement::DeviceSpec> StageMemoryModel::devices(const Session& sess
   return devices;
 }
 
-std::vector<placement::DeviceSpec> StageMemoryModel::inferenceDevices(const Session& session) {
+std::vector<planner::DeviceSpec> StageMemoryModel::inferenceDevices(const Session& session) {
   auto out = devices(session);
   engine::addPlacedDevices(out, session.placement(), session.remoteRanks());
   return out;
@@ -28,7 +28,7 @@ int StageMemoryModel::inferenceWindowsPerPass(const Session& session) {
   return session.placement().rankCount() > 1 ? std::max(1, session.run().microBatches) : 1;
 }
 
-placement::PlanRequest StageMemoryModel::request(const Session& session) {
+planner::PlanRequest StageMemoryModel::request(const Session& session) {
   auto r = session.run().planRequest(session.stageNames(), devices(session));
   r.placement = session.placement();
   return r;
@@ -39,8 +39,8 @@ PlacementEstimate StageMemoryModel::estimate(const Session& session) {
   return estimate(session.structure(), request(session));
 }
 
-PlacementEstimate StageMemoryModel::estimate(const std::shared_ptr<const placement::NetworkStructure>& structure,
-                                             const placement::PlanRequest& request) {
+PlacementEstimate StageMemoryModel::estimate(const std::shared_ptr<const planner::NetworkStructure>& structure,
+                                             const planner::PlanRequest& request) {
   PlacementEstimate out;
   if (request.placement.stages().empty()) return out;
   if (!structure) {
@@ -48,14 +48,14 @@ PlacementEstimate StageMemoryModel::estimate(const std::shared_ptr<const placeme
     return out;
   }
   try {
-    const placement::MemoryPlanner planner(*structure);
+    const planner::MemoryPlanner planner(*structure);
     out.plan = planner.plan(request);
     out.structure = structure;
   } catch (const std::exception& e) {
     out.error = e.what();
     return out;
   }
-  std::map<std::string, const placement::StagePlan*> byName;
+  std::map<std::string, const planner::StagePlan*> byName;
   for (const auto& s : out.plan->stages) {
     out.stageBytes[s.name] = s.parameterBytes + s.gradientBytes + s.optimizerBytes + s.activationBytes;
     byName[s.name] = &s;

@@ -2,8 +2,8 @@
 #include "ui/review/InferenceWorker.h"
 
 #include "core/base/Error.h"
-#include "core/dist/RankPeaks.h"
-#include "core/dist/RankRun.h"
+#include "core/ranks/RankPeaks.h"
+#include "core/ranks/RankRun.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Inferer.h"
 #include "core/engine/PlannedPeaks.h"
@@ -54,7 +54,7 @@ void DatasetEvaluationWorker::run(const DatasetEvaluationJob& job) {
                                    {"window", job.run.window},
                                    {"mirror", run::mirrorToString(job.run.mirror)},
                                    {"keep_largest", job.run.keepLargest}};
-    withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages& local, const engine::InferOptions& o) {
+    withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const ranks::LocalStages& local, const engine::InferOptions& o) {
       // Each case measured as `infer --dataset` measures it (and within the run's CPU budget):
       // this process's peaks, over ranks every other rank's over this case alone.
       const auto predict = [&](const Volume& source) {
@@ -67,8 +67,8 @@ void DatasetEvaluationWorker::run(const DatasetEvaluationJob& job) {
           } catch (const std::exception&) {  // not planned: the measured figures stand alone
           }
         }
-        dist::DevicePeaks peaks;
-        Volume labels = dist::predictLabelsMeasured(inferer, local, source, job.run.preprocessing, o, job.run.cpuBudgetBytes,
+        ranks::DevicePeaks peaks;
+        Volume labels = ranks::predictLabelsMeasured(inferer, local, source, job.run.preprocessing, o, job.run.cpuBudgetBytes,
                                                     peaks, &sink, &token_);
         for (const auto& [device, bytes] : inferer.restartOtherPeaks()) peaks[device] = bytes;
         return evaluate::Predicted(std::move(labels), peaks, planned);

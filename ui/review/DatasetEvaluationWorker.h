@@ -3,9 +3,9 @@
 // this process or as rank 0 over ranks, as the review predicts one volume), written and scored
 // through core/evaluate, on a worker QThread. Each case is reported as it finishes.
 #include "core/base/CancelToken.h"
-#include "core/dist/RankEnv.h"
+#include "core/ranks/RankEnv.h"
 #include "core/evaluate/DatasetEvaluation.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/MemoryPlanner.h"
 #include "core/run/RunSpec.h"
 
 #include <QMetaType>
@@ -22,10 +22,10 @@ struct DatasetEvaluationJob {
   std::shared_ptr<model::StagedNetwork> network;
   run::RunSpec run;  // the session's (a copy)
   evaluate::EvaluationPlan plan;
-  dist::RankEnv ranks;
+  ranks::RankEnv ranks;
   // What each case is planned on (the devices Review plans with) and the windows a pass holds:
   // each case's planned peaks beside its measured ones. No devices: not planned.
-  std::vector<placement::DeviceSpec> planDevices;
+  std::vector<planner::DeviceSpec> planDevices;
   int windowsPerPass = 1;
 };
 

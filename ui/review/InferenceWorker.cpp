@@ -4,7 +4,7 @@
 #endif
 
 #include "core/base/Error.h"
-#include "core/dist/RankRun.h"
+#include "core/ranks/RankRun.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/Inferer.h"
 
@@ -39,35 +39,11 @@ void describeFailure(std::exception_ptr failure, QString& error, bool& cancelled
 }
 
 std::map<std::string, std::int64_t> withInferer(const std::shared_ptr<model::StagedNetwork>& network, const run::RunSpec& run,
-                                                const dist::RankEnv& ranks, const InfererUse& use, CancelToken* cancel) {
-  network->root().eval();
-  torch::NoGradGuard noGrad;
-  engine::InferOptions o = engine::inferOptionsOf(run);
-  if (ranks.distributed()) o.batch = std::max(1, run.microBatches);
-  // This process's stages (over ranks, rank 0's), whose CPU weights a meter counts as held.
-  const auto placement = run.resolvePlacement(network->stageNames(), "cpu");
-  const auto local = dist::localStages(*network, placement, ranks.distributed());
-  std::map<std::string, std::int64_t> others;
-  if (ranks.distributed()) {
-    for (const auto& [device, bytes] : dist::inferAsRankZero(ranks, run, network, [&](engine::Inferer& inferer) { use(inferer, local, o); }, cancel))
-      others[device] = bytes;
-    return others;
-  }
-  // The run's preprocessing, placement and precision: what `splitseg-cli infer` does with them.
-  engine::SplitExecutor executor(network, placement, run.precision);
-  executor.setSharding(run.shardAxis, run.shardSlabs);
-  // CPU weights channels-last before a meter starts (it cannot see the old copies freed, and would
-  // count them twice), as Inferer::predict would make them; given back after.
-  executor.setCpuChannelsLast(true);
-  engine::Inferer inferer(executor);
-  try {
-    use(inferer, local, o);
-  } catch (...) {
-    executor.setCpuChannelsLast(false);
-    throw;
-  }
-  executor.setCpuChannelsLast(false);
-  return others;
+                                                const ranks::RankEnv& ranks, const InfererUse& use, CancelToken* cancel) {
+  launch::Launch how;
+  how.ranks = ranks;
+  how.cancel = cancel;
+  return launch::infer(run, network, use, how);
 }
 
 void InferenceWorker::run(const InferenceJob& job) {
@@ -80,9 +56,9 @@ void InferenceWorker::run(const InferenceJob& job) {
     SignalProgress sink(this);
     std::shared_ptr<Volume> labels;
     if (job.ranks.distributed()) Q_EMIT progress(0.0, tr("waiting for %n other rank(s)", nullptr, job.ranks.worldSize - 1));
-    const auto others = withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const dist::LocalStages& local,
+    const auto others = withInferer(job.network, job.run, job.ranks, [&](engine::Inferer& inferer, const ranks::LocalStages& local,
                                                                         const engine::InferOptions& o) {
-      labels = std::make_shared<Volume>(dist::predictLabelsMeasured(inferer, local, *job.image, job.run.preprocessing, o,
+      labels = std::make_shared<Volume>(ranks::predictLabelsMeasured(inferer, local, *job.image, job.run.preprocessing, o,
                                                                     job.run.cpuBudgetBytes, r.measured, &sink, &token_));
     }, &token_);
     for (const auto& [device, bytes] : others) r.measured[device] = bytes;

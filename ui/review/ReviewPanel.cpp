@@ -6,13 +6,13 @@
 #include "ui/placement/StageMemoryModel.h"
 #include "ui/training/RankProcesses.h"
 
+#include "ui/session/RunEditCommand.h"
 #include "ui/session/Session.h"
 
 #include "core/base/Units.h"
-#include "core/placement/LargestVolume.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/LargestVolume.h"
+#include "core/planner/MemoryPlanner.h"
 
-#include <QApplication>
 #include <QCheckBox>
 #include <QColorDialog>
 #include <QComboBox>
@@ -23,7 +23,6 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QScopeGuard>
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
@@ -80,6 +79,7 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   fit_ = new QPushButton(tr("Largest that fits"), this);
   fit_->setToolTip(tr("The largest cubic window whose pass fits every device, from the memory planner"));
   connect(fit_, &QPushButton::clicked, this, &ReviewPanel::fitWindow);
+  planner_ = new PlannerWorker(this);
   auto* windowRow = new QHBoxLayout;
   windowRow->addWidget(window_, 1);
   windowRow->addWidget(fit_);
@@ -110,23 +110,21 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
   form->addRow(tr("Memory"), memory_);
   layout->addLayout(form);
   // Every edit goes into the session's run at once (what All settings shows, sessions store and
-  // Run inference runs); the memory row follows the run (runChanged).
-  const auto cube = [this](run::RunSpec& r) {
-    const std::int64_t w = mode_->currentData().toString() == "window" ? window_->value() : 0;
-    r.window = {w, w, w};
-  };
+  // Run inference runs), one undo step each (a spin box's steps merge); the memory row follows the
+  // run (runChanged). syncFromSession blocks these signals, so an undo pushes nothing back.
+  using Merge = RunEditCommand::Merge;
+  const auto cube = [this] { return mode_->currentData().toString() == "window" ? std::int64_t(window_->value()) : 0; };
   connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this, cube] {
     updateEnabled();
-    editRun(cube);
+    runedit::setWindow(session_, cube());
   });
-  connect(window_, qOverload<int>(&QSpinBox::valueChanged), this, [this, cube] { editRun(cube); });
-  connect(overlap_, qOverload<double>(&QDoubleSpinBox::valueChanged), this,
-          [this](double v) { editRun([v](run::RunSpec& r) { r.overlap = v; }); });
+  connect(window_, qOverload<int>(&QSpinBox::valueChanged), this,
+          [this, cube] { runedit::setWindow(session_, cube(), Merge::Consecutive); });
+  connect(overlap_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this](double v) { runedit::setOverlap(session_, v); });
   connect(mirror_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
-    const auto axes = run::mirrorFromString(mirror_->currentData().toString().toStdString());
-    editRun([axes](run::RunSpec& r) { r.mirror = axes; });
+    runedit::setMirror(session_, run::mirrorFromString(mirror_->currentData().toString().toStdString()));
   });
-  connect(keepLargest_, &QCheckBox::toggled, this, [this](bool on) { editRun([on](run::RunSpec& r) { r.keepLargest = on; }); });
+  connect(keepLargest_, &QCheckBox::toggled, this, [this](bool on) { runedit::setKeepLargest(session_, on); });
   auto* buttons = new QHBoxLayout;
   run_ = new QPushButton(tr("Run inference"), this);
   run_->setShortcut(QKeySequence(tr("Ctrl+I")));
@@ -219,14 +217,8 @@ ReviewPanel::ReviewPanel(Session* session, QWidget* parent)
 void ReviewPanel::updateEnabled() {
   const bool w = mode_->currentData().toString() == "window";
   window_->setEnabled(w);
-  fit_->setEnabled(w);
+  fit_->setEnabled(w && !fitting_);
   overlap_->setEnabled(w);
-}
-
-void ReviewPanel::editRun(const std::function<void(run::RunSpec&)>& apply) {
-  run::RunSpec r = session_->run();
-  apply(r);
-  session_->setRun(r);
 }
 
 void ReviewPanel::syncFromSession() {
@@ -266,7 +258,7 @@ std::string ReviewPanel::fitKey() const {
   return key;
 }
 
-placement::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>* grid) const {
+planner::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>* grid) const {
   const run::RunSpec& run = session_->run();
   // The grid the network sees (the run's spacing), as the review resamples the image to it.
   const auto size = run.preprocessing.networkGrid(session_->image()->geometry()).size;  // x, y, z
@@ -280,42 +272,70 @@ placement::PlanRequest ReviewPanel::inferenceRequest(std::array<std::int64_t, 3>
 void ReviewPanel::fitWindow() {
   const auto structure = session_->structure();
   if (!session_->image() || !structure || session_->placement().stages().empty()) return;
-  const auto fmt = [](std::int64_t b) { return QString::fromStdString(formatBytes(static_cast<double>(b))); };
+  planner::PlanRequest request;
   try {
-    const auto request = inferenceRequest();
-    const placement::MemoryPlanner planner(*structure);
-    // The search stops at the volume (a larger window shrinks to it) or the box's maximum.
-    const std::int64_t volumeEdge = placement::wholeVolumeEdge(planner, request);
-    QApplication::setOverrideCursor(Qt::WaitCursor);
-    const auto cursor = qScopeGuard([] { QApplication::restoreOverrideCursor(); });
-    const auto lv = placement::largestWindow(planner, request, window_->maximum());
-    // What the size past the answer lacks on its tightest device.
-    const auto shortBy = [&](const placement::MemoryPlan& p) {
-      for (const auto& d : p.devices)
-        if (d.name == p.limitingDevice) return tr("%1 more on %2").arg(fmt(std::max<std::int64_t>(0, -d.margin())), QString::fromStdString(d.name));
-      return QString("?");
-    };
-    if (lv.edge == 0) {
-      fittedEdge_ = 0;
-      // (QString::arg reads "%1³" as %13: the superscript is a digit to it.)
-      memory_->setText(tr("no window fits, not even %1: it would need %2").arg(QString::number(lv.step) + "³", shortBy(lv.next)));
-      memory_->setStyleSheet("color: #d04040;");
-      return;
-    }
-    fittedEdge_ = static_cast<int>(lv.edge);
-    fitNote_ = lv.edge >= volumeEdge     ? tr("the largest window there is: the volume fits in one")
-               : lv.next.devices.empty() ? tr("the largest window this box takes")
-                                         : tr("largest that fits; %1 would need %2").arg(QString::number(lv.edge + lv.step) + "³", shortBy(lv.next));
-    window_->setValue(fittedEdge_);
-    fitKey_ = fitKey();
-    updateMemoryPlan();
+    request = inferenceRequest();
   } catch (const std::exception& e) {
     memory_->setText(tr("not planned: %1").arg(QString::fromStdString(e.what())));
+    return;
   }
+  // The search runs on the planner's worker (seconds on a large volume); its answer is for these
+  // settings: a change meanwhile (an edit, other devices) cancels it (updateMemoryPlan).
+  const int id = ++fitRequest_;
+  fitSearchKey_ = fitKey();
+  fitting_ = true;
+  fit_->setText(tr("Searching…"));
+  updateEnabled();
+  planner_->largestWindow(structure, std::move(request), window_->maximum(),
+                          [this, id](std::optional<PlannerWorker::WindowFit> fit, const QString& error) {
+    if (id != fitRequest_) return;  // cancelled, or a newer request replaced it
+    endFit();
+    if (fit) applyFit(*fit);
+    else memory_->setText(tr("not planned: %1").arg(error));
+    Q_EMIT fitWindowDone(fit && fit->largest.edge > 0);
+  });
+}
+
+void ReviewPanel::endFit() {
+  fitting_ = false;
+  fit_->setText(tr("Largest that fits"));
+  updateEnabled();
+}
+
+void ReviewPanel::applyFit(const PlannerWorker::WindowFit& fit) {
+  const auto fmt = [](std::int64_t b) { return QString::fromStdString(formatBytes(static_cast<double>(b))); };
+  const auto& lv = fit.largest;
+  // What the size past the answer lacks on its tightest device.
+  const auto shortBy = [&](const planner::MemoryPlan& p) {
+    for (const auto& d : p.devices)
+      if (d.name == p.limitingDevice) return tr("%1 more on %2").arg(fmt(std::max<std::int64_t>(0, -d.margin())), QString::fromStdString(d.name));
+    return QString("?");
+  };
+  if (lv.edge == 0) {
+    fittedEdge_ = 0;
+    // (QString::arg reads "%1³" as %13: the superscript is a digit to it.)
+    memory_->setText(tr("no window fits, not even %1: it would need %2").arg(QString::number(lv.step) + "³", shortBy(lv.next)));
+    memory_->setStyleSheet("color: #d04040;");
+    return;
+  }
+  fittedEdge_ = static_cast<int>(lv.edge);
+  fitNote_ = lv.edge >= fit.volumeEdge    ? tr("the largest window there is: the volume fits in one")
+             : lv.next.devices.empty() ? tr("the largest window this box takes")
+                                       : tr("largest that fits; %1 would need %2").arg(QString::number(lv.edge + lv.step) + "³", shortBy(lv.next));
+  runedit::setWindow(session_, lv.edge);  // one undo step; the box follows through runChanged
+  fitKey_ = fitKey();
+  updateMemoryPlan();
 }
 
 void ReviewPanel::updateMemoryPlan() {
   if (!measured_.empty() && memoryKey() != measuredKey_) measured_.clear();  // measured for other settings
+  if (fitting_ && fitKey() != fitSearchKey_) {
+    // The search is for settings no longer shown: stop it, its answer would undo this edit.
+    planner_->cancelSearch();
+    ++fitRequest_;
+    endFit();
+    Q_EMIT fitWindowDone(false);
+  }
   const auto image = session_->image();
   const auto structure = session_->structure();
   memory_->setStyleSheet(QString());
@@ -327,7 +347,7 @@ void ReviewPanel::updateMemoryPlan() {
   const auto fmt = [](std::int64_t b) { return QString::fromStdString(formatBytes(static_cast<double>(b))); };
   try {
     std::array<std::int64_t, 3> grid{};
-    const auto plan = placement::MemoryPlanner(*structure).plan(inferenceRequest(&grid));
+    const auto plan = planner::MemoryPlanner(*structure).plan(inferenceRequest(&grid));
     QStringList peaks;
     for (const auto& d : plan.devices)
       peaks << tr("%1 %2 of %3").arg(QString::fromStdString(d.name), fmt(d.peak), d.capacity > 0 ? fmt(d.capacity) : "?");
@@ -346,7 +366,7 @@ void ReviewPanel::updateMemoryPlan() {
     }
     if (!plan.fits) {
       const auto it = std::find_if(plan.devices.begin(), plan.devices.end(),
-                                   [&](const placement::DevicePlan& d) { return d.name == plan.limitingDevice; });
+                                   [&](const planner::DevicePlan& d) { return d.name == plan.limitingDevice; });
       text += tr(" — does not fit: %1 short by %2; try a smaller window")
                   .arg(QString::fromStdString(plan.limitingDevice), it != plan.devices.end() ? fmt(-it->margin()) : "?");
       memory_->setStyleSheet("color: #d04040;");
@@ -364,6 +384,7 @@ void ReviewPanel::updateMemoryPlan() {
 }
 
 ReviewPanel::~ReviewPanel() {
+  planner_->cancelSearch();  // its destructor (a child's, after this) waits for the job
   worker_->cancel();
   thread_->quit();
   thread_->wait();

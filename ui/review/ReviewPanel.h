@@ -3,12 +3,12 @@
 // show the labels over the slices (opacity, per-label colour and visibility) and as 3D
 // surfaces; with a ground truth, false positives/negatives in their own colours and Dice
 // and HD95 per label. Saving goes through the main window (input geometry).
+#include "ui/placement/PlannerWorker.h"
 #include "ui/render/LabelStyle.h"
 #include "ui/review/InferenceWorker.h"
 
 #include <QWidget>
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,8 +47,10 @@ public:
   QProgressBar* progressBar() const { return progress_; }
   QComboBox* modeBox() const { return mode_; }
   QSpinBox* windowBox() const { return window_; }
-  // Sets the largest cubic window whose pass fits every device (the planner's largest cube).
+  // Sets the largest cubic window whose pass fits every device (the planner's largest cube), found
+  // on a worker thread: the button is disabled meanwhile, fitWindowDone follows.
   QPushButton* fitWindowButton() const { return fit_; }
+  bool fittingWindow() const { return fitting_; }
   QTableWidget* metricsTable() const { return table_; }
   QComboBox* displayBox() const { return display_; }
   QSlider* opacitySlider() const { return opacity_; }
@@ -58,7 +60,7 @@ public:
   // The planner's request for a review with the settings shown; `grid`, when given, gets the
   // image's size on the network's grid (x, y, z). Needs an open image; throws what the run or the
   // planner throws.
-  placement::PlanRequest inferenceRequest(std::array<std::int64_t, 3>* grid = nullptr) const;
+  planner::PlanRequest inferenceRequest(std::array<std::int64_t, 3>* grid = nullptr) const;
   // The workers a review over ranks starts on this machine (the same kind training starts).
   RankProcesses* rankProcesses() const { return ranks_; }
   // "Evaluate dataset…": every case of the session's dataset predicted, written and scored
@@ -78,6 +80,8 @@ Q_SIGNALS:
   // Evaluate dataset's "Open case": the main window opens the case with this prediction over it.
   void caseOpenRequested(const QString& image, const QString& label, const QString& prediction);
   void inferenceFinished(bool ok);
+  // "Largest that fits" ended: `applied` when it set a window (one undo step).
+  void fitWindowDone(bool applied);
 
 private:
   void runInference();
@@ -85,10 +89,10 @@ private:
   // own (they edit it at once and follow it, as the other panels do); Run inference runs it.
   void syncFromSession();
   void updateEnabled();  // window, overlap and the fit button only for a sliding window
-  // The run with `apply` done to it, into the session (the controls' edits).
-  void editRun(const std::function<void(run::RunSpec&)>& apply);
   void updateMemoryPlan();
   void fitWindow();
+  void applyFit(const PlannerWorker::WindowFit& fit);
+  void endFit();  // the button back
   void onFinished(const InferenceResult& r);
   void refreshTable();
   void publishOverlay();
@@ -125,6 +129,11 @@ private:
   std::map<std::string, std::int64_t> measured_;
   std::string measuredKey_, runKey_;
   std::string memoryKey() const;
+  // "Largest that fits" runs there; a newer request or the panel going cancels the one running.
+  PlannerWorker* planner_;
+  bool fitting_ = false;
+  int fitRequest_ = 0;  // the newest request's number: older results are dropped
+  std::string fitSearchKey_;  // fitKey() when the running search started
   // What the last "Largest that fits" found, shown while the window is the one it set.
   int fittedEdge_ = 0;
   QString fitNote_;

@@ -1,5 +1,5 @@
 #include "ui/session/Session.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/MemoryPlanner.h"
 #include "core/base/Error.h"
 
 #include "core/engine/NetworkFactory.h"
@@ -53,7 +53,7 @@ void Session::setNetwork(std::shared_ptr<model::StagedNetwork> network) {
   structure_.reset();
   if (network_) {
     try {
-      structure_ = std::make_shared<placement::NetworkStructure>(model::networkStructure(*network_));
+      structure_ = std::make_shared<planner::NetworkStructure>(model::networkStructure(*network_));
     } catch (const std::exception& e) {
       Q_EMIT message(tr("Memory planner unavailable for this network: %1").arg(e.what()));
     }
@@ -314,13 +314,6 @@ void Session::setRun(const run::RunSpec& in) {
     Q_EMIT this->placementChanged();
   }
   Q_EMIT runChanged();
-}
-
-void Session::setAllPrecision(placement::Precision p) {
-  auto r = run_;
-  r.precision = {};
-  r.precision.fallback = p;
-  setRun(r);
 }
 
 void Session::setBusy(bool busy) {

@@ -1,10 +1,11 @@
 #pragma once
 // The open work of one main window: image, ground-truth label and prediction, the network
 // and its placement over the devices, the run settings the placement view and the panels
-// share, and the undo stack of placement edits. Views observe it through signals.
+// share, and the undo stack of the edits a person makes to the placement and the run
+// (MoveStagesCommand, RunEditCommand). Views observe it through signals.
 #include "core/engine/DeviceSpeed.h"
 #include "core/engine/Devices.h"
-#include "core/placement/NetworkStructure.h"
+#include "core/planner/NetworkStructure.h"
 #include "core/placement/Placement.h"
 #include "core/run/RunSpec.h"
 #include "core/volume/Volume.h"
@@ -56,7 +57,7 @@ public:
   void createUNet(int baseChannels, int depth, int inChannels = 1, int outChannels = 1);
   const QVector<StageInfo>& stages() const { return stages_; }
   // The network's layers as plain numbers for the memory planner (null if not extractable).
-  std::shared_ptr<const placement::NetworkStructure> structure() const { return structure_; }
+  std::shared_ptr<const planner::NetworkStructure> structure() const { return structure_; }
   std::vector<std::string> stageNames() const;
   const StageInfo* stage(const std::string& name) const;
 
@@ -102,16 +103,17 @@ public:
   const placement::Placement& placement() const { return placement_; }
   // Replaces the placement (undo commands call this; views react to placementChanged).
   void setPlacement(const placement::Placement& placement);
+  // Placement moves and run edits, one step per edit a person makes (setPlacement and setRun
+  // themselves push nothing: a view's edit goes through a command, ui/session/RunEditCommand.h).
   QUndoStack* undoStack() const { return undo_; }
 
   // The run description the panels edit (placement view: patch, batch, per-stage precision,
   // recompute; training panel: schedule, data, preprocessing; review: window). Workers get a
   // copy; sessions and checkpoints store it. Its network and placement follow setNetwork and
-  // setPlacement.
+  // setPlacement. The views' edits go through the undo stack (runedit::setPatch, ...), which
+  // calls setRun; runChanged tells every view.
   const run::RunSpec& run() const { return run_; }
   void setRun(const run::RunSpec& run);
-  // Every stage in precision p (the toolbar's combo box): per-stage overrides go.
-  void setAllPrecision(placement::Precision p);
 
   // True while a training or inference run owns the network (placement edits wait).
   bool busy() const { return busy_; }
@@ -138,7 +140,7 @@ private:
   QString imageSource_, groundTruthSource_, datasetFolder_;
   std::shared_ptr<model::StagedNetwork> network_;
   QVector<StageInfo> stages_;
-  std::shared_ptr<const placement::NetworkStructure> structure_;
+  std::shared_ptr<const planner::NetworkStructure> structure_;
   QVector<engine::DeviceInfo> devices_;
   std::map<std::string, engine::MeasuredSpeed> speeds_;
   placement::Placement placement_;

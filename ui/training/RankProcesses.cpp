@@ -3,25 +3,26 @@
 #include "ui/session/RankHost.h"
 #include "ui/session/Session.h"
 #include "core/engine/Devices.h"
+#include "core/ranks/LocalRanks.h"
 
 #include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
-#include <QProcess>
 #include <QRegularExpression>
 #include <QStandardPaths>
 #include <QSysInfo>
 #include <QTimer>
 
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 
 namespace splitseg::ui {
 
-RankProcesses::RankProcesses(QObject* parent) : QObject(parent) {}
+RankProcesses::RankProcesses(QObject* parent)
+    : QObject(parent), processes_(std::make_unique<ranks::LocalRankProcesses>()), poll_(new QTimer(this)) {
+  poll_->setInterval(100);
+  connect(poll_, &QTimer::timeout, this, &RankProcesses::pollEnded);
+}
 
 RankProcesses::~RankProcesses() { stopAll(); }
 
@@ -33,60 +34,37 @@ QString RankProcesses::workerProgram() {
   return QStandardPaths::findExecutable("splitseg-cli");
 }
 
-QString RankProcesses::start(const QList<int>& ranks, int port, int worldSize, int timeoutSeconds) {
+QString RankProcesses::start(const QList<int>& workerRanks, int port, int worldSize, int timeoutSeconds) {
   stopAll();
   ++generation_;
   const QString program = workerProgram();
   if (program.isEmpty()) return tr("splitseg-cli was not found beside the workstation or on PATH: it runs the ranks");
-  // Ranks on one machine share its cores (as torchrun does): the workstation's rank and each
-  // worker. The planner plans them with these threads.
-  const int threads = engine::rankThreads(static_cast<int>(ranks.size()) + 1);
-  for (const int rank : ranks) {
-    auto* p = new QProcess(this);
-    auto env = QProcessEnvironment::systemEnvironment();
-    env.insert("MASTER_ADDR", "127.0.0.1");
-    env.insert("MASTER_PORT", QString::number(port));
-    env.insert("RANK", QString::number(rank));
-    env.insert("LOCAL_RANK", QString::number(rank));
-    env.insert("WORLD_SIZE", QString::number(worldSize));
-    env.insert("LOCAL_WORLD_SIZE", QString::number(ranks.size() + 1));
-    env.insert("SPLITSEG_RANK_TIMEOUT", QString::number(timeoutSeconds));
-    env.insert("OMP_NUM_THREADS", QString::number(threads));
-    // c10d logs each lost connection with a stack trace; the ranks' one-line messages say it.
-    if (!env.contains("TORCH_CPP_LOG_LEVEL")) env.insert("TORCH_CPP_LOG_LEVEL", "ERROR");
-    p->setProcessEnvironment(env);
-    p->setChildProcessModifier([] {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      setpriority(PRIO_PROCESS, 0, TrainingWorker::kTrainingNice);  // below the UI, like rank 0's thread
-    });
-    connect(p, &QProcess::readyReadStandardError, this, [this, p, rank] {
-      const auto lines = QString::fromUtf8(p->readAllStandardError()).split('\n', Qt::SkipEmptyParts);
-      if (!lines.isEmpty()) lastLines_[rank] = lines.back().trimmed();
-    });
-    connect(p, &QProcess::finished, this, [this, p, rank](int code, QProcess::ExitStatus status) {
-      if (processes_.value(rank) != p) return;
-      processes_.remove(rank);
-      const auto rest = QString::fromUtf8(p->readAllStandardError()).split('\n', Qt::SkipEmptyParts);
-      if (!rest.isEmpty()) lastLines_[rank] = rest.back().trimmed();
-      p->deleteLater();
-      if (status == QProcess::NormalExit && code == 0) return;
-      const QString how = status == QProcess::CrashExit ? tr("rank %1 was killed").arg(rank)
-                                                         : tr("rank %1 exited with status %2").arg(rank).arg(code);
-      const QString last = lastLines_.value(rank);
-      Q_EMIT rankFailed(rank, last.isEmpty() ? how : how + ": " + last);
-    });
-    processes_[rank] = p;
-    p->start(program, {"worker"});
-    if (!p->waitForStarted(10000)) {
-      const QString why = tr("rank %1 did not start (%2): %3").arg(rank).arg(program, p->errorString());
-      stopAll();
-      return why;
-    }
+  std::vector<ranks::LocalRankSpec> specs;
+  // The workstation's rank and each worker share this machine's cores.
+  for (const int rank : workerRanks)
+    specs.push_back({rank, worldSize, static_cast<int>(workerRanks.size()) + 1, port, timeoutSeconds});
+  try {
+    // Below the UI, like rank 0's thread.
+    processes_->start(program.toStdString(), {"worker"}, specs, /*captureStderr=*/true, TrainingWorker::kTrainingNice);
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
   }
+  poll_->start();
   return {};
 }
 
-QString RankProcesses::startForSession(const Session& session, int timeoutSeconds, dist::RankEnv& env,
+void RankProcesses::pollEnded() {
+  for (const auto& e : processes_->poll()) {
+    if (!e.failed()) continue;
+    const QString how = e.signal != 0 ? tr("rank %1 was killed").arg(e.rank)
+                                      : tr("rank %1 exited with status %2").arg(e.rank).arg(e.exitCode);
+    const QString last = QString::fromStdString(e.lastLine).trimmed();
+    Q_EMIT rankFailed(e.rank, last.isEmpty() ? how : how + ": " + last);
+  }
+  if (processes_->running() == 0) poll_->stop();
+}
+
+QString RankProcesses::startForSession(const Session& session, int timeoutSeconds, ranks::RankEnv& env,
                                        std::string& joinHint) {
   joinHint.clear();
   const int world = session.placement().rankCount();
@@ -103,7 +81,7 @@ QString RankProcesses::startForSession(const Session& session, int timeoutSecond
       remote << QString::fromStdString(h->host);
   }
   // Remote workers connect to the port they were told; a run on this machine alone takes a free one.
-  const int port = remote.isEmpty() ? dist::freeLocalPort() : session.rendezvousPort();
+  const int port = remote.isEmpty() ? ranks::freeLocalPort() : session.rendezvousPort();
   if (port <= 0) return tr("No free port on 127.0.0.1 for the ranks' rendezvous");
   env.masterAddr = "127.0.0.1";
   env.masterPort = port;
@@ -141,21 +119,13 @@ int RankProcesses::rankNamedIn(const QString& error) {
   return 0;
 }
 
-int RankProcesses::running() const { return static_cast<int>(processes_.size()); }
+int RankProcesses::running() const { return processes_->running(); }
 
-qint64 RankProcesses::pidOf(int rank) const {
-  const auto* p = processes_.value(rank);
-  return p ? p->processId() : 0;
-}
+qint64 RankProcesses::pidOf(int rank) const { return processes_->pidOf(rank); }
 
 void RankProcesses::stopAll() {
-  const auto all = processes_;
-  processes_.clear();  // their finished signals are no failures now
-  for (auto* p : all) {
-    p->kill();
-    p->waitForFinished(2000);
-    p->deleteLater();
-  }
+  poll_->stop();
+  processes_->killAll();  // their ends are no failures now
 }
 
 } // namespace splitseg::ui

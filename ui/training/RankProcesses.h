@@ -1,18 +1,20 @@
 #pragma once
-// The rank processes a run over ranks starts on this machine: `splitseg-cli worker` with torchrun's
-// environment (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK), joining the rendezvous the
-// workstation (rank 0) serves. A rank that exits with an error is reported with its last line; the
+// The rank processes a run over ranks starts on this machine: `splitseg-cli worker` started by the
+// one local-rank launcher (ranks::LocalRankProcesses, as `splitseg-cli launch` starts its ranks),
+// joining the rendezvous the workstation (rank 0) serves. A rank that exits with an error is reported with its last line; the
 // processes die with the workstation (no orphan keeps training).
 #include <QList>
 #include <QMap>
 #include <QObject>
 #include <QString>
 
-#include "core/dist/RankEnv.h"
+#include "core/ranks/LocalRanks.h"
+#include "core/ranks/RankEnv.h"
 
+#include <memory>
 #include <string>
 
-class QProcess;
+class QTimer;
 
 namespace splitseg::ui {
 
@@ -39,7 +41,7 @@ public:
   // the session's rendezvous port when a host is remote) and `joinHint` (the command each remote
   // host runs, empty when none). "" or why the run cannot start (a rank no host provides, no
   // free port, a worker that did not start).
-  QString startForSession(const Session& session, int timeoutSeconds, dist::RankEnv& env, std::string& joinHint);
+  QString startForSession(const Session& session, int timeoutSeconds, ranks::RankEnv& env, std::string& joinHint);
   int running() const;
   qint64 pidOf(int rank) const;  // 0 when not running
 
@@ -55,9 +57,10 @@ Q_SIGNALS:
 
 private:
   void stopAll();
+  void pollEnded();  // rankFailed for each worker that ended with an error
 
-  QMap<int, QProcess*> processes_;
-  QMap<int, QString> lastLines_;
+  std::unique_ptr<ranks::LocalRankProcesses> processes_;  // the one local-rank launcher
+  QTimer* poll_;
   int generation_ = 0;  // one per start()
 };
 

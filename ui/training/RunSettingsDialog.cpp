@@ -6,6 +6,7 @@
 #include "core/plugin/PluginRegistry.h"
 #include "core/run/RunSpec.h"
 #include "core/volume/Intensity.h"
+#include "ui/session/RunEditCommand.h"
 #include "ui/session/Session.h"
 
 #include <QCheckBox>
@@ -86,10 +87,10 @@ RunSettingsDialog::RunSettingsDialog(Session* session, QWidget* parent) : QDialo
   offload_->setObjectName("offloadBox");
   cpuLayout_ = new QComboBox(this);
   cpuLayout_->setObjectName("cpuLayoutBox");
-  for (auto l : {placement::CpuLayout::Auto, placement::CpuLayout::Ncdhw, placement::CpuLayout::ChannelsLast})
-    cpuLayout_->addItem(QString::fromStdString(placement::toString(l)));
+  for (auto l : {planner::CpuLayout::Auto, planner::CpuLayout::Ncdhw, planner::CpuLayout::ChannelsLast})
+    cpuLayout_->addItem(QString::fromStdString(planner::toString(l)));
   cpuLayout_->setToolTip(tr("Weights of the fp32 CPU stages while training. auto: %1 on this CPU")
-                             .arg(placement::usesChannelsLast(placement::CpuLayout::Auto)
+                             .arg(planner::usesChannelsLast(planner::CpuLayout::Auto)
                                       ? tr("channels-last (no AVX-512; faster here, measured)")
                                       : tr("NCDHW (AVX-512)")));
   shardAxis_ = new QComboBox(this);
@@ -209,7 +210,7 @@ void RunSettingsDialog::load(const run::RunSpec& r) {
   precision_->setText(QString::fromStdString(r.precision.toString(session_->stageNames())));
   recompute_->setText(r.recompute.empty() ? QString("none") : joined(r.recompute));
   offload_->setChecked(r.offload);
-  cpuLayout_->setCurrentText(QString::fromStdString(placement::toString(r.cpuLayout)));
+  cpuLayout_->setCurrentText(QString::fromStdString(planner::toString(r.cpuLayout)));
   shardAxis_->setCurrentText(QString::fromStdString(placement::toString(r.shardAxis)));
   micro_->setValue(r.microBatches);
   rankTimeout_->setValue(r.rankTimeoutSeconds);
@@ -270,7 +271,7 @@ bool RunSettingsDialog::apply() {
     bad("recompute", QString::fromUtf8(e.what()));
   }
   r.offload = offload_->isChecked();
-  r.cpuLayout = placement::cpuLayoutFromString(cpuLayout_->currentText().toStdString());
+  r.cpuLayout = planner::cpuLayoutFromString(cpuLayout_->currentText().toStdString());
   r.shardAxis = placement::shardAxisFromString(shardAxis_->currentText().toStdString());
   r.microBatches = micro_->value();
   r.rankTimeoutSeconds = rankTimeout_->value();
@@ -334,7 +335,7 @@ bool RunSettingsDialog::apply() {
   }
   r.architecture = session_->run().architecture;
   r.networkOptions = session_->run().networkOptions;
-  session_->setRun(r);
+  runedit::setRun(session_, r, tr("apply run settings"));  // one undo step (nothing when unchanged)
   load(session_->run());
   return true;
 }

@@ -3,7 +3,7 @@
 // over time with a line at each device's total, one at the planner's peak for it and one for all
 // devices together, and the process's host memory. Over ranks every rank's device is charted
 // ("r0:cpu", "r1:cpu"), from each step's per-rank peaks. Points are buffered and pushed to Qt Charts a few times a second.
-#include "core/engine/Metrics.h"
+#include "core/engine/TrainingMetrics.h"
 #include "ui/training/DecimatedSeries.h"
 
 #include <QColor>

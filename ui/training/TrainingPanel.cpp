@@ -3,6 +3,7 @@
 
 #include "core/data/SampleSource.h"
 #include "core/model/StagedNetwork.h"
+#include "ui/session/RunEditCommand.h"
 #include "ui/session/Session.h"
 #include "ui/training/DeviceTimeline.h"
 #include "ui/training/NetworkOptionsDialog.h"
@@ -145,42 +146,41 @@ TrainingPanel::TrainingPanel(Session* session, QWidget* parent)
   precision_->addItems({"fp32", "bf16"});
   connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
     // Every stage; the placement view's cards set single ones.
-    session_->setAllPrecision(placement::precisionFromString(p.toStdString()));
+    runedit::setAllPrecision(session_, placement::precisionFromString(p.toStdString()));
   });
   intensity_ = new QComboBox(this);
   for (const auto& name : intensityPresetNames()) intensity_->addItem(QString::fromStdString(name));
   intensity_->setToolTip(tr("Intensity normalisation of the run: used for training, review and export alike"));
-  connect(intensity_, &QComboBox::currentTextChanged, this, [this](const QString& name) {
-    auto r = session_->run();
-    r.preprocessing.intensity = intensityPreset(name.toStdString());
-    session_->setRun(r);
-  });
-  // Every edit goes into the document's run at once: the placement view shows the same patch and
-  // batch, and a saved session holds what is on screen.
-  auto edit = [this](auto apply) {
-    return [this, apply](auto) {
-      auto r = session_->run();
-      apply(r);
-      session_->setRun(r);
-    };
+  connect(intensity_, &QComboBox::currentTextChanged, this,
+          [this](const QString& name) { runedit::setIntensity(session_, name.toStdString()); });
+  // Every edit goes into the document's run at once, one undo step each (a spin box's steps
+  // merge): the placement view shows the same patch and batch, and a saved session holds what is
+  // on screen. syncFromSession blocks the controls' signals, so an undo pushes nothing back.
+  connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this, [this](int edge) { runedit::setPatch(session_, edge); });
+  connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, [this](int batch) { runedit::setBatch(session_, batch); });
+  connect(steps_, qOverload<int>(&QSpinBox::valueChanged), this, [this](int steps) { runedit::setSteps(session_, steps); });
+  using Merge = RunEditCommand::Merge;
+  const auto edit = [this](const char* key, auto field, auto value, const QString& text) {
+    runedit::edit(session_, RunField::member(key, field), [field, value](run::RunSpec& r) { r.*field = value; }, text,
+                  Merge::Consecutive);
   };
-  connect(patch_, qOverload<int>(&QSpinBox::valueChanged), this,
-          edit([this](run::RunSpec& r) { r.patch = {patch_->value(), patch_->value(), patch_->value()}; }));
-  connect(batch_, qOverload<int>(&QSpinBox::valueChanged), this, edit([this](run::RunSpec& r) { r.batch = batch_->value(); }));
-  connect(steps_, qOverload<int>(&QSpinBox::valueChanged), this, edit([this](run::RunSpec& r) { r.steps = steps_->value(); }));
-  connect(epochs_, qOverload<int>(&QSpinBox::valueChanged), this, edit([this](run::RunSpec& r) { r.epochs = epochs_->value(); }));
-  connect(validate_, qOverload<int>(&QSpinBox::valueChanged), this,
-          edit([this](run::RunSpec& r) { r.validateEvery = validate_->value(); }));
-  connect(budget_, qOverload<int>(&QSpinBox::valueChanged), this,
-          edit([this](run::RunSpec& r) { r.cpuBudgetBytes = std::int64_t(budget_->value()) * 1024 * 1024; }));
+  connect(epochs_, qOverload<int>(&QSpinBox::valueChanged), this,
+          [edit](int n) { edit("epochs", &run::RunSpec::epochs, n, tr("set epochs to %1").arg(n)); });
+  connect(validate_, qOverload<int>(&QSpinBox::valueChanged), this, [edit](int n) {
+    edit("validateEvery", &run::RunSpec::validateEvery, std::int64_t(n), tr("validate every %1 steps").arg(n));
+  });
+  connect(budget_, qOverload<int>(&QSpinBox::valueChanged), this, [edit](int mib) {
+    edit("cpuBudget", &run::RunSpec::cpuBudgetBytes, std::int64_t(mib) * 1024 * 1024, tr("set CPU budget to %1 MiB").arg(mib));
+  });
   connect(lr_, qOverload<double>(&QDoubleSpinBox::valueChanged), this,
-          edit([this](run::RunSpec& r) { r.learningRate = lr_->value(); }));
-  connect(data_, qOverload<int>(&QComboBox::currentIndexChanged), this, edit([this](run::RunSpec& r) {
-            const QString kind = data_->currentData().toString();
-            r.data.kind = kind == "volume" ? run::DataKind::Volume
-                          : kind == "dataset" ? run::DataKind::Dataset
-                                              : run::DataKind::Synthetic;
-          }));
+          [edit](double lr) { edit("learningRate", &run::RunSpec::learningRate, lr, tr("set learning rate to %1").arg(lr)); });
+  connect(data_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
+    const QString kind = data_->currentData().toString();
+    const auto k = kind == "volume" ? run::DataKind::Volume : kind == "dataset" ? run::DataKind::Dataset : run::DataKind::Synthetic;
+    runedit::edit(session_, {"data", [](const run::RunSpec& from, run::RunSpec& to) { to.data.kind = from.data.kind; },
+                             [](const run::RunSpec& a, const run::RunSpec& b) { return a.data.kind == b.data.kind; }},
+                  [k](run::RunSpec& r) { r.data.kind = k; }, tr("train on %1").arg(data_->currentText()));
+  });
   int r = 0;
   auto row = [&](const QString& l1, QWidget* w1, const QString& l2, QWidget* w2) {
     grid->addWidget(new QLabel(l1, this), r, 0);

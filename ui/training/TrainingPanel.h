@@ -3,7 +3,7 @@
 // Start/Pause/Resume/Stop; progress with ETA; live charts. The run happens on a worker
 // QThread (TrainingWorker); this panel only receives queued signals, and a heartbeat
 // measures the longest UI-thread stall of each run.
-#include "core/engine/Metrics.h"
+#include "core/engine/TrainingMetrics.h"
 
 #include <QElapsedTimer>
 #include <QWidget>

@@ -3,8 +3,7 @@
 #include "core/base/Error.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/PlannedPeaks.h"
-#include "core/engine/Trainer.h"
-#include "core/dist/RankRun.h"
+#include "core/launch/RunLauncher.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -50,14 +49,14 @@ void TrainingWorker::run(const TrainingJob& c) {
       QString wait = tr("Waiting for %1 rank(s) to join (%2)").arg(c.ranks.worldSize - 1).arg(QString::fromStdString(c.ranks.describe()));
       if (!c.joinHint.empty()) wait += ": " + QString::fromStdString(c.joinHint);
       Q_EMIT message(wait);
-      Q_EMIT started(c.run.totalSteps());
-      dist::trainAsRankZero(c.ranks, c.run, c.network, source, "", &sink, &token_,
-                            [this](const std::string& line) { Q_EMIT message(QString::fromStdString(line)); });
-    } else {
-      engine::Trainer trainer(c.network, source, c.run);
-      Q_EMIT started(c.run.totalSteps());
-      trainer.run(&sink, &token_);
     }
+    Q_EMIT started(c.run.totalSteps());
+    launch::Launch how;
+    how.ranks = c.ranks;
+    how.sink = &sink;
+    how.cancel = &token_;
+    if (c.ranks.distributed()) how.describe = [this](const std::string& line) { Q_EMIT message(QString::fromStdString(line)); };
+    launch::train(c.run, c.network, source, how);
     c.network->root().eval();
     Q_EMIT finished(token_.cancelled(), {});
   } catch (const Cancelled&) {

@@ -4,8 +4,8 @@
 // receivers in the UI thread. Pause/resume/stop are thread-safe calls on the token.
 #include "core/base/CancelToken.h"
 #include "core/data/SampleSource.h"
-#include "core/dist/RankEnv.h"
-#include "core/engine/Metrics.h"
+#include "core/ranks/RankEnv.h"
+#include "core/engine/TrainingMetrics.h"
 #include "core/run/RunSpec.h"
 
 #include <QMetaType>
@@ -30,7 +30,7 @@ struct TrainingJob {
   std::function<std::shared_ptr<data::SampleSource>()> makeSource;
   // A run over ranks (worldSize > 1): this process is rank 0 and serves the rendezvous; the
   // other ranks join it (RankProcesses, or workers on other machines).
-  dist::RankEnv ranks;
+  ranks::RankEnv ranks;
   std::string joinHint;  // how to start the remote ranks, shown while waiting for them
 };
 

@@ -250,7 +250,7 @@ private Q_SLOTS:
     QTest::newRow("negative step") << good({{"step", -4}}) << "step -4 is not a whole number >= 0";
     QTest::newRow("step beyond any integer") << good({{"step", 1e300}}) << "step 1e+300 is not a whole number";
     QTest::newRow("fractional step") << good({{"step", 4.5}}) << "step 4.5 is not a whole number";
-    // The fuzzer's find (CI, 2026-12-06): a float version was cast to int, undefined behaviour.
+    // The fuzzer's find on CI: a float version was cast to int, undefined behaviour.
     QTest::newRow("version beyond any integer") << good({{"version", 2.22222e92}}) << "version 2.22222e+92 does not exist";
     QTest::newRow("version 2^40") << good({{"version", std::int64_t{1} << 40}}) << "does not exist";
     QTest::newRow("step as text") << good({{"step", "4"}}) << "step \"4\" is not a whole number";

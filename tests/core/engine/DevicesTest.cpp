@@ -114,13 +114,13 @@ private Q_SLOTS:
     }
     QCOMPARE(cpus, (QStringList{"cpu", "r0:cpu", "r2:cpu"}));
     // A rank device the list already holds (the workstation's session declares its ranks) too.
-    std::vector<placement::DeviceSpec> declared{{"r2:cpu", std::int64_t{1} << 30}};
+    std::vector<planner::DeviceSpec> declared{{"r2:cpu", std::int64_t{1} << 30}};
     engine::addPlacedDevices(declared, placement);
     QCOMPARE(declared.front().cpuThreads, engine::rankThreads(3));
     // Rank 2 on another machine: ranks 0 and 1 share this host (rankThreads(2)); rank 2 keeps what
     // it was given (the threads of its own host are not this one's to share).
     const auto three = placement::Placement::parse("enc0=r1:cpu,head=r2:cpu", names, "cpu");
-    std::vector<placement::DeviceSpec> split{{"cpu", std::int64_t{1} << 30}, {"r2:cpu", std::int64_t{1} << 30}};
+    std::vector<planner::DeviceSpec> split{{"cpu", std::int64_t{1} << 30}, {"r2:cpu", std::int64_t{1} << 30}};
     split[1].cpuThreads = 7;
     engine::addPlacedDevices(split, three, {2});
     QCOMPARE(split.size(), std::size_t(3));  // r1:cpu added

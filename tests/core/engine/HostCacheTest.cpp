@@ -114,8 +114,8 @@ private Q_SLOTS:
   }
 
   // A block handed out whole for a slightly smaller request (the rest too small to split off)
-  // comes back whole: a later request of the block's full size reuses it. Until 2026-12-04 the
-  // heap took it back at the request's size, lost the rest for good and counted it as in use.
+  // comes back whole: a later request of the block's full size reuses it, and nothing of it is
+  // lost or left counted as in use.
   void nearFitBlockComesBackWhole() {
     HostCachingAllocator heap(256 * MiB, 256 * MiB);
     const std::int64_t rest = 100 * 1024;  // below kMinCachedBytes

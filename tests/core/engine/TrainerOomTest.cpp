@@ -5,7 +5,7 @@
 #include "core/base/Error.h"
 #include "core/engine/HostCachingAllocator.h"
 #include "core/engine/MemoryMeter.h"
-#include "core/engine/StepSafety.h"
+#include "core/engine/OptimizerStep.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
 #include "tests/support/GpuOomChecks.h"
@@ -126,7 +126,7 @@ private Q_SLOTS:
   // The budget counts what the CPU keeps between steps, as the planner counts it within the
   // budget: the weights and both Adam moments (3 x the parameters' bytes here, all fp32 on the
   // CPU). A budget above the step's own peak but below it plus those is refused; above both, the
-  // step runs. Before 2026-12-06 only the step's allocations counted.
+  // step runs.
   void weightsAndMomentsCountAgainstTheBudget_data() {
     QTest::addColumn<double>("heldShare");  // budget = step peak + heldShare x held + 64 KiB
     QTest::addColumn<bool>("fails");

@@ -5,6 +5,7 @@
 #include "core/engine/Devices.h"
 #include "core/engine/Trainer.h"
 #include "core/model/UNet3d.h"
+#include "tests/support/PoisonedSource.h"
 
 #include <cmath>
 #include <fstream>
@@ -38,20 +39,7 @@ run::RunSpec options(std::int64_t steps, model::StagedNetwork& net) {
 }
 
 // Phantoms, with a poisoned sample at one draw: a NaN voxel in the image or a label value.
-struct PoisonedSource : data::SampleSource {
-  data::PhantomSource phantoms;
-  int draws = 0, poisonAt = 0;
-  float imageValue = 0, labelValue = -1;
-  data::Sample next(const std::array<std::int64_t, 3>& size, std::mt19937_64& rng) override {
-    auto s = phantoms.next(size, rng);
-    if (++draws == poisonAt) {
-      if (std::isnan(imageValue) || std::isinf(imageValue)) s.channels[0].at(1, 2, 3) = imageValue;
-      if (labelValue >= 0) s.label.at(3, 2, 1) = labelValue;
-    }
-    return s;
-  }
-  std::string describe() const override { return "poisoned phantoms"; }
-};
+using testing::PoisonedSource;
 
 struct Recorder : engine::MetricsSink {
   std::vector<engine::StepMetrics> steps;
@@ -114,7 +102,7 @@ private Q_SLOTS:
     const auto path = tempPath("resume.pt");
     auto opts = [&](model::StagedNetwork& net) {
       auto o = options(5, net);
-      o.cpuLayout = placement::cpuLayoutFromString(layout.toStdString());
+      o.cpuLayout = planner::cpuLayoutFromString(layout.toStdString());
       o.lrSchedule = run::lrScheduleFromString(schedule.toStdString());
       return o;
     };
@@ -150,7 +138,7 @@ private Q_SLOTS:
     auto run = [&](const char* layout, std::vector<double>* losses) {
       auto net = tinyNet();
       auto o = options(3, *net);
-      o.cpuLayout = placement::cpuLayoutFromString(layout);
+      o.cpuLayout = planner::cpuLayoutFromString(layout);
       auto t = std::make_unique<engine::Trainer>(net, std::make_shared<data::PhantomSource>(), o);
       for (int i = 0; i < 3; ++i) losses->push_back(t->step().loss);
       return std::make_pair(net, std::move(t));
@@ -178,7 +166,7 @@ private Q_SLOTS:
     cl->saveCheckpoint(path);
     auto net = model::UNet3d(model::UNet3dOptions().base_channels(4).depth(4)).ptr();
     auto o = options(3, *net);
-    o.cpuLayout = placement::CpuLayout::Ncdhw;
+    o.cpuLayout = planner::CpuLayout::Ncdhw;
     engine::Trainer resumed(net, std::make_shared<data::PhantomSource>(), o);
     resumed.loadCheckpoint(path);
     const auto loaded = weight(*net);

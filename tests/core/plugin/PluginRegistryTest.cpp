@@ -7,7 +7,7 @@
 #include "core/engine/NetworkFactory.h"
 #include "core/engine/SplitExecutor.h"
 #include "core/model/NetworkStructureOf.h"
-#include "core/placement/MemoryPlanner.h"
+#include "core/planner/MemoryPlanner.h"
 #include "core/plugin/PluginRegistry.h"
 
 #include <QTemporaryDir>
@@ -102,8 +102,8 @@ private Q_SLOTS:
       engine::CpuMemoryScope scope(counter);
       step();
     }
-    placement::MemoryPlanner planner(structure);
-    placement::PlanRequest req;
+    planner::MemoryPlanner planner(structure);
+    planner::PlanRequest req;
     req.size = {edge, edge, edge};
     req.devices = {{"cpu", std::int64_t{64} << 30}};
     const auto plan = planner.plan(req);

@@ -31,7 +31,7 @@ run::RunSpec fullRun() {
   r.precision = placement::StagePrecisions::parse("bf16:enc0,dec0");
   r.recompute = {"enc1", "dec1"};
   r.offload = true;
-  r.cpuLayout = placement::CpuLayout::ChannelsLast;
+  r.cpuLayout = planner::CpuLayout::ChannelsLast;
   r.patch = {96, 80, 64};
   r.batch = 3;
   r.microBatches = 2;
@@ -365,7 +365,7 @@ private Q_SLOTS:
         {"offload on a rank", [](run::RunSpec& r) { r.offload = true; r.placement["dec0"] = "r1:cuda:0"; }},
         {"offload here", [](run::RunSpec& r) { r.offload = true; r.placement["dec0"] = "cuda:0+cuda:1"; }},
         {"channels-last on a rank",
-         [](run::RunSpec& r) { r.cpuLayout = placement::CpuLayout::ChannelsLast; r.placement["dec0"] = "r1:cpu"; }},
+         [](run::RunSpec& r) { r.cpuLayout = planner::CpuLayout::ChannelsLast; r.placement["dec0"] = "r1:cpu"; }},
         {"auto layout on a rank", [](run::RunSpec& r) { r.placement["dec0"] = "r1:cpu"; }},
         {"pairs complete",
          [](run::RunSpec& r) {
@@ -431,7 +431,7 @@ private Q_SLOTS:
     r.precision = placement::StagePrecisions::parse(precision.toStdString(), kStages);
     r.recompute = run::parseStageList(recompute.toStdString(), kStages);
     r.placement = {{"enc1", "cuda:1"}, {"dec1", "cpu"}};
-    const std::vector<placement::DeviceSpec> devices{{"cuda:0", std::int64_t{16} << 30}, {"cuda:1", std::int64_t{16} << 30},
+    const std::vector<planner::DeviceSpec> devices{{"cuda:0", std::int64_t{16} << 30}, {"cuda:1", std::int64_t{16} << 30},
                                                      {"cpu", std::int64_t{64} << 30}};
     const auto req = r.planRequest(kStages, devices);
     QVERIFY((req.size == std::array<std::int64_t, 3>{64, 80, 96}));  // D, H, W
@@ -440,10 +440,10 @@ private Q_SLOTS:
     for (const auto& s : kStages) QVERIFY(req.precision.of(s) == r.precision.of(s));
     QCOMPARE(req.checkpoint, r.recompute);
     // The CPU layout arrives resolved for this host; explicit layouts whatever the host.
-    QCOMPARE(req.cpuChannelsLast, placement::usesChannelsLast(placement::CpuLayout::Auto));
-    r.cpuLayout = placement::CpuLayout::Ncdhw;
+    QCOMPARE(req.cpuChannelsLast, planner::usesChannelsLast(planner::CpuLayout::Auto));
+    r.cpuLayout = planner::CpuLayout::Ncdhw;
     QVERIFY(!r.planRequest(kStages, devices).cpuChannelsLast);
-    r.cpuLayout = placement::CpuLayout::ChannelsLast;
+    r.cpuLayout = planner::CpuLayout::ChannelsLast;
     QVERIFY(r.planRequest(kStages, devices).cpuChannelsLast);
     QCOMPARE(req.devices.size(), devices.size());
     QCOMPARE(req.placement.stages(), kStages);
@@ -468,7 +468,7 @@ private Q_SLOTS:
     QFETCH(qint64, expectedCpuMiB);
     run::RunSpec r;
     r.cpuBudgetBytes = budgetMiB << 20;
-    placement::DeviceSpec own{"cpu", std::int64_t{4096} << 20}, rank{"r1:cpu", std::int64_t{4096} << 20},
+    planner::DeviceSpec own{"cpu", std::int64_t{4096} << 20}, rank{"r1:cpu", std::int64_t{4096} << 20},
         gpu{"cuda:0", std::int64_t{16} << 30}, measured{"r2:cpu", std::int64_t{4096} << 20};
     measured.allowance = std::int64_t{10} << 20;  // a measured allowance is the one added
     for (const auto& req : {r.planRequest(kStages, {own, rank, gpu, measured}),
@@ -479,7 +479,7 @@ private Q_SLOTS:
       QCOMPARE(req.devices[2].capacity, std::int64_t{16} << 30);
       QCOMPARE(req.devices[3].capacity, expectedCpuMiB > 0 ? (budgetMiB + 10) << 20 : std::int64_t{4096} << 20);
     }
-    QCOMPARE(placement::PlannerOptions{}.cpuAllowanceBytes, std::int64_t{86} << 20);  // the row's 86
+    QCOMPARE(planner::PlannerOptions{}.cpuAllowanceBytes, std::int64_t{86} << 20);  // the row's 86
   }
 
   // The inference request carries the run's window (as D, H, W), overlap and mirroring.
@@ -497,7 +497,7 @@ private Q_SLOTS:
     r.window = {64, 48, 32};
     r.overlap = 0.25;
     r.mirror = run::mirrorFromString(mirror.toStdString());
-    const std::vector<placement::DeviceSpec> cpu{{"cpu", std::int64_t{1} << 30}};
+    const std::vector<planner::DeviceSpec> cpu{{"cpu", std::int64_t{1} << 30}};
     const auto req = r.inferencePlanRequest(kStages, cpu, {40, 50, 70}, 2);
     QVERIFY(req.inference);
     QVERIFY((req.size == std::array<std::int64_t, 3>{32, 48, 64}));
@@ -535,7 +535,7 @@ private Q_SLOTS:
   void planRequestRefusesWhatItCannotPlan() {
     run::RunSpec r;
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, r.planRequest(kStages, {}));  // no devices
-    const std::vector<placement::DeviceSpec> cpu{{"cpu", std::int64_t{1} << 30}};
+    const std::vector<planner::DeviceSpec> cpu{{"cpu", std::int64_t{1} << 30}};
     r.placement["enc9"] = "cpu";
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, r.planRequest(kStages, cpu));  // unknown stage
   }

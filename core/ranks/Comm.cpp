@@ -1,0 +1,310 @@
+#include "core/ranks/Comm.h"
+#include "core/base/JsonText.h"
+
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <unistd.h>
+
+#include <thread>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+namespace splitseg::ranks {
+
+namespace {
+// A tensor travels as a fixed header (dtype, rank, sizes) then its bytes.
+constexpr int kMaxDims = 6;
+constexpr int kHeaderSize = 2 + kMaxDims;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string secondsText(std::chrono::milliseconds t) {
+  const double s = static_cast<double>(t.count()) / 1000.0;
+  std::string out = std::to_string(s);
+  out.erase(out.find_last_not_of('0') + 1);
+  if (!out.empty() && out.back() == '.') out.pop_back();
+  return out + " s";
+}
+
+std::string what(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+std::string hostName() {
+  std::array<char, 256> buf{};
+  if (gethostname(buf.data(), buf.size() - 1) != 0) return "?";
+  return buf.data();
+}
+} // namespace
+
+struct Comm::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  struct Pending {
+    c10::intrusive_ptr<c10d::Work> work;
+    torch::Tensor tensor;  // alive until its send completes
+    int dst;
+    std::string what;
+  };
+  std::vector<Pending> pending;
+  int barriers = 0;  // barriers passed (every rank calls them in the same order)
+};
+
+Comm::Comm(const RankEnv& env, const std::string& identity, std::chrono::milliseconds timeout,
+           const CancelToken* cancel)
+    : env_(env), timeout_(timeout), impl_(std::make_unique<Impl>()) {
+  const std::string where = env_.masterAddr + ":" + std::to_string(env_.masterPort);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(env_.masterPort);
+  opts.isServer = env_.rank == 0;
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(env_.masterAddr, opts);
+  } catch (const std::exception& e) {
+    const std::string m = lower(what(e));
+    if (env_.rank == 0)
+      throw RankError("rank 0: cannot listen on " + where +
+                      (m.find("in use") != std::string::npos ? " (port in use: choose another MASTER_PORT)" : "") +
+                      ": " + what(e));
+    throw RankError("rank " + std::to_string(env_.rank) + ": cannot reach rank 0 at " + where + " within " +
+                    secondsText(timeout) + " (is it started, with the same MASTER_ADDR and MASTER_PORT?)");
+  }
+  // Join: every rank says who it is; rank 0 compares and decides for all.
+  const nlohmann::json me{{"world_size", env_.worldSize}, {"identity", identity}, {"host", hostName()},
+                          {"pid", static_cast<long>(getpid())}};
+  std::string problem;
+  if (env_.rank == 0) {
+    for (int r = 1; r < env_.worldSize && problem.empty(); ++r) {
+      const std::string key = "join/" + std::to_string(r);
+      // Polled in short slices rather than one wait, so a cancel is seen while ranks are missing.
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      bool joined = false;
+      while (!(joined = impl_->store->check({key})) && std::chrono::steady_clock::now() < deadline) {
+        if (cancel && cancel->cancelled()) throw Cancelled();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (!joined) {
+        problem = "rank " + std::to_string(r) + " did not join within " + secondsText(timeout) + " (WORLD_SIZE=" +
+                  std::to_string(env_.worldSize) + "; is every rank started?)";
+        break;
+      }
+      const auto v = impl_->store->get(key);
+      nlohmann::json other;
+      try {
+        other = parseJson(std::string_view(reinterpret_cast<const char*>(v.data()), v.size()), "rank " + std::to_string(r) + "'s greeting",
+                          kRankMessageLimits);
+      } catch (const FormatError&) {
+        other = nullptr;
+      }
+      if (!other.is_object() || !other.contains("world_size")) {
+        problem = "rank " + std::to_string(r) + " sent an unreadable greeting";
+      } else if (other["world_size"] != env_.worldSize) {
+        problem = "rank " + std::to_string(r) + " has WORLD_SIZE=" + other["world_size"].dump() + ", rank 0 has " +
+                  std::to_string(env_.worldSize);
+      } else if (other.value("identity", std::string()) != identity) {
+        problem = "rank " + std::to_string(r) + " runs " + other.value("identity", std::string("?")) +
+                  ", rank 0 runs " + identity + " (every rank needs the same SplitSeg and LibTorch)";
+      }
+    }
+    const std::string v = problem.empty() ? "ok" : problem;
+    impl_->store->set("join/verdict", std::vector<std::uint8_t>(v.begin(), v.end()));
+    if (!problem.empty()) {
+      awaitReaders("join");
+      throw RankError("rank 0: " + problem);
+    }
+  } else {
+    const std::string text = me.dump();
+    impl_->store->set("join/" + std::to_string(env_.rank), std::vector<std::uint8_t>(text.begin(), text.end()));
+    try {
+      impl_->store->wait({"join/verdict"}, timeout);
+    } catch (const std::exception&) {
+      throw RankError("rank " + std::to_string(env_.rank) + ": rank 0 did not admit this rank within " +
+                      secondsText(timeout));
+    }
+    const auto v = impl_->store->get("join/verdict");
+    const std::string verdict(v.begin(), v.end());
+    impl_->store->set("join/read/" + std::to_string(env_.rank), std::vector<std::uint8_t>{1});
+    if (verdict != "ok") throw RankError("rank " + std::to_string(env_.rank) + ": refused by rank 0: " + verdict);
+  }
+}
+
+Comm::~Comm() = default;
+
+void Comm::awaitReaders(const std::string& phase) {
+  // Rank 0 serves the store: before it exits with a refusal, the other ranks read why (each
+  // gets a few seconds; a rank that never joined is not waited for longer).
+  const auto wait = std::min(timeout_, std::chrono::milliseconds(5000));
+  for (int r = 1; r < env_.worldSize; ++r) {
+    try {
+      impl_->store->wait({phase + "/read/" + std::to_string(r)}, wait);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+void Comm::agree(const std::string& phase, const std::string& problem) {
+  const std::string key = phase + "/" + std::to_string(env_.rank);
+  const std::string mine = problem.empty() ? "ok" : problem;
+  try {
+    impl_->store->set(key, std::vector<std::uint8_t>(mine.begin(), mine.end()));
+    std::string verdict = "ok";
+    if (env_.rank == 0) {
+      if (!problem.empty()) verdict = "rank 0: " + problem;
+      for (int r = 1; r < env_.worldSize && verdict == "ok"; ++r) {
+        const std::string k = phase + "/" + std::to_string(r);
+        impl_->store->wait({k}, timeout_);
+        const auto v = impl_->store->get(k);
+        const std::string s(v.begin(), v.end());
+        if (s != "ok") verdict = "rank " + std::to_string(r) + ": " + s;
+      }
+      impl_->store->set(phase + "/verdict", std::vector<std::uint8_t>(verdict.begin(), verdict.end()));
+      if (verdict != "ok") awaitReaders(phase);
+    } else {
+      impl_->store->wait({phase + "/verdict"}, timeout_);
+      const auto v = impl_->store->get(phase + "/verdict");
+      verdict.assign(v.begin(), v.end());
+      impl_->store->set(phase + "/read/" + std::to_string(env_.rank), std::vector<std::uint8_t>{1});
+    }
+    if (verdict != "ok") throw RankError(verdict);
+  } catch (const RankError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RankError("rank " + std::to_string(env_.rank) + ": the ranks did not agree on " + phase + " within " +
+                    secondsText(timeout_) + " (" + what(e) + ")");
+  }
+}
+
+void Comm::publish(const std::string& key, const std::string& value) {
+  impl_->store->set("pub/" + key, std::vector<std::uint8_t>(value.begin(), value.end()));
+}
+
+std::string Comm::fetch(const std::string& key) {
+  try {
+    impl_->store->wait({"pub/" + key}, timeout_);
+  } catch (const std::exception&) {
+    throw RankError("rank " + std::to_string(env_.rank) + ": rank 0 did not send the " + key + " within " +
+                    secondsText(timeout_));
+  }
+  const auto v = impl_->store->get("pub/" + key);
+  return std::string(v.begin(), v.end());
+}
+
+void Comm::startGroup(std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+  // The rendezvous host names the interface (127.0.0.1 for local ranks, a cluster address otherwise).
+  try {
+    opts->devices.push_back(env_.masterAddr == "127.0.0.1" || env_.masterAddr == "localhost"
+                                ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                : c10d::ProcessGroupGloo::createDefaultDevice());
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store);
+    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, env_.rank, env_.worldSize, opts);
+  } catch (const std::exception& e) {
+    throw RankError("rank " + std::to_string(env_.rank) + ": cannot connect the ranks' transport: " + what(e));
+  }
+}
+
+void Comm::fail(int peer, const std::string& waitingFor, const std::exception& e) const {
+  const std::string m = lower(what(e));
+  std::string cause;
+  if (m.find("timed out") != std::string::npos || m.find("timeout") != std::string::npos)
+    cause = "no answer from rank " + std::to_string(peer) + " within " + secondsText(timeout_) +
+            " (it hangs, died or cannot be reached)";
+  else if (m.find("closed") != std::string::npos || m.find("reset") != std::string::npos ||
+           m.find("broken pipe") != std::string::npos || m.find("eof") != std::string::npos)
+    cause = "rank " + std::to_string(peer) + " closed the connection (it exited or crashed)";
+  else
+    cause = "transport error with rank " + std::to_string(peer) + ": " + what(e);
+  throw RankError("rank " + std::to_string(env_.rank) + ": " + cause + " while " + waitingFor);
+}
+
+void Comm::send(const torch::Tensor& tensor, int dst, int tag, const std::string& whatTensor) {
+  if (tensor.dim() > kMaxDims) throw InvalidArgument("cannot send a tensor of more than 6 dimensions");
+  auto data = tensor.detach().to(torch::kCPU).contiguous();
+  auto header = torch::zeros({kHeaderSize}, torch::kLong);
+  auto h = header.accessor<std::int64_t, 1>();
+  h[0] = static_cast<std::int64_t>(data.scalar_type());
+  h[1] = data.dim();
+  for (std::int64_t d = 0; d < data.dim(); ++d) h[2 + d] = data.size(d);
+  try {
+    for (auto t : {header, data}) {
+      std::vector<at::Tensor> one{t};
+      impl_->pending.push_back({impl_->group->send(one, dst, tag), t, dst, whatTensor});
+    }
+  } catch (const std::exception& e) {
+    fail(dst, "sending " + whatTensor, e);
+  }
+  counters_.bytesSent += static_cast<std::int64_t>(data.nbytes() + header.nbytes());
+}
+
+torch::Tensor Comm::recv(int src, int tag, const std::string& whatTensor) {
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::Tensor data;
+  try {
+    std::vector<at::Tensor> header{torch::zeros({kHeaderSize}, torch::kLong)};
+    impl_->group->recv(header, src, tag)->wait(timeout_);
+    auto h = header[0].accessor<std::int64_t, 1>();
+    const auto dims = h[1];
+    const bool knownType = h[0] >= 0 && h[0] < static_cast<std::int64_t>(c10::ScalarType::NumOptions);
+    const auto type = knownType ? static_cast<c10::ScalarType>(h[0]) : c10::ScalarType::Undefined;
+    bool sane = knownType && dims >= 0 && dims <= kMaxDims;
+    for (std::int64_t d = 0; sane && d < dims; ++d) sane = h[2 + d] >= 0 && h[2 + d] <= (std::int64_t{1} << 40);
+    if (!sane)
+      throw RankError("rank " + std::to_string(env_.rank) + ": rank " + std::to_string(src) +
+                      " sent a damaged tensor header for " + whatTensor);
+    std::vector<std::int64_t> sizes(h.data() + 2, h.data() + 2 + dims);
+    std::vector<at::Tensor> body{torch::empty(sizes, torch::TensorOptions().dtype(type))};
+    impl_->group->recv(body, src, tag)->wait(timeout_);
+    data = body[0];
+  } catch (const RankError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(src, "waiting for " + whatTensor, e);
+  }
+  counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  counters_.bytesReceived += static_cast<std::int64_t>(data.nbytes()) + kHeaderSize * 8;
+  return data;
+}
+
+void Comm::flush() {
+  auto pending = std::move(impl_->pending);
+  impl_->pending.clear();
+  for (auto& p : pending) {
+    try {
+      p.work->wait(timeout_);
+    } catch (const std::exception& e) {
+      fail(p.dst, "sending " + p.what, e);
+    }
+  }
+}
+
+void Comm::barrier(const std::string& whatFor) {
+  flush();
+  try {
+    impl_->group->barrier()->wait(timeout_);
+    // A rank may leave gloo's barrier while another is still inside it (its last send in
+    // flight); tearing the transport down then makes the other fail (gloo issue #155), and with
+    // ranks as threads of one process it crashed once on CI (SpatialTrainingTest, SIGSEGV with a
+    // rank in gloo::barrier). So every rank also says it is out, over the store, and waits for all.
+    const std::string key = "barrier/" + std::to_string(impl_->barriers++);
+    if (impl_->store->add(key + "/out", 1) == env_.worldSize)
+      impl_->store->set(key + "/all", std::vector<std::uint8_t>{1});
+    impl_->store->wait({key + "/all"}, timeout_);
+  } catch (const std::exception& e) {
+    throw RankError("rank " + std::to_string(env_.rank) + ": the ranks did not meet at " + whatFor + " within " +
+                    secondsText(timeout_) + " (" + what(e) + ")");
+  }
+}
+
+} // namespace splitseg::ranks
