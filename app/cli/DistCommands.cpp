@@ -4,6 +4,7 @@
 #include "core/base/Error.h"
 #include "core/ranks/Comm.h"
 #include "core/ranks/LocalRanks.h"
+#include "core/ranks/RunSecret.h"
 #include "core/ranks/RankRun.h"
 #include "core/engine/Devices.h"
 #include "core/placement/Placement.h"
@@ -54,7 +55,8 @@ int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
                           "--synthetic 32 ...");
   const int port = a.port > 0 ? a.port : freePort();
   std::vector<ranks::LocalRankSpec> specs;
-  for (int r = 0; r < a.ranks; ++r) specs.push_back({r, a.ranks, a.ranks, port, a.timeout});
+  const std::string secret = ranks::makeRunSecret();
+  for (int r = 0; r < a.ranks; ++r) specs.push_back({r, a.ranks, a.ranks, port, a.timeout, secret});
   ranks::LocalRankProcesses processes;
   processes.start("/proc/self/exe", args, specs, /*captureStderr=*/false);
   for (int r = 0; r < a.ranks; ++r)
@@ -81,6 +83,13 @@ int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
 }
 } // namespace
 
+void addRankInterface(CLI::App& cmd) {
+  cmd.add_option_function<std::string>(
+      "--rank-interface", [](const std::string& v) { ::setenv("GLOO_SOCKET_IFNAME", v.c_str(), 1); },
+      "network interface(s) the ranks use, a comma list (as GLOO_SOCKET_IFNAME; default: the one that routes to "
+      "MASTER_ADDR)");
+}
+
 void addDistCommands(CLI::App& app) {
   auto a = std::make_shared<LaunchArgs>();
   auto* launchCmd = app.add_subcommand(
@@ -103,11 +112,16 @@ void addDistCommands(CLI::App& app) {
   worker->add_option("--rank-timeout", *timeout, "seconds to wait for rank 0 and the others (default: "
                                                  "SPLITSEG_RANK_TIMEOUT or 120)")
       ->check(CLI::Range(1, 86400));
+  addRankInterface(*worker);
   worker->callback([timeout, worker] {
     const auto env = ranks::RankEnv::fromEnvironment();
     if (env.rank == 0) throw InvalidArgument("worker: RANK=0 is the rank that starts the run (splitseg-cli train)");
     runAsWorker(env, rankTimeout(*timeout, worker->count("--rank-timeout") > 0));
   });
+
+  app.add_subcommand("secret", "print a new run secret for SPLITSEG_RUN_SECRET (64 hex digits from OpenSSL's "
+                               "random generator); give every rank of one run the same")
+      ->callback([] { std::cout << ranks::makeRunSecret() << "\n"; });
 }
 
 } // namespace splitseg::cli

@@ -1,5 +1,8 @@
 #include "core/ranks/Comm.h"
 #include "core/base/JsonText.h"
+#include "core/ranks/GateTunnel.h"
+#include "core/ranks/RankAddress.h"
+#include "core/ranks/RankGate.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
@@ -8,6 +11,9 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <thread>
 
@@ -48,6 +54,9 @@ std::string hostName() {
 } // namespace
 
 struct Comm::Impl {
+  RankAddress address;
+  std::unique_ptr<RankGate> gate;      // rank 0
+  std::unique_ptr<GateTunnel> tunnel;  // the other ranks
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   struct Pending {
@@ -63,23 +72,12 @@ struct Comm::Impl {
 Comm::Comm(const RankEnv& env, const std::string& identity, std::chrono::milliseconds timeout,
            const CancelToken* cancel)
     : env_(env), timeout_(timeout), impl_(std::make_unique<Impl>()) {
-  const std::string where = env_.masterAddr + ":" + std::to_string(env_.masterPort);
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<std::uint16_t>(env_.masterPort);
-  opts.isServer = env_.rank == 0;
-  opts.waitWorkers = false;
-  opts.timeout = timeout;
-  try {
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(env_.masterAddr, opts);
-  } catch (const std::exception& e) {
-    const std::string m = lower(what(e));
-    if (env_.rank == 0)
-      throw RankError("rank 0: cannot listen on " + where +
-                      (m.find("in use") != std::string::npos ? " (port in use: choose another MASTER_PORT)" : "") +
-                      ": " + what(e));
-    throw RankError("rank " + std::to_string(env_.rank) + ": cannot reach rank 0 at " + where + " within " +
-                    secondsText(timeout) + " (is it started, with the same MASTER_ADDR and MASTER_PORT?)");
-  }
+  if (env_.secret.empty()) throw RankError(missingSecretMessage(env_.rank));
+  impl_->address = chooseRankAddress(env_);
+  if (env_.rank == 0)
+    openStoreAsRankZero();
+  else
+    openStoreThroughGate();
   // Join: every rank says who it is; rank 0 compares and decides for all.
   const nlohmann::json me{{"world_size", env_.worldSize}, {"identity", identity}, {"host", hostName()},
                           {"pid", static_cast<long>(getpid())}};
@@ -140,6 +138,89 @@ Comm::Comm(const RankEnv& env, const std::string& identity, std::chrono::millise
 }
 
 Comm::~Comm() = default;
+
+namespace {
+c10::intrusive_ptr<c10d::TCPStore> agentStore(const RankEnv& env, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(env.masterPort);
+  opts.isServer = false;
+  opts.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(env.masterAddr, opts);
+  } catch (const std::exception& e) {
+    throw RankError("rank " + std::to_string(env.rank) + ": cannot reach torchrun's store at " + env.masterAddr + ":" +
+                    std::to_string(env.masterPort) + ": " + what(e));
+  }
+}
+
+std::string gateKey(const RankEnv& env) { return "splitseg/gate/" + std::to_string(env.restartCount); }
+} // namespace
+
+void Comm::openStoreAsRankZero() {
+  // The store listens on loopback only; the gate, where the other ranks reach this host.
+  std::string error;
+  const int storeFd = gate::listenOn("127.0.0.1", 0, error);
+  if (storeFd < 0) throw RankError("rank 0: cannot listen on 127.0.0.1 for the rendezvous store: " + error);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(gate::boundPort(storeFd));
+  opts.isServer = true;
+  opts.waitWorkers = false;
+  opts.timeout = timeout_;
+  opts.masterListenFd = storeFd;
+  impl_->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
+  // torchrun's agent holds MASTER_PORT already: the gate takes any port and says which through it.
+  const int port = env_.agentStore ? 0 : env_.masterPort;
+  const std::string bind = allRanksOnThisHost(env_) && !impl_->address.named ? "127.0.0.1" : impl_->address.address;
+  impl_->gate = std::make_unique<RankGate>(env_.secret, bind, port, opts.port, [](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  });
+  const std::string where = bind + ":" + std::to_string(port);
+  if (!impl_->gate->listening())
+    throw RankError("rank 0: cannot listen on " + where +
+                    (lower(impl_->gate->listenError()).find("in use") != std::string::npos
+                         ? " (port in use: choose another MASTER_PORT)"
+                         : "") +
+                    ": " + impl_->gate->listenError());
+  if (env_.agentStore) {
+    const std::string at = impl_->address.address + ":" + std::to_string(impl_->gate->port());
+    agentStore(env_, timeout_)->set(gateKey(env_), std::vector<std::uint8_t>(at.begin(), at.end()));
+  }
+}
+
+void Comm::openStoreThroughGate() {
+  std::string host = env_.masterAddr;
+  int port = env_.masterPort;
+  if (env_.agentStore) {
+    auto agent = agentStore(env_, timeout_);
+    try {
+      agent->wait({gateKey(env_)}, timeout_);
+    } catch (const std::exception&) {
+      throw RankError("rank " + std::to_string(env_.rank) + ": rank 0 did not open its gate within " +
+                      secondsText(timeout_));
+    }
+    const auto v = agent->get(gateKey(env_));
+    const std::string at(v.begin(), v.end());
+    const auto colon = at.rfind(':');
+    if (colon == std::string::npos) throw RankError("rank " + std::to_string(env_.rank) + ": torchrun's store holds an unreadable gate address");
+    host = at.substr(0, colon);
+    port = std::atoi(at.c_str() + colon + 1);
+  }
+  impl_->tunnel = std::make_unique<GateTunnel>(env_.secret, host, port, timeout_, env_.rank);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(impl_->tunnel->localPort());
+  opts.isServer = false;
+  opts.timeout = timeout_;
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
+  } catch (const std::exception& e) {
+    throw RankError("rank " + std::to_string(env_.rank) + ": cannot reach rank 0's store through its gate at " + host +
+                    ":" + std::to_string(port) + ": " + what(e));
+  }
+}
+
+std::vector<std::string> Comm::refusals() const {
+  return impl_->gate ? impl_->gate->refusals() : std::vector<std::string>{};
+}
 
 void Comm::awaitReaders(const std::string& phase) {
   // Rank 0 serves the store: before it exits with a refusal, the other ranks read why (each
@@ -203,11 +284,13 @@ std::string Comm::fetch(const std::string& key) {
 void Comm::startGroup(std::chrono::milliseconds timeout) {
   timeout_ = timeout;
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-  // The rendezvous host names the interface (127.0.0.1 for local ranks, a cluster address otherwise).
+  // The interfaces RankAddress chose: the ones named, else the address that routes to MASTER_ADDR.
   try {
-    opts->devices.push_back(env_.masterAddr == "127.0.0.1" || env_.masterAddr == "localhost"
-                                ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                : c10d::ProcessGroupGloo::createDefaultDevice());
+    if (impl_->address.named)
+      for (const auto& name : impl_->address.interfaces)
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    else
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(impl_->address.address));
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store);
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, env_.rank, env_.worldSize, opts);
   } catch (const std::exception& e) {

@@ -1,12 +1,14 @@
 #pragma once
-// The transport between ranks, on LibTorch's c10d: a TCPStore for the rendezvous (rank 0 serves
-// it at MASTER_ADDR:MASTER_PORT) and ProcessGroupGloo for tensors (point-to-point, CPU). Every
+// The transport between ranks, on LibTorch's c10d: a TCPStore for the rendezvous (rank 0 serves it
+// on 127.0.0.1; the other ranks reach it through its RankGate at MASTER_ADDR:MASTER_PORT, proving
+// the run secret) and ProcessGroupGloo for tensors (point-to-point, CPU). Every
 // failure of another rank (it died, hangs past the timeout, cannot be reached) surfaces as one
 // RankError line naming that rank and what this rank was waiting for.
 #include "core/base/CancelToken.h"
 #include "core/base/JsonText.h"
 #include "core/base/Error.h"
 #include "core/ranks/RankEnv.h"
+#include "core/ranks/RankError.h"
 
 #include <torch/types.h>
 
@@ -20,11 +22,6 @@ namespace splitseg::ranks {
 
 // What a message from another rank may be: the run description and small tables.
 inline const JsonLimits kRankMessageLimits{std::size_t{16} << 20, 64};
-
-class RankError : public Error {
-public:
-  using Error::Error;
-};
 
 class Comm {
 public:
@@ -62,6 +59,9 @@ public:
   // return every rank has left the transport's barrier, so any of them may tear it down.
   void barrier(const std::string& what);
 
+  // The connections rank 0's gate refused, one line each (empty on other ranks).
+  std::vector<std::string> refusals() const;
+
   struct Counters {
     std::int64_t bytesSent = 0;
     std::int64_t bytesReceived = 0;
@@ -70,6 +70,8 @@ public:
   Counters& counters() { return counters_; }
 
 private:
+  void openStoreAsRankZero();
+  void openStoreThroughGate();
   void awaitReaders(const std::string& phase);
   [[noreturn]] void fail(int peer, const std::string& what, const std::exception& e) const;
 

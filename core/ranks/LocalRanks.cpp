@@ -15,6 +15,7 @@ std::vector<std::pair<std::string, std::string>> localRankEnvironment(const Loca
       {"WORLD_SIZE", std::to_string(s.worldSize)},
       {"LOCAL_WORLD_SIZE", std::to_string(s.ranksOnThisHost)},
       {"SPLITSEG_RANK_TIMEOUT", std::to_string(s.timeoutSeconds)},
+      {"SPLITSEG_RUN_SECRET", s.secret},
       // Ranks on one machine share its cores (as torchrun does): OpenMP threads that spin on cores
       // another rank computes on slow both down. The planner plans each rank with these threads.
       {"OMP_NUM_THREADS", std::to_string(engine::rankThreads(s.ranksOnThisHost))},

@@ -1,6 +1,6 @@
 #pragma once
 // The one local-rank launcher: rank processes on this machine with torchrun's variables for a
-// rendezvous on 127.0.0.1, the rank timeout and their share of the cores. `splitseg-cli launch`
+// rendezvous on 127.0.0.1, the run secret, the rank timeout and their share of the cores. `splitseg-cli launch`
 // and the workstation's worker processes both start their ranks with it.
 #include <sys/types.h>
 
@@ -17,6 +17,7 @@ struct LocalRankSpec {
   int ranksOnThisHost = 1;  // LOCAL_WORLD_SIZE: every rank on this machine shares its cores
   int port = 0;
   int timeoutSeconds = 120;
+  std::string secret;  // the run's (RunSecret.h): every rank of one run gets the same
 };
 
 // Name and value of each variable. TORCH_CPP_LOG_LEVEL only where `inherited` lacks it (nullptr:

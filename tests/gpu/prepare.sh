@@ -19,6 +19,12 @@ copy() {  # copy DIR from /usr/include; required unless $2 = optional
   else echo "prepare: $INC/$1 missing: apt-get install the package that provides it" >&2; exit 1; fi
 }
 copy nlohmann; copy CLI; copy spdlog; copy fmt; copy gloo
+# OpenSSL's libcrypto (core/ranks: the run secret's handshake and the store's encryption): its
+# headers and the library itself, found through OPENSSL_ROOT_DIR=.gpu-kit (tests/gpu/CMakeLists.txt).
+copy openssl
+cp -a "$INC"/x86_64-linux-gnu/openssl/*.h "$KIT/include/openssl/"
+cp /usr/lib/x86_64-linux-gnu/libcrypto.so.3 "$KIT/lib/"
+ln -sf libcrypto.so.3 "$KIT/lib/libcrypto.so"
 # Debian's spdlog is configured for an external fmt library (tweakme.h): the kit keeps that choice
 # and makes fmt header-only, so neither libspdlog nor libfmt is needed at link time.
 for pkg in nlohmann_json CLI11 spdlog; do
@@ -36,6 +42,7 @@ ver() { grep -m1 -E "$2" "$1" | grep -oE '[0-9]+' | head -1; }
   echo "CLI11 $(sed -n 's/.*CLI11_VERSION "\([0-9.]*\)".*/\1/p' $INC/CLI/Version.hpp | head -1)"
   echo "spdlog $(ver $INC/spdlog/version.h 'define SPDLOG_VER_MAJOR').$(ver $INC/spdlog/version.h 'define SPDLOG_VER_MINOR')"
   echo "fmt $(ver $INC/fmt/core.h 'define FMT_VERSION')"
+  echo "openssl $(sed -n 's/.*define OPENSSL_FULL_VERSION_STR "\([0-9.]*\)".*/\1/p' $INC/x86_64-linux-gnu/openssl/opensslv.h $INC/openssl/opensslv.h 2>/dev/null | head -1)"
   echo "prepared $(date -u +%FT%TZ) on $(hostname)"
 } >"$KIT/VERSIONS"
 size=$(du -sm "$KIT" | cut -f1)

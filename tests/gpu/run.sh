@@ -53,6 +53,7 @@ if [ "$MODE" = rehearse ]; then
   CMAKE_ARGS+=(-DCMAKE_IGNORE_PREFIX_PATH=/usr)
   command -v ccache >/dev/null && CMAKE_ARGS+=("-DCCACHE_PROGRAM=$(command -v ccache)")
   HIDE=(/usr/include/nlohmann /usr/include/CLI /usr/include/spdlog /usr/include/fmt /usr/include/gloo
+        /usr/include/openssl /usr/include/x86_64-linux-gnu/openssl /usr/lib/x86_64-linux-gnu/libcrypto.so
         /usr/lib/x86_64-linux-gnu/cmake/nlohmann_json /usr/lib/x86_64-linux-gnu/cmake/spdlog
         /usr/lib/x86_64-linux-gnu/cmake/fmt /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json
         /usr/lib/x86_64-linux-gnu/libspdlog.so /usr/lib/x86_64-linux-gnu/libfmt.so)
@@ -96,7 +97,7 @@ BIN="$ROOT/$BUILD/bin"
 DEPS="$BUILD/header-origins.txt"
 ninja -C "$BUILD" -t deps >"$BUILD/deps.txt" 2>/dev/null
 {
-  for d in nlohmann CLI spdlog fmt gloo; do
+  for d in nlohmann CLI spdlog fmt gloo openssl; do
     echo "$d: kit $(grep -c "\.gpu-kit/include/$d/" "$BUILD/deps.txt"), /usr/include $(grep -c "^ */usr/include/$d/" "$BUILD/deps.txt")"
   done
   echo "linked: $(ldd "$BIN/splitseg-cli" | grep -cE 'libspdlog|libfmt') spdlog/fmt libraries"

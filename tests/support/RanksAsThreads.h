@@ -31,6 +31,7 @@ inline std::vector<std::string> runRanksAsThreads(int worldSize, const std::func
       env.masterPort = port;
       env.rank = r;
       env.worldSize = worldSize;
+      env.secret = "a test run's secret, 32 characters";
       ranks::Comm comm(env, "test", timeout);
       comm.startGroup(timeout);
       body(comm, r);

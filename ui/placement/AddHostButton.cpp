@@ -97,7 +97,8 @@ void AddHostButton::askRemote() {
     buttons->button(QDialogButtonBox::Ok)->setEnabled(why.isEmpty());
     // WORLD_SIZE: every rank the session knows, this one included (Start shows the exact lines).
     command->setText(QString::fromStdString(
-        workerCommand(QSysInfo::machineHostName().toStdString(), port->value(), next, next + 1)));
+        workerCommand(QSysInfo::machineHostName().toStdString(), port->value(), next, next + 1,
+                      session_->runSecret())));
   };
   connect(host, &QLineEdit::textChanged, &dialog, refresh);
   connect(device, &QLineEdit::textChanged, &dialog, refresh);

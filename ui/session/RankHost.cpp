@@ -8,8 +8,9 @@
 
 namespace splitseg::ui {
 
-std::string workerCommand(const std::string& rendezvousHost, int port, int rank, int worldSize) {
-  return "MASTER_ADDR=" + rendezvousHost + " MASTER_PORT=" + std::to_string(port) + " RANK=" + std::to_string(rank) +
+std::string workerCommand(const std::string& rendezvousHost, int port, int rank, int worldSize,
+                          const std::string& secret) {
+  return "SPLITSEG_RUN_SECRET=" + secret + " MASTER_ADDR=" + rendezvousHost + " MASTER_PORT=" + std::to_string(port) + " RANK=" + std::to_string(rank) +
          " WORLD_SIZE=" + std::to_string(worldSize) + " splitseg-cli worker";
 }
 

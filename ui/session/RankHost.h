@@ -28,8 +28,9 @@ struct RankHost {
 // naming more is refused as hostile).
 constexpr int kMaxRanks = 64;
 
-// The line a worker on another machine is started with (torchrun's environment).
-std::string workerCommand(const std::string& rendezvousHost, int port, int rank, int worldSize);
+// The line a worker on another machine is started with (torchrun's environment and the run secret).
+std::string workerCommand(const std::string& rendezvousHost, int port, int rank, int worldSize,
+                          const std::string& secret);
 
 // Session files keep the hosts under view["hosts"]. Reading checks every field (types, ranks
 // 1..kMaxRanks once each, a device the placement syntax accepts, host names of letters, digits,

@@ -5,6 +5,7 @@
 #include "core/engine/NetworkFactory.h"
 #include "core/model/StagedNetwork.h"
 #include "core/model/NetworkStructureOf.h"
+#include "core/ranks/RunSecret.h"
 
 #include <QUndoStack>
 
@@ -109,6 +110,11 @@ std::vector<std::string> Session::stageNames() const {
   std::vector<std::string> out;
   for (const auto& s : stages_) out.push_back(s.name);
   return out;
+}
+
+const std::string& Session::runSecret() const {
+  static const std::string secret = ranks::makeRunSecret();
+  return secret;
 }
 
 const StageInfo* Session::stage(const std::string& name) const {

@@ -93,6 +93,9 @@ public:
   // (runs with local ranks only take a free one).
   int rendezvousPort() const { return rendezvousPort_; }
   void setRendezvousPort(int port) { rendezvousPort_ = port; }
+  // The secret this workstation's runs over ranks share with their workers (RunSecret.h). Made
+  // once per workstation process, never saved: a session file given to someone admits no one.
+  const std::string& runSecret() const;
   // Why a rank stopped or cannot join ("" when none): shown on its column until the next run.
   QString rankProblem(int rank) const { return rankProblems_.value(rank); }
   void setRankProblem(int rank, const QString& problem);

@@ -34,7 +34,8 @@ QString RankProcesses::workerProgram() {
   return QStandardPaths::findExecutable("splitseg-cli");
 }
 
-QString RankProcesses::start(const QList<int>& workerRanks, int port, int worldSize, int timeoutSeconds) {
+QString RankProcesses::start(const QList<int>& workerRanks, int port, int worldSize, int timeoutSeconds,
+                             const std::string& secret) {
   stopAll();
   ++generation_;
   const QString program = workerProgram();
@@ -42,7 +43,7 @@ QString RankProcesses::start(const QList<int>& workerRanks, int port, int worldS
   std::vector<ranks::LocalRankSpec> specs;
   // The workstation's rank and each worker share this machine's cores.
   for (const int rank : workerRanks)
-    specs.push_back({rank, worldSize, static_cast<int>(workerRanks.size()) + 1, port, timeoutSeconds});
+    specs.push_back({rank, worldSize, static_cast<int>(workerRanks.size()) + 1, port, timeoutSeconds, secret});
   try {
     // Below the UI, like rank 0's thread.
     processes_->start(program.toStdString(), {"worker"}, specs, /*captureStderr=*/true, TrainingWorker::kTrainingNice);
@@ -83,18 +84,22 @@ QString RankProcesses::startForSession(const Session& session, int timeoutSecond
   // Remote workers connect to the port they were told; a run on this machine alone takes a free one.
   const int port = remote.isEmpty() ? ranks::freeLocalPort() : session.rendezvousPort();
   if (port <= 0) return tr("No free port on 127.0.0.1 for the ranks' rendezvous");
-  env.masterAddr = "127.0.0.1";
+  // With remote workers rank 0 listens where they reach it (the route to this host's name, or
+  // GLOO_SOCKET_IFNAME); alone here, on 127.0.0.1 only.
+  const std::string host = QSysInfo::machineHostName().toStdString();
+  env.masterAddr = remote.isEmpty() ? "127.0.0.1" : host;
   env.masterPort = port;
+  env.secret = session.runSecret();
+  env.interfaces = ranks::interfacesFromEnvironment();
   env.rank = 0;
   env.worldSize = world;
   env.localWorldSize = static_cast<int>(local.size()) + 1;  // rank 0 and the workers started here share its cores
-  if (const QString why = start(local, port, world, timeoutSeconds); !why.isEmpty()) return why;
+  if (const QString why = start(local, port, world, timeoutSeconds, env.secret); !why.isEmpty()) return why;
   QStringList lines;
   for (const auto& h : session.hosts())
     if (!h.local() && h.rank < world)
       lines << tr("on %1: %2").arg(QString::fromStdString(h.host),
-                                   QString::fromStdString(workerCommand(QSysInfo::machineHostName().toStdString(), port,
-                                                                        h.rank, world)));
+                                   QString::fromStdString(workerCommand(host, port, h.rank, world, env.secret)));
   if (!lines.isEmpty())
     joinHint = tr("start the remote ranks within %1 s —\n%2").arg(timeoutSeconds).arg(lines.join("\n")).toStdString();
   return {};

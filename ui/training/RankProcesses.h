@@ -28,7 +28,7 @@ public:
 
   // Starts one worker per rank in `ranks` (each > 0); "" or why one could not start (the others
   // are then stopped).
-  QString start(const QList<int>& ranks, int port, int worldSize, int timeoutSeconds);
+  QString start(const QList<int>& ranks, int port, int worldSize, int timeoutSeconds, const std::string& secret);
   // The run ended: workers normally exit by themselves right after; those still running after
   // `graceMs` are killed. Does not block.
   void finish(int graceMs);

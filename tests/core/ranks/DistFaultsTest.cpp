@@ -185,6 +185,7 @@ private Q_SLOTS:
     probe.close();
     auto env = [&](int rank, int world) {
       auto e = QProcessEnvironment::systemEnvironment();
+      e.insert("SPLITSEG_RUN_SECRET", "DistFaultsTest's secret, 32 chars");
       e.insert("MASTER_ADDR", "127.0.0.1");
       e.insert("MASTER_PORT", port);
       e.insert("RANK", QString::number(rank));
@@ -204,6 +205,54 @@ private Q_SLOTS:
     QVERIFY(one.exitCode() != 0);
     QVERIFY2(e0.contains("rank 1 has WORLD_SIZE=3, rank 0 has 2"), e0.constData());
     QVERIFY2(e1.contains("refused by rank 0"), e1.constData());
+  }
+
+  // A worker that cannot prove the run's secret is refused at rank 0's gate: rank 0 names its
+  // address and, as the real rank never came, stops at the rank timeout; the worker says why.
+  void workersWithoutTheSecretAreRefused_data() {
+    QTest::addColumn<QString>("workerSecret");  // "" unset
+    QTest::addColumn<QString>("workerLine");
+    QTest::addColumn<QString>("zeroLine");  // "" rank 0 sees nothing of it
+    QTest::newRow("wrong secret") << "not the secret of this run, 32 c"
+                                  << "it refused this rank: the run secrets differ"
+                                  << "rank 0: refused a connection from 127.0.0.1:";
+    QTest::newRow("no secret") << "" << "rank 1: no run secret: set SPLITSEG_RUN_SECRET" << "";
+  }
+  void workersWithoutTheSecretAreRefused() {
+    QFETCH(QString, workerSecret);
+    QFETCH(QString, workerLine);
+    QFETCH(QString, zeroLine);
+    Listener probe;
+    const QString port = QString::number(probe.port);
+    probe.close();
+    auto env = [&](int rank, const QString& secret) {
+      auto e = QProcessEnvironment::systemEnvironment();
+      e.remove("SPLITSEG_RUN_SECRET");
+      e.remove("SPLITSEG_RUN_SECRET_FILE");
+      if (!secret.isEmpty()) e.insert("SPLITSEG_RUN_SECRET", secret);
+      e.insert("MASTER_ADDR", "127.0.0.1");
+      e.insert("MASTER_PORT", port);
+      e.insert("RANK", QString::number(rank));
+      e.insert("WORLD_SIZE", "2");
+      return e;
+    };
+    QProcess zero, one;
+    zero.setProcessEnvironment(env(0, "DistFaultsTest's secret, 32 chars"));
+    one.setProcessEnvironment(env(1, workerSecret));
+    zero.start(SPLITSEG_CLI, QStringList{"train"} + runFlags("2") + QStringList{"--placement", kTwoRanks,
+                                                                                "--rank-timeout", "4"});
+    one.start(SPLITSEG_CLI, {"worker", "--rank-timeout", "4"});
+    QVERIFY(zero.waitForFinished(60000));
+    QVERIFY(one.waitForFinished(60000));
+    const QByteArray e0 = zero.readAllStandardError(), e1 = one.readAllStandardError();
+    QVERIFY(zero.exitCode() != 0);
+    QVERIFY(one.exitCode() != 0);
+    QVERIFY2(e1.contains(workerLine.toUtf8()), e1.constData());
+    QVERIFY2(e0.contains("rank 1 did not join within 4 s"), e0.constData());
+    if (!zeroLine.isEmpty()) {
+      QVERIFY2(e0.contains(zeroLine.toUtf8()), e0.constData());
+      QVERIFY2(e0.contains("it did not prove the run's secret"), e0.constData());
+    }
   }
 };
 

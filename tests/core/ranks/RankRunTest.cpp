@@ -76,6 +76,8 @@ public:
   }
 };
 
+const char* kSecret = "RankRunTest's run secret, 32 chars";
+
 struct Worker {
   QProcess process;
   explicit Worker(int port) {
@@ -87,6 +89,7 @@ struct Worker {
     env.insert("WORLD_SIZE", "2");
     env.insert("OMP_NUM_THREADS", "1");
     env.insert("TORCH_CPP_LOG_LEVEL", "ERROR");
+    env.insert("SPLITSEG_RUN_SECRET", kSecret);
     process.setProcessEnvironment(env);
     process.start(SPLITSEG_CLI, {"worker"});
   }
@@ -106,6 +109,7 @@ ranks::RankEnv rankZero(int port) {
   ranks::RankEnv env;
   env.masterPort = port;
   env.worldSize = 2;
+  env.secret = kSecret;
   return env;
 }
 } // namespace

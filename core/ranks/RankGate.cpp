@@ -1,0 +1,78 @@
+#include "core/ranks/RankGate.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace splitseg::ranks {
+
+namespace {
+// Connections being served at once: the real ranks need one or two each.
+constexpr int kMaxConnections = 256;
+} // namespace
+
+RankGate::RankGate(std::string secret, const std::string& address, int port, int storePort,
+                   std::function<void(const std::string&)> onRefused)
+    : secret_(std::move(secret)), storePort_(storePort), onRefused_(std::move(onRefused)) {
+  listenFd_ = gate::listenOn(address, port, listenError_);
+  if (listenFd_ < 0) return;
+  port_ = gate::boundPort(listenFd_);
+  acceptor_ = std::thread([this] { acceptLoop(); });
+}
+
+RankGate::~RankGate() {
+  connections_.stop();
+  if (acceptor_.joinable()) acceptor_.join();
+  if (listenFd_ >= 0) close(listenFd_);
+}
+
+std::vector<std::string> RankGate::refusals() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return refusals_;
+}
+
+void RankGate::refuse(const std::string& line) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (refusals_.size() < 1000) refusals_.push_back(line);
+  }
+  if (onRefused_) onRefused_(line);
+}
+
+void RankGate::acceptLoop() {
+  for (;;) {
+    pollfd p[2] = {{listenFd_, POLLIN, 0}, {connections_.stopFd(), POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (p[1].revents) return;
+    const int fd = accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    if (!connections_.run([this, fd] { serve(fd); }, kMaxConnections)) {
+      refuse("rank 0: refused a connection from " + gate::peerName(fd) + ": too many connections at once");
+      close(fd);
+    }
+  }
+}
+
+void RankGate::serve(int fd) {
+  const std::string from = gate::peerName(fd);
+  gate::Keys keys;
+  if (const std::string why = gate::answerAsGate(fd, secret_, keys); !why.empty()) {
+    refuse("rank 0: refused a connection from " + from + ": " + why);
+    close(fd);
+    return;
+  }
+  std::string error;
+  const int store = gate::connectTo("127.0.0.1", storePort_, std::chrono::milliseconds(2000), error);
+  if (store < 0) {
+    close(fd);
+    return;
+  }
+  gate::relay(store, fd, keys, connections_.stopFd());
+}
+
+} // namespace splitseg::ranks
