@@ -59,7 +59,7 @@ set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://example.invalid/splitseg")
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)
 # Declared by hand: dpkg-shlibdeps would walk the bundled CUDA libraries too (slow, and they
 # are not from Debian). These are the Debian 12 packages the programs link against.
-set(_deps "libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1")
+set(_deps "libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1, libssl3")
 if(SPLITSEG_WITH_ITK)
   string(APPEND _deps ", libinsighttoolkit5.2, libgdcm3.0")
 endif()

@@ -28,7 +28,7 @@ done
 log() { printf '[install-deps] %s\n' "$*"; }
 
 core_pkgs=(build-essential cmake ninja-build ccache git pkg-config
-           nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev libssl-dev iproute2)
+           nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev libssl-dev iproute2 strace)
 gui_pkgs=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-svg-dev
           libvtk9-dev libinsighttoolkit5-dev libgdcm-dev libgdcm-tools
           xvfb xauth libgl1-mesa-dri invesalius-examples dpkg-dev file)

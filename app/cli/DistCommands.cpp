@@ -83,11 +83,16 @@ int launch(const LaunchArgs& a, const std::vector<std::string>& args) {
 }
 } // namespace
 
-void addRankInterface(CLI::App& cmd) {
+void addRankNetworkOptions(CLI::App& cmd) {
   cmd.add_option_function<std::string>(
       "--rank-interface", [](const std::string& v) { ::setenv("GLOO_SOCKET_IFNAME", v.c_str(), 1); },
       "network interface(s) the ranks use, a comma list (as GLOO_SOCKET_IFNAME; default: the one that routes to "
       "MASTER_ADDR)");
+  cmd.add_option_function<std::string>(
+         "--rank-sealing", [](const std::string& v) { ::setenv("SPLITSEG_RANK_SEALING", v.c_str(), 1); },
+         "encrypt and authenticate tensors between ranks (AES-256-GCM): on, off, or auto (on when the ranks span "
+         "hosts; rank 0 decides for all)")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
 }
 
 void addDistCommands(CLI::App& app) {
@@ -112,7 +117,7 @@ void addDistCommands(CLI::App& app) {
   worker->add_option("--rank-timeout", *timeout, "seconds to wait for rank 0 and the others (default: "
                                                  "SPLITSEG_RANK_TIMEOUT or 120)")
       ->check(CLI::Range(1, 86400));
-  addRankInterface(*worker);
+  addRankNetworkOptions(*worker);
   worker->callback([timeout, worker] {
     const auto env = ranks::RankEnv::fromEnvironment();
     if (env.rank == 0) throw InvalidArgument("worker: RANK=0 is the rank that starts the run (splitseg-cli train)");

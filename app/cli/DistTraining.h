@@ -24,8 +24,9 @@ void runAsWorker(const ranks::RankEnv& env, int timeoutSeconds);
 // rank), else `value` (the run's, or 120 s for a worker that has no run yet).
 int rankTimeout(int value, bool flagGiven);
 using ranks::dropRanks;  // core/ranks/RankRun.h
-// --rank-interface IFACE[,IFACE]: the interfaces the ranks' transport uses (GLOO_SOCKET_IFNAME).
-void addRankInterface(CLI::App& cmd);
+// --rank-interface IFACE[,IFACE]: the interfaces the ranks' transport uses (GLOO_SOCKET_IFNAME);
+// --rank-sealing on|off|auto: tensors between ranks encrypted and authenticated.
+void addRankNetworkOptions(CLI::App& cmd);
 
 void addDistCommands(CLI::App& app);  // launch, worker, secret
 

@@ -267,7 +267,7 @@ void addInferCommands(CLI::App& app) {
   a->run.addNetwork(*cmd);
   a->run.addData(*cmd);
   a->run.addExecution(*cmd);
-  addRankInterface(*cmd);
+  addRankNetworkOptions(*cmd);
   a->run.addSession(*cmd);
   cmd->add_option("--out", a->out, "segmentation to write, in the image's geometry");
   cmd->add_option("--checkpoint", a->checkpoint, "trained checkpoint (its run gives network and preprocessing)");

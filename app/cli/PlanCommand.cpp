@@ -52,6 +52,8 @@ struct PlanArgs {
   bool largest = false;
   bool offload = false;
   std::string cpuLayout = "auto";
+  double rankLinkGbps = 0;  // --rank-link-gbps: the link between ranks; 0: the calibrated loopback figure
+  double cpuSpeed = 0;      // --cpu-speed: FLOP/s of every CPU device (a figure --measure-speed printed)
   // --inference: a prediction of an image of `volume` voxels in `window`s, `perPass` at a time.
   bool inference = false;
   std::string volume;
@@ -320,6 +322,9 @@ void runPlan(const PlanArgs& a) {
   run::RunSpec spec = planSpec(a, o, names, devices);
   std::map<std::string, engine::MeasuredSpeed> measured;
   if (a.measureSpeed) measured = measureSpeeds(spec, planner, devices);
+  if (a.cpuSpeed > 0)
+    for (auto& d : devices)
+      if (splitRank(d.name).device == "cpu") d.flopsPerSecond = a.cpuSpeed;
   if (a.inference) {
     if (a.volume.empty()) throw InvalidArgument("--inference needs --volume X,Y,Z (the image as the network sees it)");
     if (a.perPass < 1) throw InvalidArgument("--windows-per-pass must be at least 1");
@@ -336,6 +341,7 @@ void runPlan(const PlanArgs& a) {
   }
   PlanRequest req = spec.planRequest(names, devices);
   req.adam = a.optimizer == "adam";
+  for (auto& d : req.devices) d.rankLinkBytesPerSecond = a.rankLinkGbps * 1e9 / 8;
   nlohmann::ordered_json out;
   std::ostream& os = std::cout;
   const std::string header = planHeader(a, req, planner, names);
@@ -421,6 +427,13 @@ void addPlanCommands(CLI::App& app) {
                 "Measure the training speed of this host's devices (a few training steps at the planned "
                 "patch, or the largest like it up to 96^3) "
                 "for the predicted step time and --auto, instead of the default speeds");
+  cmd->add_option("--cpu-speed", args->cpuSpeed,
+                  "training speed of every CPU device in FLOP/s, as --measure-speed measured it (so several plans "
+                  "share one measurement)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--rank-link-gbps", args->rankLinkGbps,
+                  "the link between ranks in Gbit/s, for the predicted step (default: loopback's, measured here)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_flag("--largest", args->largest, "Also find the largest cube that fits (with --auto: also with host offload)");
   cmd->add_flag("--offload", args->offload,

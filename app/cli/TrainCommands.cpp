@@ -86,7 +86,7 @@ void addTrainCommands(CLI::App& app) {
   a->run.addData(*cmd);
   a->run.addShape(*cmd);
   a->run.addExecution(*cmd);
-  addRankInterface(*cmd);
+  addRankNetworkOptions(*cmd);
   a->run.addSchedule(*cmd);
   a->run.addSession(*cmd);
   cmd->add_option("--resume", a->resume, "continue from this checkpoint (its run, overlaid by the flags given)");

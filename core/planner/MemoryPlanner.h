@@ -31,6 +31,9 @@ struct DeviceSpec {
   // convolution at batch < 16 to oneDNN only with more than one); 0: PlannerOptions::cpuThreads.
   // Ranks started on one host share its cores (engine::rankThreads).
   int cpuThreads = 0;
+  // Bytes per second between this device's rank and the other ranks (its host's link, declared or
+  // measured); 0: the calibrated loopback figure (Calibration.h kRankBytesPerSecond).
+  double rankLinkBytesPerSecond = 0;
   // "cuda:0", or a rank's "r1:cuda:0".
   bool isCuda() const {
     const auto colon = name.find(':');

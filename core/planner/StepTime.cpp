@@ -42,7 +42,7 @@ std::vector<int> pipelineOwners(const MemoryPlan& plan) {
 // block the sender, as Comm's sends do not). Returns the finish time; adds each rank's compute to
 // t.busySeconds.
 double replayPipeline(const MemoryPlan& plan, const NetworkStructure& network, const std::vector<int>& owner,
-                      const std::vector<double>& stageSeconds, StepTime& t) {
+                      const std::vector<double>& stageSeconds, const std::vector<DeviceSpec>& devices, StepTime& t) {
   const int S = static_cast<int>(plan.stages.size());
   const int M = std::max(1, plan.microBatches);
   const placement::PipelineOrder order(owner, M);
@@ -61,7 +61,7 @@ double replayPipeline(const MemoryPlan& plan, const NetworkStructure& network, c
   auto carry = [&](int stage, int from, int to, int m) {
     if (owner[from] == owner[to]) return 0.0;
     return static_cast<double>(plan.stages[stage].outputBytes) * share(m) /
-           linkBytesPerSecond(plan.stages[from].device, plan.stages[to].device);
+           linkBytesPerSecond(plan.stages[from].device, plan.stages[to].device, devices);
   };
   // Convolutions count 2 MACs forward and twice that backward; a recomputed stage runs its forward again.
   auto forwardPart = [&](int s) { return plan.stages[s].checkpointed ? 0.25 : 1.0 / 3.0; };
@@ -121,8 +121,16 @@ double flopsPerSecondOf(const DeviceSpec& device, placement::Precision precision
   return device.flopsPerSecond > 0 ? device.flopsPerSecond : defaultFlopsPerSecond(device, precision);
 }
 
-double linkBytesPerSecond(const std::string& from, const std::string& to) {
-  if (placement::processRank(from) != placement::processRank(to)) return kRankBytesPerSecond;
+double linkBytesPerSecond(const std::string& from, const std::string& to, const std::vector<DeviceSpec>& devices) {
+  if (placement::processRank(from) != placement::processRank(to)) {
+    double link = 0;
+    for (const auto& d : devices) {
+      const auto name = placement::canonicalDevice(d.name);
+      if ((name == from || name == to) && d.rankLinkBytesPerSecond > 0)
+        link = link > 0 ? std::min(link, d.rankLinkBytesPerSecond) : d.rankLinkBytesPerSecond;
+    }
+    return link > 0 ? link : kRankBytesPerSecond;
+  }
   const bool a = from.find("cuda") != std::string::npos, b = to.find("cuda") != std::string::npos;
   if (a || b) return kPcieBytesPerSecond;
   return kHostBytesPerSecond;
@@ -143,9 +151,15 @@ StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& 
   if (const auto owner = pipelineOwners(plan); !owner.empty()) {
     std::vector<double> seconds;
     for (const auto& s : plan.stages) seconds.push_back(s.flops / speed(s.device, s.precision));
-    t.seconds = replayPipeline(plan, network, owner, seconds, t);
+    t.seconds = replayPipeline(plan, network, owner, seconds, devices, t);
     for (const auto& [device, busy] : t.busySeconds) t.computeSeconds = std::max(t.computeSeconds, busy);
-    t.transferSeconds = static_cast<double>(plan.bytesMoved) / kRankBytesPerSecond;
+    double slowest = 0;
+    for (const auto& a : plan.devices)
+      for (const auto& b : plan.devices) {
+        const double l = linkBytesPerSecond(a.name, b.name, devices);
+        if (placement::processRank(a.name) != placement::processRank(b.name)) slowest = slowest > 0 ? std::min(slowest, l) : l;
+      }
+    t.transferSeconds = static_cast<double>(plan.bytesMoved) / (slowest > 0 ? slowest : kRankBytesPerSecond);
     t.pipelinedRanks = static_cast<int>(std::set<int>(owner.begin(), owner.end()).size());
     return t;
   }
@@ -167,7 +181,7 @@ StepTime predictStepTime(const MemoryPlan& plan, const std::vector<DeviceSpec>& 
     return out;
   }();
   for (std::size_t i = 0; i < used.size(); ++i)
-    for (std::size_t j = i + 1; j < used.size(); ++j) link = std::min(link, linkBytesPerSecond(used[i], used[j]));
+    for (std::size_t j = i + 1; j < used.size(); ++j) link = std::min(link, linkBytesPerSecond(used[i], used[j], devices));
   t.transferSeconds = static_cast<double>(plan.bytesMoved + plan.haloBytes) / link;
   // Host offload copies each offloaded input out in forward and back in backward over PCIe. The
   // prefetch may overlap part of it with compute; counted in full, so an upper bound.

@@ -25,8 +25,9 @@ namespace splitseg::planner {
 double defaultFlopsPerSecond(const DeviceSpec& device, placement::Precision precision);
 // The device's measured speed (DeviceSpec::flopsPerSecond) when it has one, else the default.
 double flopsPerSecondOf(const DeviceSpec& device, placement::Precision precision);
-// Bytes per second between two devices (host<->GPU over PCIe, GPU<->GPU, ranks over loopback).
-double linkBytesPerSecond(const std::string& from, const std::string& to);
+// Bytes per second between two devices (host<->GPU over PCIe, GPU<->GPU, ranks over loopback, or
+// between ranks the slower of their DeviceSpec::rankLinkBytesPerSecond where one is given).
+double linkBytesPerSecond(const std::string& from, const std::string& to, const std::vector<DeviceSpec>& devices = {});
 
 struct StepTime {
   double seconds = 0;          // compute + transfers; pipelined: the replayed schedule's finish time

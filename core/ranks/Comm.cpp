@@ -3,6 +3,7 @@
 #include "core/ranks/GateTunnel.h"
 #include "core/ranks/RankAddress.h"
 #include "core/ranks/RankGate.h"
+#include "core/ranks/TensorSeal.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
@@ -26,7 +27,9 @@ namespace splitseg::ranks {
 namespace {
 // A tensor travels as a fixed header (dtype, rank, sizes) then its bytes.
 constexpr int kMaxDims = 6;
-constexpr int kHeaderSize = 2 + kMaxDims;
+// dtype, dims, sizes, then the message's count between the two ranks (TensorSeal's nonce).
+constexpr int kHeaderSize = 2 + kMaxDims + 1;
+constexpr int kCountAt = 2 + kMaxDims;
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -57,6 +60,7 @@ struct Comm::Impl {
   RankAddress address;
   std::unique_ptr<RankGate> gate;      // rank 0
   std::unique_ptr<GateTunnel> tunnel;  // the other ranks
+  std::unique_ptr<TensorSeal> seal;    // when tensors are sealed
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   struct Pending {
@@ -218,6 +222,8 @@ void Comm::openStoreThroughGate() {
   }
 }
 
+bool Comm::sealed() const { return impl_->seal != nullptr; }
+
 std::vector<std::string> Comm::refusals() const {
   return impl_->gate ? impl_->gate->refusals() : std::vector<std::string>{};
 }
@@ -283,6 +289,27 @@ std::string Comm::fetch(const std::string& key) {
 
 void Comm::startGroup(std::chrono::milliseconds timeout) {
   timeout_ = timeout;
+  // Rank 0 decides whether tensors are sealed and draws the run's salt; the store carries both,
+  // behind the gate.
+  nlohmann::json transport;
+  if (env_.rank == 0) {
+    std::uint8_t salt[16];
+    randomBytes(salt, sizeof salt);
+    const bool sealed = env_.tensorSealing == "on" || (env_.tensorSealing == "auto" && !allRanksOnThisHost(env_));
+    transport = {{"sealed", sealed}, {"salt", hexOf(salt, sizeof salt)}};
+    publish("transport", transport.dump());
+  } else {
+    try {
+      transport = parseJson(fetch("transport"), "rank 0's transport message", kRankMessageLimits);
+    } catch (const FormatError&) {
+      transport = nullptr;
+    }
+    if (!transport.is_object() || !transport.value("sealed", nlohmann::json()).is_boolean() ||
+        !transport.value("salt", nlohmann::json()).is_string())
+      throw RankError("rank " + std::to_string(env_.rank) + ": rank 0 sent an unreadable transport message");
+  }
+  if (transport["sealed"].get<bool>())
+    impl_->seal = std::make_unique<TensorSeal>(env_.secret, transport["salt"].get<std::string>(), env_.rank);
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
   // The interfaces RankAddress chose: the ones named, else the address that routes to MASTER_ADDR.
   try {
@@ -320,15 +347,24 @@ void Comm::send(const torch::Tensor& tensor, int dst, int tag, const std::string
   h[0] = static_cast<std::int64_t>(data.scalar_type());
   h[1] = data.dim();
   for (std::int64_t d = 0; d < data.dim(); ++d) h[2 + d] = data.size(d);
+  auto body = data;
+  if (impl_->seal) {
+    h[kCountAt] = impl_->seal->nextSend(dst, tag);
+    const auto n = static_cast<std::size_t>(data.nbytes());
+    body = torch::empty({static_cast<std::int64_t>(n + 16)}, torch::kUInt8);
+    auto* out = body.data_ptr<std::uint8_t>();
+    impl_->seal->seal(dst, tag, h[kCountAt], reinterpret_cast<const std::uint8_t*>(header.data_ptr<std::int64_t>()),
+                      kHeaderSize * 8, static_cast<const std::uint8_t*>(data.data_ptr()), n, out, out + n);
+  }
   try {
-    for (auto t : {header, data}) {
+    for (auto t : {header, body}) {
       std::vector<at::Tensor> one{t};
       impl_->pending.push_back({impl_->group->send(one, dst, tag), t, dst, whatTensor});
     }
   } catch (const std::exception& e) {
     fail(dst, "sending " + whatTensor, e);
   }
-  counters_.bytesSent += static_cast<std::int64_t>(data.nbytes() + header.nbytes());
+  counters_.bytesSent += static_cast<std::int64_t>(body.nbytes() + header.nbytes());
 }
 
 torch::Tensor Comm::recv(int src, int tag, const std::string& whatTensor) {
@@ -347,16 +383,29 @@ torch::Tensor Comm::recv(int src, int tag, const std::string& whatTensor) {
       throw RankError("rank " + std::to_string(env_.rank) + ": rank " + std::to_string(src) +
                       " sent a damaged tensor header for " + whatTensor);
     std::vector<std::int64_t> sizes(h.data() + 2, h.data() + 2 + dims);
-    std::vector<at::Tensor> body{torch::empty(sizes, torch::TensorOptions().dtype(type))};
-    impl_->group->recv(body, src, tag)->wait(timeout_);
-    data = body[0];
+    data = torch::empty(sizes, torch::TensorOptions().dtype(type));
+    if (!impl_->seal) {
+      std::vector<at::Tensor> body{data};
+      impl_->group->recv(body, src, tag)->wait(timeout_);
+    } else {
+      const auto n = static_cast<std::size_t>(data.nbytes());
+      std::vector<at::Tensor> body{torch::empty({static_cast<std::int64_t>(n + 16)}, torch::kUInt8)};
+      impl_->group->recv(body, src, tag)->wait(timeout_);
+      const auto* in = body[0].data_ptr<std::uint8_t>();
+      const std::string why = impl_->seal->open(
+          src, tag, h[kCountAt], reinterpret_cast<const std::uint8_t*>(header[0].data_ptr<std::int64_t>()),
+          kHeaderSize * 8, in, n, static_cast<std::uint8_t*>(data.data_ptr()), in + n);
+      if (!why.empty())
+        throw RankError("rank " + std::to_string(env_.rank) + ": the " + whatTensor + " from rank " +
+                        std::to_string(src) + " is refused: " + why);
+    }
   } catch (const RankError&) {
     throw;
   } catch (const std::exception& e) {
     fail(src, "waiting for " + whatTensor, e);
   }
   counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  counters_.bytesReceived += static_cast<std::int64_t>(data.nbytes()) + kHeaderSize * 8;
+  counters_.bytesReceived += static_cast<std::int64_t>(data.nbytes()) + kHeaderSize * 8 + (impl_->seal ? 16 : 0);
   return data;
 }
 

@@ -47,8 +47,10 @@ public:
   void publish(const std::string& key, const std::string& value);
   std::string fetch(const std::string& key);
 
-  // Starts the tensor transport; `timeout` bounds every later wait for another rank.
+  // Starts the tensor transport; `timeout` bounds every later wait for another rank. Tensors are
+  // sealed (TensorSeal) when rank 0's RankEnv::tensorSealing says so; every rank follows rank 0.
   void startGroup(std::chrono::milliseconds timeout);
+  bool sealed() const;
   // Sends a tensor (any dtype and device; it travels through host memory) without waiting;
   // flush() waits for every send. `what` names the tensor in error messages.
   void send(const torch::Tensor& tensor, int dst, int tag, const std::string& what);

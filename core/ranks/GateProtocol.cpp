@@ -21,16 +21,17 @@ constexpr std::uint8_t kMagic[8] = {'S', 'S', 'G', 'A', 'T', 'E', '0', '1'};
 constexpr std::size_t kNonce = 32;
 using Clock = std::chrono::steady_clock;
 
-// Reads exactly n bytes before the deadline: 1 done, 0 closed early, -1 timed out or failed.
-int readExactly(int fd, std::uint8_t* out, std::size_t n, Clock::time_point deadline) {
+// Reads exactly n bytes before the deadline: 1 done, 0 closed early, -1 timed out, failed or
+// stopped (`stopFd` readable; -1: none).
+int readExactly(int fd, std::uint8_t* out, std::size_t n, Clock::time_point deadline, int stopFd) {
   std::size_t got = 0;
   while (got < n) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return -1;
-    pollfd p{fd, POLLIN, 0};
-    const int r = poll(&p, 1, static_cast<int>(left));
+    pollfd p[2] = {{fd, POLLIN, 0}, {stopFd, POLLIN, 0}};
+    const int r = poll(p, stopFd >= 0 ? 2 : 1, static_cast<int>(left));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
+    if (r <= 0 || (stopFd >= 0 && p[1].revents)) return -1;
     const ssize_t k = recv(fd, out + got, n - got, 0);
     if (k == 0) return 0;
     if (k < 0) {
@@ -66,14 +67,14 @@ Keys keysFor(const std::string& secret, const std::vector<std::uint8_t>& nonces,
 }
 } // namespace
 
-std::string answerAsGate(int fd, const std::string& secret, Keys& keys) {
+std::string answerAsGate(int fd, const std::string& secret, Keys& keys, int stopFd) {
   const auto deadline = Clock::now() + kHandshakeLimit;
   std::uint8_t hello[sizeof kMagic + kNonce];
   std::memcpy(hello, kMagic, sizeof kMagic);
   randomBytes(hello + sizeof kMagic, kNonce);
   if (!writeAll(fd, hello, sizeof hello)) return "it closed the connection at once";
   std::uint8_t answer[kNonce + sizeof(Digest)];
-  const int r = readExactly(fd, answer, sizeof answer, deadline);
+  const int r = readExactly(fd, answer, sizeof answer, deadline, stopFd);
   if (r < 0) return "it did not prove the run's secret within " + std::to_string(kHandshakeLimit.count() / 1000) + " s";
   if (r == 0) return "it closed the connection without proving the run's secret";
   const auto nonces = both(hello + sizeof kMagic, answer);
@@ -85,10 +86,10 @@ std::string answerAsGate(int fd, const std::string& secret, Keys& keys) {
   return {};
 }
 
-std::string proveToGate(int fd, const std::string& secret, Keys& keys) {
+std::string proveToGate(int fd, const std::string& secret, Keys& keys, int stopFd) {
   const auto deadline = Clock::now() + kHandshakeLimit;
   std::uint8_t hello[sizeof kMagic + kNonce];
-  const int r = readExactly(fd, hello, sizeof hello, deadline);
+  const int r = readExactly(fd, hello, sizeof hello, deadline, stopFd);
   if (r <= 0 || std::memcmp(hello, kMagic, sizeof kMagic) != 0)
     return "it does not answer as a SplitSeg rank 0 (another program on that port?)";
   std::uint8_t answer[kNonce + sizeof(Digest)];
@@ -98,7 +99,7 @@ std::string proveToGate(int fd, const std::string& secret, Keys& keys) {
   std::memcpy(answer + kNonce, mac.data(), mac.size());
   if (!writeAll(fd, answer, sizeof answer)) return "it closed the connection during the handshake";
   Digest proof{};
-  const int p = readExactly(fd, proof.data(), proof.size(), deadline);
+  const int p = readExactly(fd, proof.data(), proof.size(), deadline, stopFd);
   if (p == 0) return "it refused this rank: the run secrets differ (SPLITSEG_RUN_SECRET must be the same on every rank)";
   if (p < 0) return "it did not answer the handshake within " + std::to_string(kHandshakeLimit.count() / 1000) + " s";
   if (!sameDigest(proof.data(), hmacSha256(secret, "splitseg rank 0 admits", nonces).data()))
@@ -226,6 +227,21 @@ bool ConnectionThreads::run(std::function<void()> work, int limit) {
     if (--active_ == 0) idle_.notify_all();
   }).detach();
   return true;
+}
+
+void ConnectionThreads::serveEach(int listenFd, int limit, const std::function<void(int)>& serve,
+                                  const std::function<void(int)>& busy) {
+  for (;;) {
+    pollfd p[2] = {{listenFd, POLLIN, 0}, {stopFd(), POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (p[1].revents) return;
+    const int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    if (!run([serve, fd] { serve(fd); }, limit)) busy(fd);
+  }
 }
 
 void ConnectionThreads::stop() {

@@ -19,9 +19,10 @@ struct Keys {
   Digest send{}, receive{};
 };
 
-// Each returns "" when the other side proved the secret, else why not (one clause).
-std::string answerAsGate(int fd, const std::string& secret, Keys& keys);
-std::string proveToGate(int fd, const std::string& secret, Keys& keys);
+// Each returns "" when the other side proved the secret, else why not (one clause). A readable
+// `stopFd` ends the wait (the owner is shutting down).
+std::string answerAsGate(int fd, const std::string& secret, Keys& keys, int stopFd = -1);
+std::string proveToGate(int fd, const std::string& secret, Keys& keys, int stopFd = -1);
 
 // Relays until either side closes, a frame fails authentication, or `stopFd` becomes readable.
 // Closes both descriptors.
@@ -45,6 +46,9 @@ public:
   int stopFd() const { return stop_[0]; }
   // False (and nothing runs) when `limit` threads are busy already.
   bool run(std::function<void()> work, int limit);
+  // Accepts on `listenFd` until stopped: each connection is served on its own thread, or given to
+  // `busy` (which closes it) when `limit` are being served.
+  void serveEach(int listenFd, int limit, const std::function<void(int)>& serve, const std::function<void(int)>& busy);
   void stop();
 
 private:

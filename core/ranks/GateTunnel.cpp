@@ -36,24 +36,15 @@ GateTunnel::~GateTunnel() {
 }
 
 void GateTunnel::acceptLoop() {
-  for (;;) {
-    pollfd p[2] = {{listenFd_, POLLIN, 0}, {connections_.stopFd(), POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (p[1].revents) return;
-    const int fd = accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    if (!connections_.run([this, fd] { carry(fd); }, 64)) close(fd);
-  }
+  connections_.serveEach(
+      listenFd_, 64, [this](int fd) { carry(fd); }, [](int fd) { close(fd); });
 }
 
 void GateTunnel::carry(int local) {
   std::string error;
   const int remote = gate::connectTo(host_, gatePort_, timeout_, error);
   gate::Keys keys;
-  if (remote < 0 || !gate::proveToGate(remote, secret_, keys).empty()) {
+  if (remote < 0 || !gate::proveToGate(remote, secret_, keys, connections_.stopFd()).empty()) {
     // The store client sees its connection close and reports the rank that cannot be reached.
     if (remote >= 0) close(remote);
     close(local);

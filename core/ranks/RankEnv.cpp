@@ -92,6 +92,11 @@ RankEnv RankEnv::fromEnvironment() {
   if (e.localWorldSize > e.worldSize)
     throw InvalidArgument("LOCAL_WORLD_SIZE=" + std::to_string(e.localWorldSize) + " is more than WORLD_SIZE=" + std::to_string(e.worldSize));
   e.interfaces = interfacesFromEnvironment();
+  if (const char* s = std::getenv("SPLITSEG_RANK_SEALING"); s && *s) {
+    e.tensorSealing = s;
+    if (e.tensorSealing != "on" && e.tensorSealing != "off" && e.tensorSealing != "auto")
+      throw InvalidArgument("SPLITSEG_RANK_SEALING=" + printable(s) + ": give on, off or auto");
+  }
   e.secret = runSecretFromEnvironment();
   return e;
 }

@@ -25,6 +25,8 @@ struct RankEnv {
   // torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT; rank 0's gate then tells
   // the others its own port through it.
   bool agentStore = false;
+  // SPLITSEG_RANK_SEALING: "on", "off", or "auto" (sealed when the ranks span hosts).
+  std::string tensorSealing = "auto";
   int restartCount = 0;  // TORCHELASTIC_RESTART_COUNT
 
   bool distributed() const { return worldSize > 1; }

@@ -42,26 +42,18 @@ void RankGate::refuse(const std::string& line) {
 }
 
 void RankGate::acceptLoop() {
-  for (;;) {
-    pollfd p[2] = {{listenFd_, POLLIN, 0}, {connections_.stopFd(), POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (p[1].revents) return;
-    const int fd = accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    if (!connections_.run([this, fd] { serve(fd); }, kMaxConnections)) {
-      refuse("rank 0: refused a connection from " + gate::peerName(fd) + ": too many connections at once");
-      close(fd);
-    }
-  }
+  connections_.serveEach(
+      listenFd_, kMaxConnections, [this](int fd) { serve(fd); },
+      [this](int fd) {
+        refuse("rank 0: refused a connection from " + gate::peerName(fd) + ": too many connections at once");
+        close(fd);
+      });
 }
 
 void RankGate::serve(int fd) {
   const std::string from = gate::peerName(fd);
   gate::Keys keys;
-  if (const std::string why = gate::answerAsGate(fd, secret_, keys); !why.empty()) {
+  if (const std::string why = gate::answerAsGate(fd, secret_, keys, connections_.stopFd()); !why.empty()) {
     refuse("rank 0: refused a connection from " + from + ": " + why);
     close(fd);
     return;

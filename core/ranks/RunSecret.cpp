@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -31,18 +32,23 @@ std::array<std::uint8_t, 12> nonceOf(std::uint64_t counter) {
 }
 
 using CipherContext = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)>;
+constexpr std::size_t kPiece = std::size_t{1} << 30;
 } // namespace
+
+std::string hexOf(const std::uint8_t* bytes, std::size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    out += digits[bytes[i] >> 4];
+    out += digits[bytes[i] & 15];
+  }
+  return out;
+}
 
 std::string makeRunSecret() {
   std::uint8_t bytes[32];
   randomBytes(bytes, sizeof bytes);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (auto b : bytes) {
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
-  return out;
+  return hexOf(bytes, sizeof bytes);
 }
 
 void randomBytes(std::uint8_t* out, std::size_t n) {
@@ -86,18 +92,38 @@ Digest hmacSha256(std::string_view key, std::string_view label, const std::vecto
 
 bool sameDigest(const std::uint8_t* a, const std::uint8_t* b) { return CRYPTO_memcmp(a, b, sizeof(Digest)) == 0; }
 
+void aeadSeal(const Digest& key, const std::uint8_t* nonce, const std::uint8_t* aad, std::size_t aadLen,
+              const std::uint8_t* in, std::size_t n, std::uint8_t* out, std::uint8_t* tag) {
+  CipherContext ctx(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
+  int len = 0;
+  // EVP takes int lengths: longer inputs go in pieces.
+  bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) == 1 &&
+            (aadLen == 0 || EVP_EncryptUpdate(ctx.get(), nullptr, &len, aad, static_cast<int>(aadLen)) == 1);
+  for (std::size_t at = 0; ok && at < n; at += kPiece)
+    ok = EVP_EncryptUpdate(ctx.get(), out + at, &len, in + at, static_cast<int>(std::min(kPiece, n - at))) == 1;
+  if (!ok || EVP_EncryptFinal_ex(ctx.get(), out + n, &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, 16, tag) != 1)
+    throw Error("AES-256-GCM failed in OpenSSL");
+}
+
+bool aeadOpen(const Digest& key, const std::uint8_t* nonce, const std::uint8_t* aad, std::size_t aadLen,
+              const std::uint8_t* in, std::size_t n, std::uint8_t* out, const std::uint8_t* tag) {
+  CipherContext ctx(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
+  int len = 0;
+  bool ok = ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) == 1 &&
+            (aadLen == 0 || EVP_DecryptUpdate(ctx.get(), nullptr, &len, aad, static_cast<int>(aadLen)) == 1);
+  for (std::size_t at = 0; ok && at < n; at += kPiece)
+    ok = EVP_DecryptUpdate(ctx.get(), out + at, &len, in + at, static_cast<int>(std::min(kPiece, n - at))) == 1;
+  return ok && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, 16, const_cast<std::uint8_t*>(tag)) == 1 &&
+         EVP_DecryptFinal_ex(ctx.get(), out + n, &len) == 1;
+}
+
 std::vector<std::uint8_t> SealedStream::seal(const std::uint8_t* data, std::size_t n) {
   std::vector<std::uint8_t> frame(4 + n + 16);
   for (int i = 0; i < 4; ++i) frame[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(n >> (24 - 8 * i));
   const auto nonce = nonceOf(counter_++);
-  CipherContext ctx(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
-  int len = 0;
-  if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key_.data(), nonce.data()) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), nullptr, &len, frame.data(), 4) != 1 ||  // the length is authenticated too
-      EVP_EncryptUpdate(ctx.get(), frame.data() + 4, &len, data, static_cast<int>(n)) != 1 ||
-      EVP_EncryptFinal_ex(ctx.get(), frame.data() + 4 + n, &len) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, 16, frame.data() + 4 + n) != 1)
-    throw Error("AES-256-GCM failed in OpenSSL");
+  // The length is authenticated too.
+  aeadSeal(key_, nonce.data(), frame.data(), 4, data, n, frame.data() + 4, frame.data() + 4 + n);
   return frame;
 }
 
@@ -112,15 +138,8 @@ bool SealedStream::open(const std::uint8_t* data, std::size_t n, std::vector<std
     const auto nonce = nonceOf(counter_++);
     const std::size_t start = out.size();
     out.resize(start + len);
-    CipherContext ctx(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
-    int outLen = 0;
-    std::uint8_t* tag = pending_.data() + at + 4 + len;
-    if (!ctx || EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key_.data(), nonce.data()) != 1 ||
-        EVP_DecryptUpdate(ctx.get(), nullptr, &outLen, pending_.data() + at, 4) != 1 ||
-        EVP_DecryptUpdate(ctx.get(), out.data() + start, &outLen, pending_.data() + at + 4, static_cast<int>(len)) != 1 ||
-        EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, 16, tag) != 1 ||
-        EVP_DecryptFinal_ex(ctx.get(), out.data() + start + len, &outLen) != 1)
-      return false;
+    const std::uint8_t* frame = pending_.data() + at;
+    if (!aeadOpen(key_, nonce.data(), frame, 4, frame + 4, len, out.data() + start, frame + 4 + len)) return false;
     at += 4 + len + 16;
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(at));

@@ -26,6 +26,15 @@ using Digest = std::array<std::uint8_t, 32>;
 Digest hmacSha256(std::string_view key, std::string_view label, const std::vector<std::uint8_t>& data);
 bool sameDigest(const std::uint8_t* a, const std::uint8_t* b);  // constant time
 void randomBytes(std::uint8_t* out, std::size_t n);
+std::string hexOf(const std::uint8_t* bytes, std::size_t n);
+
+// AES-256-GCM with a 12-byte nonce that must never repeat under one key; `aad` is authenticated,
+// not encrypted. seal writes n bytes to `out` and 16 to `tag`; open returns false when anything
+// was changed (then `out` holds nothing usable).
+void aeadSeal(const Digest& key, const std::uint8_t* nonce, const std::uint8_t* aad, std::size_t aadLen,
+              const std::uint8_t* in, std::size_t n, std::uint8_t* out, std::uint8_t* tag);
+bool aeadOpen(const Digest& key, const std::uint8_t* nonce, const std::uint8_t* aad, std::size_t aadLen,
+              const std::uint8_t* in, std::size_t n, std::uint8_t* out, const std::uint8_t* tag);
 
 // AES-256-GCM over a stream, one direction: frames of a 4-byte length, the ciphertext and a 16-byte
 // tag; the nonce is a counter, so each key seals one direction of one connection only.

@@ -208,7 +208,7 @@ private Q_SLOTS:
     if (!QFile::exists(docs + "/bench/results.jsonl")) QSKIP("no committed results");
     QTemporaryDir dir;
     const auto run = runReport({"--results", docs + "/bench/results.jsonl", "--gpu", docs + "/bench/gpu.json",
-                                "--docs", dir.path()});
+                                "--links", docs + "/bench/links.jsonl", "--docs", dir.path()});
     QVERIFY2(run.code == 0, qPrintable(run.out));
     QFile made(dir.filePath("benchmarks.md")), committed(docs + "/benchmarks.md");
     QVERIFY(made.open(QIODevice::ReadOnly) && committed.open(QIODevice::ReadOnly));

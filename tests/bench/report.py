@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import Estimate, per_round, pooled_median, ratio, verdict, verdict_within  # noqa: E402
 from report_analysis import render_analysis  # noqa: E402
 from report_gpu import fmt_s, gpu_section, gpu_values  # noqa: E402
+from report_links import links_section  # noqa: E402
 from report_planner import planner_rows  # noqa: E402
 from report_memory import memory_rows  # noqa: E402
 
@@ -424,6 +425,7 @@ def main():
     ap.add_argument("--results", required=True)
     ap.add_argument("--docs", help="write benchmarks.md and bench/*.png here")
     ap.add_argument("--gpu", default="")
+    ap.add_argument("--links", default="", help="docs/bench/links.jsonl (tests/bench/links.sh)")
     ap.add_argument("--analysis", default=str(HERE / "analysis.md"))
     ap.add_argument("--summary", help="write every goal row (median, interval, verdict) as JSON here")
     ap.add_argument("--quick", action="store_true")
@@ -451,7 +453,7 @@ def main():
           machine_line(rows, a.date, a.quick), "", "## Goals", "", goals_table(rep.summary), "",
           "## All rows", "", render_table(rep.table), "", planner_md, ""]
     md += [f"![{Path(i).stem}]({i})" for i in images]
-    md += ["", gpu_section(a.gpu) if a.gpu else "", analysis]
+    md += ["", gpu_section(a.gpu) if a.gpu else "", links_section(a.links), analysis]
     (docs / "benchmarks.md").write_text("\n".join(md).rstrip() + "\n")
     if Path(a.results).resolve() != (docs / "bench" / "results.jsonl").resolve():
         (docs / "bench" / "results.jsonl").write_text(Path(a.results).read_text())

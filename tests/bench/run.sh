@@ -350,11 +350,17 @@ else
 fi
 fi
 
+# Ranks over shaped links (network namespaces; root): docs/bench/links.jsonl, kept as it was otherwise.
+if [ "${BENCH_QUICK:-0}" != 1 ] && [ "${BENCH_NO_DOCS:-0}" != 1 ]; then
+  SPLITSEG_BENCH_BUILD="$BUILD" bash "$HERE/links.sh" "$ROOT/docs/bench/links.jsonl"
+fi
+
 if [ -n "${BENCH_MERGE:-}" ]; then
   "$PY" "$HERE/merge_results.py" "$BENCH_MERGE" "$OUTD/results.jsonl" >"$WORK/merged.jsonl" &&
     mv "$WORK/merged.jsonl" "$OUTD/results.jsonl"
 fi
-REPORT_ARGS=(--results "$OUTD/results.jsonl" --gpu "$ROOT/docs/bench/gpu.json" --summary "$OUTD/summary.json")
+REPORT_ARGS=(--results "$OUTD/results.jsonl" --gpu "$ROOT/docs/bench/gpu.json" --summary "$OUTD/summary.json"
+             --links "$ROOT/docs/bench/links.jsonl")
 [ "${BENCH_NO_DOCS:-0}" = 1 ] || REPORT_ARGS+=(--docs "$ROOT/docs")
 [ "${BENCH_QUICK:-0}" = 1 ] && REPORT_ARGS+=(--quick)
 "$PY" "$HERE/report.py" "${REPORT_ARGS[@]}"

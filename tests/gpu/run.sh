@@ -53,7 +53,7 @@ if [ "$MODE" = rehearse ]; then
   CMAKE_ARGS+=(-DCMAKE_IGNORE_PREFIX_PATH=/usr)
   command -v ccache >/dev/null && CMAKE_ARGS+=("-DCCACHE_PROGRAM=$(command -v ccache)")
   HIDE=(/usr/include/nlohmann /usr/include/CLI /usr/include/spdlog /usr/include/fmt /usr/include/gloo
-        /usr/include/openssl /usr/include/x86_64-linux-gnu/openssl /usr/lib/x86_64-linux-gnu/libcrypto.so
+        /usr/include/openssl /usr/include/x86_64-linux-gnu/openssl
         /usr/lib/x86_64-linux-gnu/cmake/nlohmann_json /usr/lib/x86_64-linux-gnu/cmake/spdlog
         /usr/lib/x86_64-linux-gnu/cmake/fmt /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json
         /usr/lib/x86_64-linux-gnu/libspdlog.so /usr/lib/x86_64-linux-gnu/libfmt.so)

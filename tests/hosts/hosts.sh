@@ -3,29 +3,19 @@
 # exit; addresses 10.213.N.x exist only inside them. Debian's default resolver layout: each host
 # maps its own name to 127.0.1.1 and the other's to its link address.
 #   tests/hosts/hosts.sh CASE SPLITSEG_CLI [VENV_PYTHON]
-# CASE: interface | intruder | secret | slurm | torchrun | local-listen
+# CASE: interface | intruder | secret | sealing | slurm | torchrun | local-listen
 # Exit 77 (CTest: skipped) where namespaces cannot be made (not root, no `ip netns`).
 set -uo pipefail
+# One block, read whole before it runs: editing this file during a run cannot break the run.
+{
 CASE="${1:?case}"; CLI="${2:?splitseg-cli}"; PY="${3:-}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 note() { echo "-- $*"; }
 
-TAG="s$$"; N=$(( ($$ % 200) + 20 ))
-NA="${TAG}a"; NB="${TAG}b"; NI="${TAG}i"; NL="${TAG}l"
-A="10.213.$N.1"; B="10.213.$N.2"; I="10.213.$N.3"
-W="$(mktemp -d)"
-cleanup() {
-  for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-  for ns in "$NA" "$NB" "$NI" "$NL"; do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-    rm -rf "/etc/netns/$ns"
-  done
-  rm -rf "$W"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=tests/hosts/netns.sh
+. "$HERE/netns.sh"
 
 local_listen() {
   # A run that never leaves this machine listens on loopback only: every listening socket of the
@@ -50,27 +40,7 @@ local_listen() {
 }
 [ "$CASE" = local-listen ] && local_listen
 
-[ "$(id -u)" = 0 ] || skip "network namespaces need root"
-command -v ip >/dev/null || skip "no ip (iproute2)"
-ip netns add "$NL" 2>/dev/null || skip "cannot create network namespaces here"
-ip netns exec "$NL" ip link add br0 type bridge && ip netns exec "$NL" ip link set br0 up
-ip netns exec "$NL" ip link set lo up
-host_ns() {  # NAME NS ADDR OTHER_NAME OTHER_ADDR
-  local name=$1 ns=$2 addr=$3
-  ip netns add "$ns"
-  ip link add "v$ns" type veth peer name "p$ns"
-  ip link set "v$ns" netns "$ns"; ip link set "p$ns" netns "$NL"
-  ip netns exec "$NL" ip link set "p$ns" master br0
-  ip netns exec "$NL" ip link set "p$ns" up
-  ip netns exec "$ns" ip link set lo up
-  ip netns exec "$ns" ip link set "v$ns" name link0
-  ip netns exec "$ns" ip addr add "$addr/24" dev link0
-  ip netns exec "$ns" ip link set link0 up
-  mkdir -p "/etc/netns/$ns"
-  printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$name" >"/etc/netns/$ns/hosts"
-  shift 3
-  while [ $# -ge 2 ]; do printf '%s %s\n' "$2" "$1" >>"/etc/netns/$ns/hosts"; shift 2; done
-}
+why="$(make_link)" || skip "$why"
 host_ns hostA "$NA" "$A" hostB "$B" sshost2 "$B" sshost1 "$A"
 host_ns hostB "$NB" "$B" hostA "$A" sshost1 "$A"
 host_ns intruder "$NI" "$I" hostA "$A"
@@ -81,20 +51,14 @@ PORT=29511
 STEPS=4; [ "$CASE" = intruder ] && STEPS=40  # long enough for the intruder to find every port
 RUN=(--synthetic 16 --patch 16 --base 4 --depth 3 --batch 2 --steps $STEPS --seed 3 --progress jsonl
      --placement enc0=r0:cpu,enc1=r0:cpu,bottleneck=r1:cpu,dec1=r1:cpu,dec0=r1:cpu,head=r1:cpu)
-# on NS NAME VAR=VALUE... -- COMMAND...: runs COMMAND in host NS with hostname NAME.
-on() {
-  local ns=$1 name=$2; shift 2
-  local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  ip netns exec "$ns" unshare --uts sh -c 'hostname "$0"; exec env "$@"' "$name" \
-    OMP_NUM_THREADS=1 TORCH_CPP_LOG_LEVEL=ERROR "${envs[@]}" "$@"
-}
 # two_ranks LABEL ENV_A ENV_B: rank 0 (train) on A, rank 1 (worker) on B; rc in $W/LABEL.rc0/.rc1
 two_ranks() {
   local label=$1 ea=$2 eb=$3
   # shellcheck disable=SC2086
   on "$NA" hostA RANK=0 WORLD_SIZE=2 MASTER_PORT=$PORT SPLITSEG_RUN_SECRET="$SECRET" $ea -- \
-    "$CLI" train "${RUN[@]}" --rank-timeout 20 --save "$W/$label.pt" >"$W/$label.out0" 2>"$W/$label.err0" &
+    ${TRACE0:-} "$CLI" train "${RUN[@]}" --rank-timeout 20 --save "$W/$label.pt" >"$W/$label.out0" 2>"$W/$label.err0" &
   local p0=$!
+  # shellcheck disable=SC2086
   # shellcheck disable=SC2086
   on "$NB" hostB RANK=1 WORLD_SIZE=2 MASTER_PORT=$PORT SPLITSEG_RUN_SECRET="$SECRET" $eb -- \
     "$CLI" worker --rank-timeout 20 >"$W/$label.out1" 2>"$W/$label.err1" &
@@ -171,6 +135,26 @@ secret)
   grep -q "rank 1: rank 0 at $A:$PORT: it refused this rank: the run secrets differ" "$W/err1" || fail "rank 1: $(cat "$W/err1")"
   echo "PASS secret"
   ;;
+sealing)
+  # What rank 0 writes, traced: the labels it sends the head's rank hold long runs of zero bytes
+  # in clear (background); sealed, no write does.
+  command -v strace >/dev/null || skip "no strace"
+  zeros() { grep -c '\(\\x00\)\{64\}' "$1"; }
+  TRACE0="strace -f -qq -e trace=sendmsg,sendto,writev,write -xx -s 65536 -o $W/clear.trace" \
+    two_ranks clear "MASTER_ADDR=$A SPLITSEG_RANK_SEALING=off" "MASTER_ADDR=$A"
+  trained clear
+  TRACE0="strace -f -qq -e trace=sendmsg,sendto,writev,write -xx -s 65536 -o $W/sealed.trace" \
+    two_ranks sealed "MASTER_ADDR=$A" "MASTER_ADDR=$A"
+  trained sealed
+  c=$(zeros "$W/clear.trace"); s=$(zeros "$W/sealed.trace")
+  [ -n "${KEEP_TRACE:-}" ] && cp "$W"/*.trace "$KEEP_TRACE"/
+  note "writes of rank 0 holding 64 zero bytes in a row: $c in clear, $s sealed"
+  [ "$c" -ge 1 ] || fail "the clear run shows no plaintext: the check cannot tell"
+  [ "$s" = 0 ] || fail "sealed, rank 0 still wrote $s plaintext-looking messages"
+  [ "$(losses clear)" = "$(losses sealed)" ] || fail "sealed and clear trained differently"
+  b0=$(grep -o '"bytes_sent":[0-9]*' "$W/clear.out0" | tail -1); b1=$(grep -o '"bytes_sent":[0-9]*' "$W/sealed.out0" | tail -1)
+  echo "PASS sealing: equal losses sealed and clear; rank 0 $b0 clear, $b1 sealed (last step)"
+  ;;
 slurm)
   S=(SLURM_NTASKS=2 SLURM_TASKS_PER_NODE="1(x2)" SLURM_JOB_NODELIST="sshost[1-2]" SLURM_JOB_ID=4242 SLURM_LOCALID=0)
   on "$NA" sshost1 "${S[@]}" SLURM_PROCID=0 SLURM_NODEID=0 SPLITSEG_RUN_SECRET="$SECRET" -- \
@@ -202,3 +186,5 @@ torchrun)
   ;;
 *) fail "unknown case $CASE" ;;
 esac
+exit 0
+}

@@ -21,8 +21,10 @@ inline void allowRanksAsThreads() { ::setenv("TORCH_FR_BUFFER_SIZE", "0", 1); }
 // Runs `body(comm, rank)` for ranks 0..worldSize-1, rank 0 on this thread and the others on their
 // own, each with a Comm joined on a free port of 127.0.0.1. Returns each rank's exception message
 // ("" where it returned).
+// `sealing`: RankEnv::tensorSealing of every rank.
 inline std::vector<std::string> runRanksAsThreads(int worldSize, const std::function<void(ranks::Comm&, int)>& body,
-                                                  std::chrono::seconds timeout = std::chrono::seconds(30)) {
+                                                  std::chrono::seconds timeout = std::chrono::seconds(30),
+                                                  const std::string& sealing = "auto") {
   const int port = ranks::freeLocalPort();
   std::vector<std::string> failures(static_cast<std::size_t>(worldSize));
   auto rank = [&](int r) {
@@ -32,6 +34,7 @@ inline std::vector<std::string> runRanksAsThreads(int worldSize, const std::func
       env.rank = r;
       env.worldSize = worldSize;
       env.secret = "a test run's secret, 32 characters";
+      env.tensorSealing = sealing;
       ranks::Comm comm(env, "test", timeout);
       comm.startGroup(timeout);
       body(comm, r);
