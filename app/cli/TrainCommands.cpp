@@ -74,7 +74,7 @@ void runTrain(const TrainArgs& a) {
   how.resume = a.resume;
   how.resumeFile = resumed;
   how.sink = &metrics;
-  if (a.progress == "bar") how.describe = [](const std::string& line) { std::cerr << line << "\n"; };
+  if (a.progress != "none") how.describe = [](const std::string& line) { std::cerr << line << "\n"; };
   launch::train(spec, net, source, how);
 }
 } // namespace

@@ -30,6 +30,9 @@ constexpr int kMaxDims = 6;
 // dtype, dims, sizes, then the message's count between the two ranks (TensorSeal's nonce).
 constexpr int kHeaderSize = 2 + kMaxDims + 1;
 constexpr int kCountAt = 2 + kMaxDims;
+// Above every tag the trainers and inferers use (PipelineSchedule::tag kinds are small).
+constexpr int kLinkProbeTag = 0x7f000000;
+constexpr std::int64_t kLinkProbeBytes = std::int64_t{8} << 20;
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -224,6 +227,36 @@ void Comm::openStoreThroughGate() {
 
 bool Comm::sealed() const { return impl_->seal != nullptr; }
 
+void Comm::measureLinks() {
+  linkSpeeds_.assign(static_cast<std::size_t>(env_.worldSize), 0.0);
+  const auto probe = torch::zeros({kLinkProbeBytes}, torch::kUInt8);
+  for (int r = 1; r < env_.worldSize; ++r) {
+    if (env_.rank == 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      send(probe, r, kLinkProbeTag, "the link probe");
+      flush();
+      (void)recv(r, kLinkProbeTag, "the link probe");
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      linkSpeeds_[static_cast<std::size_t>(r)] = s > 0 ? 2.0 * static_cast<double>(kLinkProbeBytes) / s : 0;
+    } else if (env_.rank == r) {
+      send(recv(0, kLinkProbeTag, "the link probe"), 0, kLinkProbeTag, "the link probe");
+      flush();
+    }
+  }
+  counters_ = Counters{};  // the steps' figures start here
+}
+
+std::string Comm::linkSummary() const {
+  std::string out;
+  for (std::size_t r = 1; r < linkSpeeds_.size(); ++r) {
+    if (linkSpeeds_[r] <= 0) continue;
+    char one[64];
+    std::snprintf(one, sizeof one, "%srank %zu %.2f Gbit/s", out.empty() ? "" : ", ", r, linkSpeeds_[r] * 8 / 1e9);
+    out += one;
+  }
+  return out.empty() ? out : "links measured at the join: " + out + (sealed() ? " (sealed)" : "");
+}
+
 std::vector<std::string> Comm::refusals() const {
   return impl_->gate ? impl_->gate->refusals() : std::vector<std::string>{};
 }
@@ -323,6 +356,7 @@ void Comm::startGroup(std::chrono::milliseconds timeout) {
   } catch (const std::exception& e) {
     throw RankError("rank " + std::to_string(env_.rank) + ": cannot connect the ranks' transport: " + what(e));
   }
+  if (!allRanksOnThisHost(env_)) measureLinks();
 }
 
 void Comm::fail(int peer, const std::string& waitingFor, const std::exception& e) const {

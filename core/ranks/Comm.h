@@ -51,6 +51,11 @@ public:
   // sealed (TensorSeal) when rank 0's RankEnv::tensorSealing says so; every rank follows rank 0.
   void startGroup(std::chrono::milliseconds timeout);
   bool sealed() const;
+  // On rank 0 of a run whose ranks span hosts: the bytes per second of a tensor to each rank and
+  // back, measured at startGroup (8 MiB each way, sealed as the run's tensors are); index = rank,
+  // 0 where not measured. "" / "links measured at the join: rank 1 0.94 Gbit/s" for messages.
+  const std::vector<double>& linkSpeeds() const { return linkSpeeds_; }
+  std::string linkSummary() const;
   // Sends a tensor (any dtype and device; it travels through host memory) without waiting;
   // flush() waits for every send. `what` names the tensor in error messages.
   void send(const torch::Tensor& tensor, int dst, int tag, const std::string& what);
@@ -72,6 +77,7 @@ public:
   Counters& counters() { return counters_; }
 
 private:
+  void measureLinks();
   void openStoreAsRankZero();
   void openStoreThroughGate();
   void awaitReaders(const std::string& phase);
@@ -82,6 +88,7 @@ private:
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Impl> impl_;
   Counters counters_;
+  std::vector<double> linkSpeeds_;
 };
 
 } // namespace splitseg::ranks

@@ -68,7 +68,7 @@ void trainOnRanks(Comm& comm, std::shared_ptr<model::StagedNetwork> net, std::sh
                   const checkpoint::CheckpointFile* resumeFile = nullptr) {
   RankTrainer trainer(comm, std::move(net), std::move(source), spec);
   if (resume) trainer.loadCheckpoint(resumePath, resumeFile);
-  if (describe) describe(line);
+  if (describe) describe(comm.linkSummary().empty() ? line : line + "; " + comm.linkSummary());
   trainer.run(sink, cancel);
 }
 } // namespace

@@ -42,9 +42,10 @@ run_once() {  # LINK SEALING ROUND -> one JSON line
       "$CLI" worker --rank-timeout 60 >/dev/null 2>"$W/e1"
     wait $p0
   fi
-  python3 - "$o0" "$link" "$sealing" "$round" <<'EOF'
-import json, statistics, sys
-path, link, sealing, rnd = sys.argv[1:5]
+  python3 - "$o0" "$link" "$sealing" "$round" "$e0" <<'EOF'
+import json, re, statistics, sys
+path, link, sealing, rnd, err = sys.argv[1:6]
+m = re.search(r"links measured at the join: rank 1 ([0-9.]+) Gbit/s", open(err).read())
 steps = [json.loads(l) for l in open(path) if l.startswith("{") and '"step"' in l and '"ranks"' in l]
 if len(steps) < 2:
     print(json.dumps({"bench": "link", "link": link, "sealed": sealing == "on", "round": int(rnd), "error": "no steps"}))
@@ -53,7 +54,8 @@ later = steps[1:]
 r0 = [r for r in later[-1]["ranks"] if r["rank"] == 0][0]
 print(json.dumps({"bench": "link", "link": link, "sealed": sealing == "on", "round": int(rnd),
                   "step_s": [s["seconds"] for s in later], "median_step_s": statistics.median(s["seconds"] for s in later),
-                  "bytes_per_step": r0["bytes_sent"] + r0["bytes_received"], "rank0_wait_s": r0["wait_s"]}))
+                  "bytes_per_step": r0["bytes_sent"] + r0["bytes_received"], "rank0_wait_s": r0["wait_s"],
+                  "join_link_gbps": float(m.group(1)) if m else None}))
 EOF
 }
 PLAN=(plan --size 48 --base 8 --depth 5 --batch 4 --micro-batches 4 --placement "$PLACE"

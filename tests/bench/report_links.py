@@ -46,8 +46,8 @@ def links_section(path):
            "one host over loopback; tensors sealed (AES-256-GCM) and in clear. No delay is added (this kernel "
            "has no netem). Median step over rounds with its 95% bootstrap interval; throughput as per-round "
            "ratios to loopback in clear.", "",
-           "| link | tensors | rounds | step | throughput vs loopback | bytes/step (rank 0) | planner's step | planner vs measured |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| link | tensors | rounds | step | throughput vs loopback | bytes/step (rank 0) | link measured at the join | planner's step | planner vs measured |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for link in LINKS:
         for sealed in (False, True):
             runs = _runs(rows, link, sealed)
@@ -60,6 +60,9 @@ def links_section(path):
                 tp = f"{statistics.median(ratios):.2f}x [{iv[0]:.2f}, {iv[1]:.2f}]"
             nbytes = [r["bytes_per_step"] for r in rows if r.get("bench") == "link" and r["link"] == link
                       and r["sealed"] == sealed and "bytes_per_step" in r]
+            joins = [r["join_link_gbps"] for r in rows if r.get("bench") == "link" and r["link"] == link
+                     and r["sealed"] == sealed and r.get("join_link_gbps")]
+            join = f"{statistics.median(joins):.2f} Gbit/s" if joins else "-"
             plan, verdict = "-", "-"
             if not sealed and plans.get(link):
                 measured = statistics.median(runs.values())
@@ -67,7 +70,7 @@ def links_section(path):
                 err = plans[link] / measured - 1
                 verdict = f"{err:+.0%} ({'within' if abs(err) <= BOUND else 'beyond'} {BOUND:.0%})"
             out.append(f"| {link} | {'sealed' if sealed else 'clear'} | {len(runs)} | {_interval(list(runs.values()))} "
-                       f"| {tp} | {statistics.median(nbytes) / 2**20:.1f} MiB | {plan} | {verdict} |")
+                       f"| {tp} | {statistics.median(nbytes) / 2**20:.1f} MiB | {join} | {plan} | {verdict} |")
     for link in LINKS:
         clear, sealed = _runs(rows, link, False), _runs(rows, link, True)
         cost = [sealed[k] / clear[k] for k in clear if k in sealed and clear[k] > 0]
