@@ -139,7 +139,10 @@ bool SealedStream::open(const std::uint8_t* data, std::size_t n, std::vector<std
     const std::size_t start = out.size();
     out.resize(start + len);
     const std::uint8_t* frame = pending_.data() + at;
-    if (!aeadOpen(key_, nonce.data(), frame, 4, frame + 4, len, out.data() + start, frame + 4 + len)) return false;
+    if (!aeadOpen(key_, nonce.data(), frame, 4, frame + 4, len, out.data() + start, frame + 4 + len)) {
+      out.resize(start);  // nothing of a forged frame is handed on
+      return false;
+    }
     at += 4 + len + 16;
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(at));

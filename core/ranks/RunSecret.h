@@ -45,7 +45,8 @@ public:
   explicit SealedStream(const Digest& key) : key_(key) {}
   std::vector<std::uint8_t> seal(const std::uint8_t* data, std::size_t n);
   // Takes what arrived; appends the plaintext of every whole frame to `out`. False when a frame
-  // fails authentication or declares a length beyond kMaxFrame (the connection must close).
+  // fails authentication (nothing of it is appended) or declares a length beyond kMaxFrame (the
+  // connection must close).
   bool open(const std::uint8_t* data, std::size_t n, std::vector<std::uint8_t>& out);
 
 private:

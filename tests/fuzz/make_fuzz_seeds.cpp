@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   }
   const fs::path root(argv[1]);
   for (const char* t : {"fuzz_nifti", "fuzz_nrrd", "fuzz_metaimage", "fuzz_dicom", "fuzz_inv3", "fuzz_dataset_json", "fuzz_run_json",
-                        "fuzz_checkpoint", "fuzz_summary_json", "fuzz_json_depth", "fuzz_gzip_ratio"})
+                        "fuzz_checkpoint", "fuzz_summary_json", "fuzz_json_depth", "fuzz_gzip_ratio", "fuzz_gate_wire"})
     fs::create_directories(root / t);
   const fs::path scratch = root / "scratch";
   fs::remove_all(scratch);

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 secs="${1:-60}"; shift || true
 targets=("$@")
 [ "$secs" = build ] && targets=()
-[ "${#targets[@]}" -gt 0 ] || targets=(fuzz_nifti fuzz_nrrd fuzz_metaimage fuzz_dicom fuzz_inv3 fuzz_dataset_json fuzz_run_json fuzz_checkpoint fuzz_summary_json fuzz_json_depth fuzz_gzip_ratio)
+[ "${#targets[@]}" -gt 0 ] || targets=(fuzz_nifti fuzz_nrrd fuzz_metaimage fuzz_dicom fuzz_inv3 fuzz_dataset_json fuzz_run_json fuzz_checkpoint fuzz_summary_json fuzz_json_depth fuzz_gzip_ratio fuzz_gate_wire)
 export CCACHE_BASEDIR="$PWD" CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 if [ ! -f build-fuzz/build.ninja ]; then
