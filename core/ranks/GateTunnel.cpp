@@ -1,11 +1,8 @@
 #include "core/ranks/GateTunnel.h"
 #include "core/ranks/RankError.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <cerrno>
 
 namespace splitseg::ranks {
 

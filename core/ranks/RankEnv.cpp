@@ -1,11 +1,9 @@
 #include "core/ranks/RankEnv.h"
 #include "core/base/Error.h"
 #include "core/base/Printable.h"
+#include "core/ranks/GateProtocol.h"
 #include "core/ranks/RunSecret.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -184,16 +182,10 @@ int slurmTasksOnNode(const std::string& tasksPerNode, int node) {
 }
 
 int freeLocalPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  std::string error;
+  const int fd = gate::listenOn("127.0.0.1", 0, error);
   if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
+  const int port = gate::boundPort(fd);
   close(fd);
   return port;
 }

@@ -1,10 +1,7 @@
 #include "core/ranks/RankGate.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <cerrno>
 
 namespace splitseg::ranks {
 

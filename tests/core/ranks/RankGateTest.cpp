@@ -6,6 +6,7 @@
 // refused.
 #include "core/ranks/GateProtocol.h"
 #include "core/ranks/GateTunnel.h"
+#include "core/ranks/RankEnv.h"
 #include "core/ranks/RankError.h"
 #include "core/ranks/RankGate.h"
 #include "core/ranks/RunSecret.h"
@@ -353,13 +354,7 @@ private Q_SLOTS:
   }
 
   void unreachableGateIsOneLine() {
-    const int port = [] {
-      std::string e;
-      const int fd = gate::listenOn("127.0.0.1", 0, e);
-      const int p = gate::boundPort(fd);
-      close(fd);
-      return p;
-    }();
+    const int port = freeLocalPort();
     std::string what;
     try {
       GateTunnel tunnel(kSecret, "127.0.0.1", port, std::chrono::milliseconds(600), 1);
